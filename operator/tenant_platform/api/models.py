@@ -1,0 +1,263 @@
+"""Pydantic models of the TenantPlatform spec (v1alpha1).
+
+The CRD in crds/ is the source of truth for validation and defaults at apply time; these models
+mirror it field for field so the operator parses a body once, at the edge, and nothing downstream
+digs into raw dicts. tests/unit/test_crd_model_parity.py fails when the two disagree about fields,
+types or defaults.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic.alias_generators import to_camel
+
+DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+DNS1123_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+DURATION = r"^([0-9]+(\.[0-9]+)?(h|m|s|ms))+$"
+_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(h|ms|m|s)")
+_UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+
+
+def parse_duration(value: str) -> timedelta:
+    """Parse a Go-style duration such as ``24h``, ``1h30m`` or ``90s``.
+
+    Raises ValueError for anything the CRD pattern would reject.
+    """
+    if not re.fullmatch(DURATION, value):
+        raise ValueError(f"not a duration (use e.g. 24h, 30m, 90s): {value!r}")
+    seconds = sum(float(n) * _UNIT_SECONDS[u] for n, u in _DURATION_PART.findall(value))
+    return timedelta(seconds=seconds)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
+    )
+
+
+class Injection(_Model):
+    mode: Literal["Label", "Revision"] = Field(
+        "Label", description="Label: istio-injection=enabled; Revision: istio.io/rev=<revision>."
+    )
+    revision: str = Field("", description="Istio revision for mode Revision.")
+
+
+class Mesh(_Model):
+    namespace: str = Field("istio-system", description="Namespace where istiod runs.")
+    injection: Injection = Field(default_factory=Injection, description="Sidecar injection labelling.")
+    sidecar_style: Literal["Auto", "Native", "Classic"] = Field(
+        "Auto", description="How istio-proxy is injected; Auto detects it."
+    )
+
+
+class PodSecurity(_Model):
+    warn: Literal["privileged", "baseline", "restricted"] = Field(
+        "restricted", description="pod-security.kubernetes.io/warn level."
+    )
+    audit: Literal["privileged", "baseline", "restricted"] = Field(
+        "restricted", description="pod-security.kubernetes.io/audit level."
+    )
+
+
+class Subject(_Model):
+    kind: Literal["User", "Group", "ServiceAccount"] = Field(description="RBAC subject kind.")
+    name: str = Field(description="Subject name.")
+    namespace: str = Field("", description="Namespace, for kind ServiceAccount only.")
+
+
+class KubeconfigSecret(_Model):
+    enabled: bool = Field(False, description="Mint a kubeconfig Secret for the installer identity.")
+    name: str = Field("", description="Secret name; empty means <serviceAccountName>-kubeconfig.")
+    token_ttl: str = Field("24h", alias="tokenTTL", pattern=DURATION, description="Token lifetime; re-minted before expiry.")
+
+
+class Installer(_Model):
+    service_account_name: str = Field(
+        "platform-installer", pattern=DNS1123_SUBDOMAIN, description="Installer ServiceAccount."
+    )
+    subjects: list[Subject] = Field(default_factory=list, description="Extra subjects bound to the roles.")
+    kubeconfig_secret: KubeconfigSecret = Field(
+        default_factory=KubeconfigSecret, description="Optional minted kubeconfig."
+    )
+
+
+DEFAULT_PROXY_REPOSITORIES = ["registry.istio.io/release/proxyv2", "docker.io/istio/proxyv2"]
+
+
+class PodGuard(_Model):
+    enforcement: Literal["Deny", "Warn", "Staged"] = Field(
+        "Staged", description="Deny, Warn, or Staged (warn, check existing pods, then deny)."
+    )
+    proxy_image_repositories: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_PROXY_REPOSITORIES),
+        description="Repositories istio-init may come from; each gives '<repo>:' and '<repo>@' prefixes.",
+    )
+
+
+class Gateway(_Model):
+    management: Literal["Managed", "External"] = Field(
+        "Managed", description="Managed: the operator writes the Gateway; External: verify only."
+    )
+    name: str = Field("kamiwaza-gateway", pattern=DNS1123_SUBDOMAIN, description="Gateway name.")
+    namespace: str = Field("istio-system", pattern=DNS1123_LABEL, description="Gateway namespace.")
+    selector: dict[str, str] = Field(
+        default_factory=lambda: {"istio": "ingressgateway"}, description="Gateway workload selector."
+    )
+    service_account_name: str = Field("istio-ingressgateway", description="Gateway workload's SA.")
+    service_host: str = Field(
+        "istio-ingressgateway.istio-system.svc.cluster.local",
+        pattern=DNS1123_SUBDOMAIN,
+        description="In-cluster hostname of the gateway Service.",
+    )
+
+
+class EdgeCertificate(_Model):
+    secret_name: str = Field("kamiwaza-edge-tls", pattern=DNS1123_SUBDOMAIN, description="TLS Secret.")
+    issuer: Literal["External", "SelfSigned"] = Field(
+        "External", description="External: verify only; SelfSigned: generate and rotate."
+    )
+    renew_before: str = Field("720h", pattern=DURATION, description="Renew/alert this long before expiry.")
+    trust_config_map_name: str = Field(
+        "", description="Trust ConfigMap in the tenant namespace; empty means <namespace>-edge-trust."
+    )
+
+
+class Dns(_Model):
+    management: Literal["CoreDNS", "External", "Disabled"] = Field(
+        "CoreDNS", description="CoreDNS: rewrite the domain to the gateway; External: verify only."
+    )
+
+
+class Storage(_Model):
+    storage_class_name: str = Field("", description="StorageClass; empty means the cluster default.")
+    verify: bool = Field(False, description="Run a PVC + pod write test in the tenant namespace.")
+
+
+class S3CredentialsSecret(_Model):
+    name: str = Field(description="Secret in the tenant namespace.")
+    access_key_id_key: str = Field("AWS_ACCESS_KEY_ID", description="Key holding the access key id.")
+    secret_access_key_key: str = Field("AWS_SECRET_ACCESS_KEY", description="Key holding the secret key.")
+
+
+class S3(_Model):
+    endpoint: str = Field(description="S3-compatible endpoint URL.")
+    bucket: str = Field(description="Bucket name.")
+    region: str = Field("", description="Region, if the service needs one.")
+    credentials_secret: S3CredentialsSecret = Field(description="Credentials Secret.")
+
+
+class ObjectStore(_Model):
+    mode: Literal["Builtin", "S3"] = Field("Builtin", description="Builtin or your own S3.")
+    s3: S3 | None = Field(None, description="Required for mode S3.")
+
+
+class InstallValues(_Model):
+    config_map_name: str = Field(
+        "", description="Values ConfigMap in the tenant namespace; empty means <platform>-install-values."
+    )
+
+
+class NodeLabels(_Model):
+    enabled: bool = Field(True, description="Label detected GPU nodes.")
+    labels: dict[str, str] = Field(
+        default_factory=lambda: {"gpu": "on"}, description="Labels applied to GPU nodes."
+    )
+
+
+class Hami(_Model):
+    enabled: bool = Field(True, description="Report HAMi capacity and health.")
+    config_map_namespace: str = Field("kube-system", description="Namespace of hami-scheduler-device.")
+    node_lock_timeout: str = Field("5m", pattern=DURATION, description="HAMi node-lock expiry.")
+
+
+class Gpu(_Model):
+    node_labels: NodeLabels = Field(default_factory=NodeLabels, description="GPU node labels.")
+    hami: Hami = Field(default_factory=Hami, description="HAMi capacity reporting.")
+
+
+class TenantPlatformSpec(_Model):
+    namespace: str = Field(pattern=DNS1123_LABEL, max_length=63, description="Tenant namespace.")
+    additional_namespaces: list[str] = Field(
+        default_factory=list, description="More namespaces with the same labels and guard."
+    )
+    domain: str = Field(pattern=DNS1123_SUBDOMAIN, max_length=253, description="Platform domain.")
+    deletion_policy: Literal["Retain", "Delete"] = Field(
+        "Retain", description="Retain leaves namespaces and data on deletion."
+    )
+    mesh: Mesh = Field(default_factory=Mesh, description="Istio mesh.")
+    pod_security: PodSecurity = Field(default_factory=PodSecurity, description="PSA warn/audit labels.")
+    installer: Installer = Field(default_factory=Installer, description="Installer identity.")
+    pod_guard: PodGuard = Field(default_factory=PodGuard, description="Admission guard.")
+    gateway: Gateway = Field(default_factory=Gateway, description="Istio Gateway.")
+    edge_certificate: EdgeCertificate = Field(default_factory=EdgeCertificate, description="Edge cert.")
+    dns: Dns = Field(default_factory=Dns, description="In-cluster DNS for the domain.")
+    storage: Storage = Field(default_factory=Storage, description="Block storage.")
+    object_store: ObjectStore = Field(default_factory=ObjectStore, description="Object storage.")
+    image_pull_secrets: list[str] = Field(default_factory=list, description="Pull Secret names.")
+    install_values: InstallValues = Field(default_factory=InstallValues, description="Hand-off ConfigMap.")
+    gpu: Gpu = Field(default_factory=Gpu, description="GPU nodes and HAMi.")
+
+    @field_validator("additional_namespaces")
+    @classmethod
+    def _distinct(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError("additionalNamespaces must be distinct")
+        return value
+
+    @property
+    def all_namespaces(self) -> list[str]:
+        """The primary namespace first, then the additional ones."""
+        return [self.namespace, *self.additional_namespaces]
+
+
+class TenantPlatform(BaseModel):
+    """A parsed TenantPlatform object: metadata we use plus the typed spec."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    name: str
+    uid: str
+    generation: int
+    resource_version: str
+    annotations: dict[str, str]
+    deleting: bool
+    spec: TenantPlatformSpec
+    status: dict[str, Any]
+
+    @classmethod
+    def from_body(cls, body: dict[str, Any]) -> TenantPlatform:
+        """Parse a raw object. Raises pydantic.ValidationError for an invalid spec."""
+        meta = body.get("metadata") or {}
+        return cls(
+            name=meta["name"],
+            uid=meta.get("uid", ""),
+            generation=int(meta.get("generation", 0) or 0),
+            resource_version=meta.get("resourceVersion", ""),
+            annotations=dict(meta.get("annotations") or {}),
+            deleting=bool(meta.get("deletionTimestamp")),
+            spec=TenantPlatformSpec.model_validate(body.get("spec") or {}),
+            status=dict(body.get("status") or {}),
+        )
+
+    @property
+    def paused(self) -> bool:
+        from tenant_platform.api import constants
+
+        return self.annotations.get(constants.ANNOTATION_PAUSED, "").lower() == "true"
+
+    @property
+    def install_values_name(self) -> str:
+        return self.spec.install_values.config_map_name or f"{self.name}-install-values"
+
+    @property
+    def trust_config_map_name(self) -> str:
+        return self.spec.edge_certificate.trust_config_map_name or f"{self.spec.namespace}-edge-trust"
+
+    @property
+    def kubeconfig_secret_name(self) -> str:
+        ks = self.spec.installer.kubeconfig_secret
+        return ks.name or f"{self.spec.installer.service_account_name}-kubeconfig"
