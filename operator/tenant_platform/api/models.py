@@ -15,6 +15,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
+from tenant_platform.api import constants
+
 DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 DNS1123_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 DURATION = r"^([0-9]+(\.[0-9]+)?(h|m|s|ms))+$"
@@ -34,9 +36,7 @@ def parse_duration(value: str) -> timedelta:
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
-    )
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
 
 
 class Injection(_Model):
@@ -72,7 +72,9 @@ class Subject(_Model):
 class KubeconfigSecret(_Model):
     enabled: bool = Field(False, description="Mint a kubeconfig Secret for the installer identity.")
     name: str = Field("", description="Secret name; empty means <serviceAccountName>-kubeconfig.")
-    token_ttl: str = Field("24h", alias="tokenTTL", pattern=DURATION, description="Token lifetime; re-minted before expiry.")
+    token_ttl: str = Field(
+        "24h", alias="tokenTTL", pattern=DURATION, description="Token lifetime; re-minted before expiry."
+    )
 
 
 class Installer(_Model):
@@ -163,9 +165,7 @@ class InstallValues(_Model):
 
 class NodeLabels(_Model):
     enabled: bool = Field(True, description="Label detected GPU nodes.")
-    labels: dict[str, str] = Field(
-        default_factory=lambda: {"gpu": "on"}, description="Labels applied to GPU nodes."
-    )
+    labels: dict[str, str] = Field(default_factory=lambda: {"gpu": "on"}, description="Labels applied to GPU nodes.")
 
 
 class Hami(_Model):
@@ -245,8 +245,6 @@ class TenantPlatform(BaseModel):
 
     @property
     def paused(self) -> bool:
-        from tenant_platform.api import constants
-
         return self.annotations.get(constants.ANNOTATION_PAUSED, "").lower() == "true"
 
     @property

@@ -1,0 +1,36 @@
+"""Operator settings, read once from the environment (the Helm chart and kustomize base set them)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Settings:
+    drift_interval: float = 300.0
+    """Seconds between level-triggered resyncs of every TenantPlatform."""
+    gpu_debounce: float = 5.0
+    """Seconds GPU status changes are gathered before one status write (busy clusters)."""
+    operator_namespace: str = "tenant-platform-system"
+    log_format: str = "plain"
+    metrics_port: int = 8080
+    health_port: int = 8081
+    kubeconfig: str | None = None
+    in_cluster: bool = False
+    """True when running in a pod (enables best-effort probes such as DNS resolution)."""
+
+
+def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
+    env = os.environ if environ is None else environ
+    return Settings(
+        drift_interval=float(env.get("TENANT_PLATFORM_DRIFT_INTERVAL", "300")),
+        gpu_debounce=float(env.get("TENANT_PLATFORM_GPU_DEBOUNCE", "5")),
+        operator_namespace=env.get("TENANT_PLATFORM_NAMESPACE", "tenant-platform-system"),
+        log_format=env.get("TENANT_PLATFORM_LOG_FORMAT", "plain"),
+        metrics_port=int(env.get("TENANT_PLATFORM_METRICS_PORT", "8080")),
+        health_port=int(env.get("TENANT_PLATFORM_HEALTH_PORT", "8081")),
+        kubeconfig=env.get("KUBECONFIG") or None,
+        in_cluster=bool(env.get("KUBERNETES_SERVICE_HOST")),
+    )

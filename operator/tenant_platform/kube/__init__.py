@@ -1,0 +1,1 @@
+"""The only code that imports the Kubernetes client. Everything here takes and returns plain dicts."""

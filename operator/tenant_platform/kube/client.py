@@ -1,0 +1,477 @@
+"""A small synchronous client over the official `kubernetes` package's ApiClient.
+
+Why not DynamicClient: it runs discovery over every group on start (dozens of requests, and
+read RBAC on everything). We know the kinds we touch, so paths come from RESOURCES, with a
+lazy per-group-version discovery fallback for anything else.
+
+Every call is counted (reads and writes apart) so benchmarks and tests can assert, for example,
+that a no-op resync performs zero writes.
+
+NB: the generated client defaults to strategic-merge patch for dict bodies; every PATCH here
+sets its content type explicitly (apply-patch+yaml for server-side apply, merge-patch+json
+otherwise), since custom resources reject strategic merge.
+"""
+
+from __future__ import annotations
+
+import base64
+import builtins
+import copy
+import hashlib
+import json
+import threading
+import urllib.parse
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import kubernetes.client
+import kubernetes.config
+import urllib3
+
+from tenant_platform.api import constants
+from tenant_platform.kube import errors
+
+Obj = dict[str, Any]
+
+# (apiVersion, kind) -> (plural, namespaced)
+RESOURCES: dict[tuple[str, str], tuple[str, bool]] = {
+    ("v1", "Namespace"): ("namespaces", False),
+    ("v1", "ServiceAccount"): ("serviceaccounts", True),
+    ("v1", "ConfigMap"): ("configmaps", True),
+    ("v1", "Secret"): ("secrets", True),
+    ("v1", "Service"): ("services", True),
+    ("v1", "Pod"): ("pods", True),
+    ("v1", "Node"): ("nodes", False),
+    ("v1", "PersistentVolumeClaim"): ("persistentvolumeclaims", True),
+    ("v1", "Event"): ("events", True),
+    ("apps/v1", "Deployment"): ("deployments", True),
+    ("apps/v1", "DaemonSet"): ("daemonsets", True),
+    ("rbac.authorization.k8s.io/v1", "Role"): ("roles", True),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"): ("rolebindings", True),
+    ("rbac.authorization.k8s.io/v1", "ClusterRole"): ("clusterroles", False),
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): ("clusterrolebindings", False),
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"): (
+        "validatingadmissionpolicies",
+        False,
+    ),
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"): (
+        "validatingadmissionpolicybindings",
+        False,
+    ),
+    ("storage.k8s.io/v1", "StorageClass"): ("storageclasses", False),
+    ("discovery.k8s.io/v1", "EndpointSlice"): ("endpointslices", True),
+    ("apiextensions.k8s.io/v1", "CustomResourceDefinition"): ("customresourcedefinitions", False),
+    ("networking.istio.io/v1", "Gateway"): ("gateways", True),
+    ("networking.istio.io/v1", "VirtualService"): ("virtualservices", True),
+    ("node.k8s.io/v1", "RuntimeClass"): ("runtimeclasses", False),
+    (constants.API_VERSION, constants.KIND): (constants.PLURAL, False),
+}
+
+
+@dataclass
+class RequestCounter:
+    """Counts API requests by verb class. Thread-safe."""
+
+    reads: int = 0
+    writes: int = 0
+    by_verb: dict[str, int] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, method: str, dry_run: bool) -> None:
+        with self._lock:
+            key = f"{method}{' (dry-run)' if dry_run else ''}"
+            self.by_verb[key] = self.by_verb.get(key, 0) + 1
+            if method == "GET" or dry_run:
+                self.reads += 1
+            else:
+                self.writes += 1
+
+    def snapshot(self) -> tuple[int, int]:
+        with self._lock:
+            return self.reads, self.writes
+
+
+def intent_hash(obj: Obj) -> str:
+    """A stable hash of an object's intent (without our own hash annotation)."""
+    clean = copy.deepcopy(obj)
+    annotations = clean.get("metadata", {}).get("annotations") or {}
+    annotations.pop(constants.ANNOTATION_APPLIED_HASH, None)
+    return hashlib.sha256(json.dumps(clean, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def is_subset(desired: Any, live: Any) -> bool:
+    """True when every field in ``desired`` has the same value in ``live``.
+
+    Lists compare element-wise and must have the same length (SSA treats most lists as atomic,
+    and a longer live list means drift we want to repair).
+    """
+    if isinstance(desired, dict):
+        if not isinstance(live, dict):
+            return False
+        return all(k in live and is_subset(v, live[k]) for k, v in desired.items())
+    if isinstance(desired, list):
+        if not isinstance(live, list) or len(desired) != len(live):
+            return False
+        return all(is_subset(d, x) for d, x in zip(desired, live, strict=True))
+    return bool(desired == live)
+
+
+class Kube:
+    """API access for one identity. Safe to share between threads."""
+
+    def __init__(self, api_client: kubernetes.client.ApiClient) -> None:
+        self.api = api_client
+        self.counter = RequestCounter()
+        self._discovered: dict[str, dict[str, tuple[str, bool]]] = {}
+
+    # ---- construction -------------------------------------------------------------------
+
+    @classmethod
+    def from_kubeconfig(cls, path: str | None = None, context: str | None = None) -> Kube:
+        """Load a kubeconfig file (None: $KUBECONFIG or ~/.kube/config), else in-cluster config."""
+        configuration = kubernetes.client.Configuration()
+        try:
+            kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=path, context=context, client_configuration=configuration
+            )
+        except (kubernetes.config.ConfigException, FileNotFoundError, TypeError):
+            if path is not None:
+                raise
+            kubernetes.config.load_incluster_config(  # type: ignore[no-untyped-call]
+                client_configuration=configuration
+            )
+        return cls(kubernetes.client.ApiClient(configuration))
+
+    @property
+    def server(self) -> str:
+        return str(self.api.configuration.host)
+
+    # ---- paths --------------------------------------------------------------------------
+
+    def resource(self, api_version: str, kind: str) -> tuple[str, bool]:
+        """(plural, namespaced) for a kind; discovers the group-version once when unknown."""
+        known = RESOURCES.get((api_version, kind))
+        if known:
+            return known
+        if api_version not in self._discovered:
+            doc = self.request("GET", _gv_path(api_version))
+            self._discovered[api_version] = {
+                r["kind"]: (r["name"], bool(r["namespaced"])) for r in doc.get("resources", []) if "/" not in r["name"]
+            }
+        found = self._discovered[api_version].get(kind)
+        if not found:
+            raise errors.NotFound(404, "NotFound", f"{kind} is not served by {api_version}")
+        return found
+
+    def path(
+        self,
+        api_version: str,
+        kind: str,
+        name: str | None = None,
+        namespace: str | None = None,
+        subresource: str | None = None,
+    ) -> str:
+        plural, namespaced = self.resource(api_version, kind)
+        parts = [_gv_path(api_version)]
+        if namespaced and namespace:
+            parts.append(f"namespaces/{namespace}")
+        parts.append(plural)
+        if name:
+            parts.append(urllib.parse.quote(name, safe=""))
+        if subresource:
+            parts.append(subresource)
+        return "/".join(parts)
+
+    # ---- raw ------------------------------------------------------------------------------
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        query: dict[str, str] | None = None,
+        content_type: str = "application/json",
+        timeout: float = 30.0,
+        stores_nothing: bool = False,
+    ) -> Obj:
+        """One API request; returns the decoded JSON body (or {} when empty).
+
+        ``stores_nothing`` marks a POST that persists nothing (reviews), counted as a read.
+        """
+        query = query or {}
+        self.counter.add(method, dry_run=stores_nothing or query.get("dryRun") == "All")
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        data = self._call(method, path, query=query, headers=headers, body=body, timeout=timeout)
+        if not data:
+            return {}
+        decoded = json.loads(data)
+        return decoded if isinstance(decoded, dict) else {"items": decoded}
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: dict[str, str],
+        headers: dict[str, str],
+        body: Any,
+        timeout: float,
+    ) -> bytes:
+        # NB: kubernetes>=37 splits a request into param_serialize (auth, URL) and call_api
+        # (transport), and raises for HTTP errors only in its deserializer, which we skip.
+        try:
+            method_, url, headers_, body_, post = self.api.param_serialize(
+                method,
+                path,
+                query_params=list(query.items()),
+                header_params=headers,
+                body=body,
+                auth_settings=["BearerToken"],
+            )
+            resp = self.api.call_api(method_, url, headers_, body_, post, _request_timeout=timeout)
+            raw = resp.read()  # type: ignore[no-untyped-call]
+        except kubernetes.client.exceptions.ApiException as exc:
+            raise errors.from_response(int(exc.status or 0), exc.body) from None
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise errors.Transient(0, "ConnectionError", str(exc)) from None
+        if not 200 <= int(resp.status) < 300:
+            raise errors.from_response(int(resp.status), raw)
+        return bytes(raw or b"")
+
+    def request_text(self, path: str) -> str:
+        """GET a plain-text endpoint such as /metrics."""
+        self.counter.add("GET", dry_run=False)
+        raw = self._call("GET", path, query={}, headers={"Accept": "text/plain"}, body=None, timeout=30.0)
+        return raw.decode()
+
+    # ---- reads ------------------------------------------------------------------------------
+
+    def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> Obj | None:
+        """The object, or None when it does not exist."""
+        try:
+            return self.request("GET", self.path(api_version, kind, name, namespace))
+        except errors.NotFound:
+            return None
+
+    def list(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> builtins.list[Obj]:
+        """All objects of a kind (following continue tokens), across namespaces when None."""
+        query: dict[str, str] = {"limit": "500"}
+        if label_selector:
+            query["labelSelector"] = label_selector
+        if field_selector:
+            query["fieldSelector"] = field_selector
+        path = self.path(api_version, kind, namespace=namespace)
+        items: list[Obj] = []
+        while True:
+            page = self.request("GET", path, query=query)
+            for item in page.get("items", []):
+                item.setdefault("apiVersion", api_version)
+                item.setdefault("kind", kind)
+                items.append(item)
+            token = page.get("metadata", {}).get("continue")
+            if not token:
+                return items
+            query["continue"] = token
+
+    def served(self, api_version: str, kind: str) -> bool:
+        """Whether the API server serves a kind, by discovery of its group-version."""
+        try:
+            doc = self.request("GET", _gv_path(api_version))
+        except errors.NotFound:
+            return False
+        return any(r.get("kind") == kind and "/" not in r.get("name", "") for r in doc.get("resources", []))
+
+    def server_version(self) -> tuple[int, int, str]:
+        """(major, minor, gitVersion) of the API server."""
+        doc = self.request("GET", "/version")
+        minor = "".join(ch for ch in str(doc.get("minor", "0")) if ch.isdigit()) or "0"
+        return int(doc.get("major", "1") or 1), int(minor), str(doc.get("gitVersion", ""))
+
+    # ---- writes -----------------------------------------------------------------------------
+
+    def apply(self, obj: Obj, *, dry_run: bool = False, force: bool = True) -> Obj:
+        """Server-side apply ``obj`` (full intent) under our field manager."""
+        meta = obj["metadata"]
+        path = self.path(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"))
+        query = {"fieldManager": constants.FIELD_MANAGER, "force": "true" if force else "false"}
+        if dry_run:
+            query["dryRun"] = "All"
+        return self.request(
+            "PATCH", path, body=json.dumps(obj), query=query, content_type="application/apply-patch+yaml"
+        )
+
+    def ensure(self, obj: Obj, *, live: Obj | bool | None = False) -> tuple[Obj, bool]:
+        """Apply ``obj`` only when the live object differs from it; returns (object, written).
+
+        The intent's hash is stored in an annotation. An apply is skipped when the live object
+        carries the same hash (so no field we used to own needs removing) and every desired field
+        still has the desired value (so nobody drifted it). ``live`` may be passed in when the
+        caller already read it (``None`` meaning known-absent); otherwise it is fetched.
+        """
+        desired = copy.deepcopy(obj)
+        digest = intent_hash(desired)
+        desired.setdefault("metadata", {}).setdefault("annotations", {})[constants.ANNOTATION_APPLIED_HASH] = digest
+        meta = desired["metadata"]
+        if live is False:
+            current = self.get(desired["apiVersion"], desired["kind"], meta["name"], meta.get("namespace"))
+        else:
+            current = live if isinstance(live, dict) else None
+        if current is not None and is_subset(desired, current):
+            return current, False
+        return self.apply(desired), True
+
+    def create(self, obj: Obj, *, dry_run: bool = False, as_user: str | None = None) -> Obj:
+        meta = obj["metadata"]
+        path = self.path(obj["apiVersion"], obj["kind"], namespace=meta.get("namespace"))
+        query = {"fieldManager": constants.FIELD_MANAGER}
+        if dry_run:
+            query["dryRun"] = "All"
+        return self.request("POST", path, body=obj, query=query)
+
+    def replace(self, obj: Obj) -> Obj:
+        """PUT with the object's resourceVersion as a precondition (Conflict when it moved)."""
+        meta = obj["metadata"]
+        path = self.path(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"))
+        return self.request("PUT", path, body=obj, query={"fieldManager": constants.FIELD_MANAGER})
+
+    def merge_patch(
+        self,
+        api_version: str,
+        kind: str,
+        name: str,
+        patch: Obj,
+        *,
+        namespace: str | None = None,
+        subresource: str | None = None,
+    ) -> Obj:
+        path = self.path(api_version, kind, name, namespace, subresource)
+        return self.request(
+            "PATCH",
+            path,
+            body=patch,
+            query={"fieldManager": constants.FIELD_MANAGER},
+            content_type="application/merge-patch+json",
+        )
+
+    def json_patch(
+        self, api_version: str, kind: str, name: str, ops: builtins.list[Obj], *, namespace: str | None = None
+    ) -> Obj:
+        path = self.path(api_version, kind, name, namespace)
+        return self.request(
+            "PATCH",
+            path,
+            body=ops,
+            query={"fieldManager": constants.FIELD_MANAGER},
+            content_type="application/json-patch+json",
+        )
+
+    def delete(
+        self,
+        api_version: str,
+        kind: str,
+        name: str,
+        namespace: str | None = None,
+        *,
+        propagation: str = "Background",
+        uid: str | None = None,
+    ) -> bool:
+        """Delete; returns False when it was already gone. ``uid`` adds a precondition."""
+        body: Obj = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation}
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        try:
+            self.request("DELETE", self.path(api_version, kind, name, namespace), body=body)
+        except errors.NotFound:
+            return False
+        return True
+
+    # ---- authn/authz --------------------------------------------------------------------------
+
+    def can_i(
+        self,
+        *,
+        user: str,
+        groups: Iterable[str],
+        verb: str,
+        resource: str,
+        group: str = "",
+        namespace: str = "",
+        subresource: str = "",
+    ) -> tuple[bool, str]:
+        """A SubjectAccessReview: (allowed, reason)."""
+        attrs: Obj = {"verb": verb, "resource": resource, "group": group}
+        if namespace:
+            attrs["namespace"] = namespace
+        if subresource:
+            attrs["subresource"] = subresource
+        review = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "spec": {"user": user, "groups": list(groups), "resourceAttributes": attrs},
+        }
+        result = self.request(
+            "POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", body=review, stores_nothing=True
+        )
+        status = result.get("status", {})
+        return bool(status.get("allowed")), str(status.get("reason", ""))
+
+    def request_token(
+        self,
+        namespace: str,
+        service_account: str,
+        *,
+        expiration_seconds: int,
+        audiences: builtins.list[str] | None = None,
+    ) -> tuple[str, datetime]:
+        """Mint a token for a ServiceAccount (TokenRequest); returns (token, expiry)."""
+        body: Obj = {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": expiration_seconds},
+        }
+        if audiences:
+            body["spec"]["audiences"] = audiences
+        path = self.path("v1", "ServiceAccount", service_account, namespace, "token")
+        result = self.request("POST", path, body=body)
+        status = result.get("status", {})
+        expiry = _parse_time(status.get("expirationTimestamp")) or (
+            datetime.now(UTC) + timedelta(seconds=expiration_seconds)
+        )
+        return str(status["token"]), expiry
+
+    def ca_data(self) -> str | None:
+        """The CA bundle this client trusts (PEM), for building kubeconfigs."""
+        path = self.api.configuration.ssl_ca_cert
+        if not path:
+            return None
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+
+
+def _gv_path(api_version: str) -> str:
+    return "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+
+
+def _parse_time(value: Any) -> datetime | None:
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def b64(value: str | bytes) -> str:
+    raw = value.encode() if isinstance(value, str) else value
+    return base64.b64encode(raw).decode()

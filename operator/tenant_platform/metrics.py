@@ -1,0 +1,145 @@
+"""Every Prometheus metric the operator exports, one prefix, low-cardinality labels.
+
+Reconcile code calls ``record_*``/``observe_*``; render never does. ``forget_platform`` drops a
+platform's series when it is deleted. Tests pass their own CollectorRegistry to ``Metrics``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
+
+PREFIX = "tenant_platform"
+
+
+class Metrics:
+    def __init__(self, registry: CollectorRegistry = REGISTRY) -> None:
+        self.registry = registry
+        self.condition = Gauge(
+            f"{PREFIX}_condition",
+            "1 when the TenantPlatform's condition has this status, else 0.",
+            ["platform", "type", "status"],
+            registry=registry,
+        )
+        self.reconcile_duration = Histogram(
+            f"{PREFIX}_reconcile_step_duration_seconds",
+            "Time one reconcile step took.",
+            ["platform", "step"],
+            registry=registry,
+            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+        )
+        self.reconcile_errors = Counter(
+            f"{PREFIX}_reconcile_step_errors",
+            "Reconcile steps that failed (API errors or crashes).",
+            ["platform", "step"],
+            registry=registry,
+        )
+        self.last_success = Gauge(
+            f"{PREFIX}_last_successful_reconcile_timestamp_seconds",
+            "Unix time of the last reconcile in which every step ran.",
+            ["platform"],
+            registry=registry,
+        )
+        self.edge_certificate_expiry = Gauge(
+            f"{PREFIX}_edge_certificate_expiry_seconds",
+            "Seconds until the edge certificate expires (negative when expired).",
+            ["platform", "secret"],
+            registry=registry,
+        )
+        self.pod_guard_violations = Gauge(
+            f"{PREFIX}_pod_guard_pods_would_be_denied",
+            "Existing pods the pod guard would deny (staged enforcement).",
+            ["platform"],
+            registry=registry,
+        )
+        self._gpu_lock = threading.Lock()
+        self.gpu_node = {
+            key: Gauge(f"{PREFIX}_gpu_node_{key}", help_, ["platform", "node"], registry=registry)
+            for key, help_ in _GPU_NODE_GAUGES.items()
+        }
+        self.gpu_model = {
+            key: Gauge(f"{PREFIX}_gpu_model_{key}", help_, ["platform", "model"], registry=registry)
+            for key, help_ in _GPU_MODEL_GAUGES.items()
+        }
+        self.gpu_node_lock_stale = Gauge(
+            f"{PREFIX}_gpu_node_lock_stale",
+            "1 when the HAMi node lock on this node is stale (expired, dangling or leaked).",
+            ["platform", "node"],
+            registry=registry,
+        )
+
+    def forget_platform(self, platform: str) -> None:
+        """Drop every series of a deleted platform."""
+        for metric in self._all():
+            for labels in list(_label_sets(metric)):
+                if labels.get("platform") == platform:
+                    metric.remove(*labels.values())
+
+    def _all(self) -> Iterable[Any]:
+        yield self.condition
+        yield self.reconcile_duration
+        yield self.reconcile_errors
+        yield self.last_success
+        yield self.edge_certificate_expiry
+        yield self.pod_guard_violations
+        yield self.gpu_node_lock_stale
+        yield from self.gpu_node.values()
+        yield from self.gpu_model.values()
+
+
+_GPU_NODE_GAUGES = {
+    "cards": "GPU cards HAMi registers on the node.",
+    "unhealthy_cards": "GPU cards HAMi reports unhealthy on the node.",
+    "slots_total": "HAMi sharing slots on the node.",
+    "slots_used": "HAMi sharing slots in use on the node.",
+    "memory_total_mib": "GPU memory on the node, MiB.",
+    "memory_used_mib": "GPU memory allocated by HAMi on the node, MiB.",
+    "memory_free_mib": "GPU memory not allocated on the node, MiB.",
+    "cores_total_percent": "GPU compute on the node, percent of one card per card.",
+    "cores_used_percent": "GPU compute allocated on the node, percent.",
+    "cores_free_percent": "GPU compute not allocated on the node, percent.",
+}
+_GPU_MODEL_GAUGES = {
+    "cards": "GPU cards of this model.",
+    "memory_total_mib": "GPU memory of this model, MiB.",
+    "memory_free_mib": "GPU memory of this model not allocated, MiB.",
+    "cores_free_percent": "GPU compute of this model not allocated, percent.",
+}
+
+
+def _label_sets(metric: Any) -> Iterable[dict[str, str]]:
+    # NB: prometheus_client keeps children in a private dict; reading it is the only way to
+    # enumerate label sets without collecting samples.
+    names = metric._labelnames
+    with metric._lock:
+        keys = list(metric._metrics.keys())
+    for values in keys:
+        yield dict(zip(names, values, strict=True))
+
+
+# The process-wide instance the operator uses.
+METRICS = Metrics()
+
+
+def observe_step(platform: str, step: str, seconds: float, *, failed: bool) -> None:
+    METRICS.reconcile_duration.labels(platform, step).observe(seconds)
+    if failed:
+        METRICS.reconcile_errors.labels(platform, step).inc()
+
+
+def record_conditions(platform: str, conditions: Iterable[dict[str, Any]]) -> None:
+    for cond in conditions:
+        for status in ("True", "False", "Unknown"):
+            METRICS.condition.labels(platform, cond["type"], status).set(1 if cond.get("status") == status else 0)
+
+
+def record_success(platform: str, now: datetime) -> None:
+    METRICS.last_success.labels(platform).set(now.timestamp())
+
+
+def forget_platform(platform: str) -> None:
+    METRICS.forget_platform(platform)

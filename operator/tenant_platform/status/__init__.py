@@ -1,0 +1,1 @@
+"""PURE status computation: conditions, the Ready summary, GPU capacity. No I/O, no clock."""

@@ -1,0 +1,156 @@
+"""metav1.Condition handling and the kstatus-compatible summary.
+
+``set_condition`` keeps ``lastTransitionTime`` unless the status flips (cert-manager's and
+Cluster API's rule). ``summarize`` derives Ready, Reconciling and Stalled from the concern
+conditions: a concern that has not reported is Unknown with reason NotYetReported.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from tenant_platform.api import constants
+
+Status = Literal["True", "False", "Unknown"]
+REASON_PATTERN = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
+MAX_MESSAGE = 32768
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One concern's verdict, before timestamps and generations are attached."""
+
+    type: str
+    status: Status
+    reason: str
+    message: str
+
+    def __post_init__(self) -> None:
+        if not REASON_PATTERN.match(self.reason) or len(self.reason) > 1024:
+            raise ValueError(f"condition reason must be CamelCase: {self.reason!r}")
+
+    @property
+    def is_true(self) -> bool:
+        return self.status == "True"
+
+
+def true(type_: str, reason: str, message: str) -> Condition:
+    return Condition(type_, "True", reason, message)
+
+
+def false(type_: str, reason: str, message: str) -> Condition:
+    return Condition(type_, "False", reason, message)
+
+
+def unknown(type_: str, reason: str, message: str) -> Condition:
+    return Condition(type_, "Unknown", reason, message)
+
+
+def format_time(now: datetime) -> str:
+    return now.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def set_condition(
+    conditions: Sequence[dict[str, Any]], new: Condition, *, now: datetime, generation: int
+) -> list[dict[str, Any]]:
+    """Return a new list with ``new`` set; lastTransitionTime moves only when status flips."""
+    result: list[dict[str, Any]] = []
+    found = False
+    for existing in conditions:
+        if existing.get("type") != new.type:
+            result.append(dict(existing))
+            continue
+        found = True
+        changed = existing.get("status") != new.status
+        result.append(
+            {
+                "type": new.type,
+                "status": new.status,
+                "reason": new.reason,
+                "message": new.message[:MAX_MESSAGE],
+                "observedGeneration": generation,
+                "lastTransitionTime": format_time(now)
+                if changed
+                else existing.get("lastTransitionTime", format_time(now)),
+            }
+        )
+    if not found:
+        result.append(
+            {
+                "type": new.type,
+                "status": new.status,
+                "reason": new.reason,
+                "message": new.message[:MAX_MESSAGE],
+                "observedGeneration": generation,
+                "lastTransitionTime": format_time(now),
+            }
+        )
+    return result
+
+
+def get(conditions: Iterable[dict[str, Any]], type_: str) -> dict[str, Any] | None:
+    for cond in conditions:
+        if cond.get("type") == type_:
+            return cond
+    return None
+
+
+def order(conditions: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Summary conditions first, then concerns in their documented order, then anything else."""
+    rank = {t: i for i, t in enumerate((*constants.SUMMARY_TYPES, *constants.CONCERN_TYPES))}
+    return sorted(conditions, key=lambda c: (rank.get(str(c.get("type")), len(rank)), str(c.get("type"))))
+
+
+@dataclass(frozen=True)
+class Summary:
+    ready: Condition
+    reconciling: Condition
+    stalled: Condition
+
+
+def summarize(
+    concerns: dict[str, Condition],
+    expected: Sequence[str],
+    *,
+    stalled_reason: str | None = None,
+    stalled_message: str = "",
+    progressing: Sequence[str] = (),
+) -> Summary:
+    """Derive Ready, Reconciling and Stalled.
+
+    ``expected``: concern types that count toward Ready (disabled concerns report True with reason
+    Disabled and still count). ``progressing``: concerns still converging (work in flight, e.g. a
+    namespace terminating, staged enforcement waiting); they make Reconciling True.
+    ``stalled_reason``: set when no progress is possible without a human (invalid spec).
+    """
+    if stalled_reason:
+        stalled = true(constants.STALLED, stalled_reason, stalled_message)
+        ready = false(constants.READY, stalled_reason, stalled_message)
+        reconciling = false(constants.RECONCILING, stalled_reason, "Waiting for a change to the spec.")
+        return Summary(ready, reconciling, stalled)
+
+    missing = [t for t in expected if t not in concerns]
+    not_true = [t for t in expected if t in concerns and not concerns[t].is_true]
+    if missing or not_true:
+        parts = [f"{t}: {concerns[t].reason}: {concerns[t].message}" for t in not_true]
+        parts += [f"{t}: not yet reported" for t in missing]
+        status: Status = "False" if not_true and any(concerns[t].status == "False" for t in not_true) else "Unknown"
+        reason = constants.REASON_CONCERNS_NOT_READY if not_true else constants.REASON_NOT_YET_REPORTED
+        ready = Condition(constants.READY, status, reason, " | ".join(parts))
+    else:
+        ready = true(constants.READY, constants.REASON_ALL_READY, "Every prerequisite is in place.")
+
+    if progressing:
+        reconciling = true(
+            constants.RECONCILING,
+            constants.REASON_PROGRESSING,
+            "Still converging: " + ", ".join(progressing) + ".",
+        )
+    else:
+        reconciling = false(constants.RECONCILING, constants.REASON_RECONCILED, "Nothing in progress.")
+    stalled = false(constants.STALLED, constants.REASON_RECONCILED, "Not stalled.")
+    return Summary(ready, reconciling, stalled)
