@@ -9,9 +9,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
+
+if TYPE_CHECKING:
+    from wsgiref.simple_server import WSGIServer
 
 PREFIX = "tenant_platform"
 
@@ -56,6 +59,12 @@ class Metrics:
             ["platform"],
             registry=registry,
         )
+        self.deletion_started = Gauge(
+            f"{PREFIX}_deletion_started_timestamp_seconds",
+            "Unix time deletion of the TenantPlatform was requested; present until its cleanup finishes.",
+            ["platform"],
+            registry=registry,
+        )
         self._gpu_lock = threading.Lock()
         self.gpu_node = {
             key: Gauge(f"{PREFIX}_gpu_node_{key}", help_, ["platform", "node"], registry=registry)
@@ -87,6 +96,7 @@ class Metrics:
         yield self.edge_certificate_expiry
         yield self.pod_guard_violations
         yield self.gpu_node_lock_stale
+        yield self.deletion_started
         yield from self.gpu_node.values()
         yield from self.gpu_model.values()
 
@@ -141,5 +151,35 @@ def record_success(platform: str, now: datetime) -> None:
     METRICS.last_success.labels(platform).set(now.timestamp())
 
 
+def record_deletion_started(platform: str, since: datetime) -> None:
+    """Called by the delete handler on every attempt; ``since`` is the CR's deletionTimestamp."""
+    METRICS.deletion_started.labels(platform).set(since.timestamp())
+
+
+def record_edge_certificate_expiry(platform: str, secret: str, seconds: float | None) -> None:
+    """Set seconds-to-expiry for the platform's edge certificate (one series per platform).
+
+    ``seconds`` None (no readable certificate) drops the series; a series for another Secret name
+    (the spec changed) is dropped too.
+    """
+    gauge = METRICS.edge_certificate_expiry
+    for labels in list(_label_sets(gauge)):
+        if labels.get("platform") == platform and (seconds is None or labels.get("secret") != secret):
+            gauge.remove(*labels.values())
+    if seconds is not None:
+        gauge.labels(platform, secret).set(seconds)
+
+
 def forget_platform(platform: str) -> None:
     METRICS.forget_platform(platform)
+
+
+def serve(port: int, addr: str = "0.0.0.0", registry: CollectorRegistry | None = None) -> WSGIServer:
+    """Expose /metrics on ``port`` from a daemon thread; return the server (``shutdown()`` stops it).
+
+    ``port`` 0 picks a free port (``server.server_port``). ``registry`` defaults to the operator's.
+    """
+    from prometheus_client import start_http_server  # noqa: PLC0415 - only the operator process serves
+
+    server, _thread = start_http_server(port, addr=addr, registry=METRICS.registry if registry is None else registry)
+    return server

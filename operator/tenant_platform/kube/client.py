@@ -19,6 +19,7 @@ import builtins
 import copy
 import hashlib
 import json
+import os
 import threading
 import urllib.parse
 from collections.abc import Iterable
@@ -132,17 +133,43 @@ class Kube:
     def from_kubeconfig(cls, path: str | None = None, context: str | None = None) -> Kube:
         """Load a kubeconfig file (None: $KUBECONFIG or ~/.kube/config), else in-cluster config."""
         configuration = kubernetes.client.Configuration()
+        namespace: str | None = None
         try:
             kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
                 config_file=path, context=context, client_configuration=configuration
             )
+            _, active = kubernetes.config.list_kube_config_contexts(config_file=path)  # type: ignore[no-untyped-call]
+            namespace = (active or {}).get("context", {}).get("namespace")
         except (kubernetes.config.ConfigException, FileNotFoundError, TypeError):
             if path is not None:
                 raise
             kubernetes.config.load_incluster_config(  # type: ignore[no-untyped-call]
                 client_configuration=configuration
             )
-        return cls(kubernetes.client.ApiClient(configuration))
+            ns_file = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+            if os.path.exists(ns_file):
+                with open(ns_file, encoding="utf-8") as fh:
+                    namespace = fh.read().strip()
+        kube = cls(kubernetes.client.ApiClient(configuration))
+        kube.default_namespace = namespace
+        return kube
+
+    def connection_info(self) -> dict[str, Any]:
+        """What kopf needs to log in with the same identity: server, CA, client cert or token."""
+        cfg = self.api.configuration
+        auth = (cfg.api_key or {}).get("authorization") or (cfg.api_key or {}).get("BearerToken") or ""
+        token = auth.split(" ", 1)[1] if auth.lower().startswith("bearer ") else auth or None
+        return {
+            "server": str(cfg.host),
+            "ca_path": cfg.ssl_ca_cert or None,
+            "insecure": not cfg.verify_ssl,
+            "certificate_path": cfg.cert_file or None,
+            "private_key_path": cfg.key_file or None,
+            "token": token,
+            "namespace": self.default_namespace,
+        }
+
+    default_namespace: str | None = None
 
     @property
     def server(self) -> str:

@@ -170,7 +170,8 @@ def compute_status(
             concerns[cond.type] = cond
             if result.progressing:
                 progressing.append(cond.type)
-    expected = [t for t in constants.CONCERN_TYPES if t in concerns or t in _registered_types()]
+    # Every concern counts: one without a step, or that has not reported, keeps Ready from True.
+    expected = list(constants.CONCERN_TYPES)
     summary = conditions.summarize(concerns, expected, progressing=progressing)
 
     new_conditions: list[dict[str, Any]] = list(old_status.get("conditions") or [])
@@ -195,10 +196,6 @@ def compute_status(
     return status
 
 
-def _registered_types() -> set[str]:
-    return {t for step in steps() for t in step.condition_types}
-
-
 def _transitions(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
     """(type, status, reason) for each condition whose status changed."""
     out = []
@@ -207,10 +204,6 @@ def _transitions(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[t
         if before is None or before.get("status") != cond.get("status"):
             out.append((cond["type"], cond["status"], cond.get("reason", "")))
     return out
-
-
-def _without_times(status: dict[str, Any]) -> dict[str, Any]:
-    return status
 
 
 def _write_status(kube: Kube, name: str, old: dict[str, Any], new: dict[str, Any]) -> bool:

@@ -32,7 +32,9 @@ class StepContext:
     kube: Kube
     settings: Settings
     now: datetime
-    logger: logging.Logger = field(default_factory=lambda: logging.getLogger("tenant_platform"))
+    logger: logging.Logger | logging.LoggerAdapter[Any] = field(
+        default_factory=lambda: logging.getLogger("tenant_platform")
+    )
     dry_run: bool = False
     # Filled by the operator's watches (observe/): shared, read-only snapshots for steps that need
     # cluster-wide state without listing it on every reconcile (GPU nodes and HAMi pods).
@@ -130,7 +132,7 @@ class ApplyOutcome:
         return not self.errors
 
 
-def _key(obj: Obj) -> tuple[str, str, str, str]:
+def key(obj: Obj) -> tuple[str, str, str, str]:
     meta = obj["metadata"]
     return (obj["apiVersion"], obj["kind"], meta.get("namespace") or "", meta["name"])
 
@@ -152,7 +154,7 @@ def apply_children(
     Children already matching their intent are not written (see Kube.ensure).
     """
     outcome = ApplyOutcome()
-    wanted = {_key(o) for o in desired}
+    wanted = {key(o) for o in desired}
     items = list(desired)
     if ordering:
         items.sort(key=ordering)
@@ -166,11 +168,25 @@ def apply_children(
             outcome.applied.append(live)
             outcome.written += int(wrote)
         except errors.KubeError as exc:
-            outcome.errors.append(f"{obj['kind']} {_key(obj)[2]}/{_key(obj)[3]}: {exc.message or exc}")
-    if ctx.dry_run:
-        return outcome
-    for api_version, kind in prune_kinds:
-        for namespace in prune_namespaces:
+            outcome.errors.append(f"{obj['kind']} {key(obj)[2]}/{key(obj)[3]}: {exc.message or exc}")
+    if not ctx.dry_run:
+        prune_children(ctx, component, wanted=wanted, kinds=prune_kinds, namespaces=prune_namespaces, outcome=outcome)
+    return outcome
+
+
+def prune_children(
+    ctx: StepContext,
+    component: str,
+    *,
+    wanted: set[tuple[str, str, str, str]],
+    kinds: Iterable[tuple[str, str]],
+    namespaces: Iterable[str | None],
+    outcome: ApplyOutcome,
+) -> None:
+    """Delete this component's labelled children whose (apiVersion, kind, namespace, name) is not wanted."""
+    namespaces = list(namespaces)
+    for api_version, kind in kinds:
+        for namespace in namespaces:
             try:
                 existing = ctx.kube.list(api_version, kind, namespace, label_selector=selector(ctx.name, component))
             except errors.NotFound:
@@ -181,15 +197,14 @@ def apply_children(
             for item in existing:
                 item.setdefault("apiVersion", api_version)
                 item.setdefault("kind", kind)
-                if _key(item) in wanted:
+                if key(item) in wanted:
                     continue
                 meta = item["metadata"]
                 try:
                     ctx.kube.delete(api_version, kind, meta["name"], meta.get("namespace"), uid=meta.get("uid"))
-                    outcome.pruned.append(f"{kind} {meta.get('namespace', '')}/{meta['name']}".replace(" /", " "))
+                    outcome.pruned.append(f"{kind} {meta.get('namespace') or '-'}/{meta['name']}")
                 except errors.KubeError as exc:
                     outcome.errors.append(f"pruning {kind} {meta['name']}: {exc.message or exc}")
-    return outcome
 
 
 def api_error_condition(type_: str, exc: errors.KubeError, doing: str) -> Condition:

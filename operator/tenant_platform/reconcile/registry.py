@@ -4,6 +4,10 @@ the others recorded)."""
 
 from __future__ import annotations
 
+from tenant_platform.reconcile import installer, namespaces
 from tenant_platform.reconcile.base import Step
 
-STEPS: list[Step] = []
+STEPS: list[Step] = [
+    namespaces.STEP,
+    installer.STEP,
+]

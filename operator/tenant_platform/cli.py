@@ -1,0 +1,184 @@
+"""The `tenant-platform` console script.
+
+tenant-platform dev     start a local control plane, seed a realistic cluster, apply the
+                        sample, run the operator in-process and show the status
+tenant-platform run     run the operator against the current kubeconfig
+tenant-platform render  print every manifest the operator would apply for a TenantPlatform
+tenant-platform facts   print the install values document of a live TenantPlatform
+tenant-platform check   read-only preflight of the current cluster for a TenantPlatform
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tenant_platform import __version__
+from tenant_platform.api import constants
+
+
+def repo_root() -> Path:
+    """The source checkout this package runs from (for crds/, deploy/ and hack/)."""
+    return Path(__file__).resolve().parents[2]
+
+
+def crd_path() -> Path:
+    return repo_root() / "crds" / "tenancy.dev_tenantplatforms.yaml"
+
+
+def sample_path() -> Path:
+    return repo_root() / "deploy" / "samples" / "tenantplatform.yaml"
+
+
+def load_documents(path: str | Path) -> list[dict[str, Any]]:
+    text = sys.stdin.read() if str(path) == "-" else Path(path).read_text(encoding="utf-8")
+    return [d for d in yaml.safe_load_all(text) if d]
+
+
+def _platforms(path: str | Path) -> list[dict[str, Any]]:
+    docs = [d for d in load_documents(path) if d.get("kind") == constants.KIND]
+    if not docs:
+        raise SystemExit(f"{path}: no {constants.KIND} document found")
+    return docs
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    import pydantic  # noqa: PLC0415
+
+    from tenant_platform.api.models import TenantPlatform  # noqa: PLC0415
+    from tenant_platform.reconcile import registry  # noqa: PLC0415
+
+    out: list[dict[str, Any]] = []
+    for body in _platforms(args.file):
+        body.setdefault("metadata", {}).setdefault("uid", "")
+        try:
+            platform = TenantPlatform.from_body(body)
+        except pydantic.ValidationError as exc:
+            from tenant_platform.reconcile import invalid_spec_message  # noqa: PLC0415
+
+            print(f"{body['metadata'].get('name')}: {invalid_spec_message(exc)}", file=sys.stderr)
+            return 2
+        for step in registry.STEPS:
+            out.extend(step.render(platform))
+    sys.stdout.write(yaml.safe_dump_all(out, sort_keys=False, default_flow_style=False))
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    if args.kubeconfig:
+        os.environ["KUBECONFIG"] = args.kubeconfig
+    if args.drift_interval:
+        os.environ["TENANT_PLATFORM_DRIFT_INTERVAL"] = str(args.drift_interval)
+    if args.log_format:
+        os.environ["TENANT_PLATFORM_LOG_FORMAT"] = args.log_format
+    from tenant_platform import logs  # noqa: PLC0415
+
+    logs.configure_logging(os.environ.get("TENANT_PLATFORM_LOG_FORMAT", "plain"))
+    from tenant_platform import main as operator_main  # noqa: PLC0415
+    from tenant_platform.config import load_settings  # noqa: PLC0415
+
+    settings = load_settings()
+    operator_main.run(
+        liveness_endpoint=f"http://0.0.0.0:{settings.health_port}/healthz" if args.probes else None,
+        metrics_port=settings.metrics_port if args.metrics else None,
+    )
+    return 0
+
+
+def cmd_dev(args: argparse.Namespace) -> int:
+    from tenant_platform import devmode  # noqa: PLC0415
+
+    return devmode.main(
+        files=args.file or [str(sample_path())],
+        once=args.once,
+        output=args.output,
+        kubeconfig_out=args.kubeconfig,
+        timeout=args.timeout,
+    )
+
+
+def cmd_facts(args: argparse.Namespace) -> int:
+    from tenant_platform import preflight  # noqa: PLC0415
+    from tenant_platform.kube.client import Kube  # noqa: PLC0415
+
+    kube = Kube.from_kubeconfig(args.kubeconfig)
+    sys.stdout.write(preflight.facts_document(kube, args.name))
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from tenant_platform import preflight  # noqa: PLC0415
+    from tenant_platform.kube.client import Kube  # noqa: PLC0415
+
+    kube = Kube.from_kubeconfig(args.kubeconfig)
+    if args.file:
+        body: dict[str, Any] | None = _platforms(args.file)[0]
+    else:
+        body = kube.get(constants.API_VERSION, constants.KIND, args.name)
+        if body is None:
+            print(f"TenantPlatform {args.name} not found; pass -f FILE to check a file", file=sys.stderr)
+            return 2
+    rows, code = preflight.run_check(kube, body)
+    if args.output == "json":
+        print(json.dumps(rows, indent=2))
+    else:
+        print(preflight.format_table(rows))
+    return int(code)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tenant-platform", description=__doc__.splitlines()[0] if __doc__ else "")
+    parser.add_argument("--version", action="version", version=__version__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    dev = sub.add_parser("dev", help="local control plane + seeded cluster + sample + operator")
+    dev.add_argument("--once", action="store_true", help="exit after Ready (0) or the timeout (1)")
+    dev.add_argument("--output", choices=["table", "json"], default="table")
+    dev.add_argument("--kubeconfig", help="write the admin kubeconfig here")
+    dev.add_argument("-f", "--file", action="append", help="apply this TenantPlatform (repeatable)")
+    dev.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for Ready with --once")
+    dev.set_defaults(func=cmd_dev)
+
+    run = sub.add_parser("run", help="run the operator against the current kubeconfig")
+    run.add_argument("--kubeconfig")
+    run.add_argument("--drift-interval", type=float)
+    run.add_argument("--log-format", choices=["plain", "json"])
+    run.add_argument("--no-probes", dest="probes", action="store_false", help="no liveness endpoint")
+    run.add_argument("--no-metrics", dest="metrics", action="store_false", help="no /metrics endpoint")
+    run.set_defaults(func=cmd_run)
+
+    render = sub.add_parser("render", help="print every manifest the operator would apply")
+    render.add_argument("-f", "--file", required=True, help="TenantPlatform YAML ('-' for stdin)")
+    render.set_defaults(func=cmd_render)
+
+    facts = sub.add_parser("facts", help="print the install values of a live TenantPlatform")
+    facts.add_argument("name")
+    facts.add_argument("--kubeconfig")
+    facts.set_defaults(func=cmd_facts)
+
+    check = sub.add_parser("check", help="read-only preflight; exit 1 when anything fails")
+    check.add_argument("name", nargs="?")
+    check.add_argument("-f", "--file")
+    check.add_argument("--kubeconfig")
+    check.add_argument("--output", choices=["table", "json"], default="table")
+    check.set_defaults(func=cmd_check)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "check" and not (args.name or args.file):
+        build_parser().error("check needs a TenantPlatform NAME or -f FILE")
+    code: int = args.func(args)
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,160 @@
+"""`tenant-platform dev`: the embedded default.
+
+Starts the local control plane (testing/controlplane.py), installs the CRD, seeds a realistic
+cluster (testing/seed.py: Istio CRDs, istiod, the ingress gateway Service, CoreDNS, a default
+StorageClass, GPU nodes with HAMi annotations), applies the sample TenantPlatform(s), runs the
+operator in-process and prints the resulting conditions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tenant_platform.api import constants
+
+# NB: the demo converges faster with a short drift interval; set before the handlers import.
+os.environ.setdefault("TENANT_PLATFORM_DRIFT_INTERVAL", "30")
+os.environ.setdefault("TENANT_PLATFORM_GPU_DEBOUNCE", "1")
+
+
+def _repo() -> Path:
+    return Path(__file__).resolve().parents[2]
+
+
+def install_crd(kube: Any) -> None:
+    """Server-side apply our CRD and wait until it is Established."""
+    crd = yaml.safe_load((_repo() / "crds" / "tenancy.dev_tenantplatforms.yaml").read_text())
+    kube.apply(crd)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        live = kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", constants.CRD_NAME) or {}
+        if any(
+            c.get("type") == "Established" and c.get("status") == "True"
+            for c in (live.get("status") or {}).get("conditions") or []
+        ):
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"CRD {constants.CRD_NAME} did not become Established")
+
+
+def format_status(body: dict[str, Any]) -> str:
+    """A human table of a TenantPlatform's conditions plus its key facts."""
+    status = body.get("status") or {}
+    name = body["metadata"]["name"]
+    rows = [("CONDITION", "STATUS", "REASON", "MESSAGE")]
+    for cond in status.get("conditions") or []:
+        message = str(cond.get("message", ""))
+        if len(message) > 90:
+            message = message[:87] + "..."
+        rows.append((cond["type"], cond["status"], cond.get("reason", ""), message))
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    lines = [
+        f"TenantPlatform {name} (generation {body['metadata'].get('generation')}, "
+        f"observedGeneration {status.get('observedGeneration')})"
+    ]
+    for row in rows:
+        lines.append("  ".join(col.ljust(widths[i]) if i < 3 else col for i, col in enumerate(row)))
+    gpu = (status.get("gpu") or {}).get("summary")
+    if gpu:
+        lines.append(f"GPUs: {gpu}")
+    recorded = status.get("recorded") or {}
+    if recorded:
+        lines.append("Recorded: " + ", ".join(sorted(recorded)))
+    return "\n".join(lines)
+
+
+def _ready(body: dict[str, Any] | None) -> bool:
+    if not body:
+        return False
+    status = body.get("status") or {}
+    if status.get("observedGeneration") != body["metadata"].get("generation"):
+        return False
+    return any(c.get("type") == constants.READY and c.get("status") == "True" for c in status.get("conditions") or [])
+
+
+def main(
+    *,
+    files: Sequence[str],
+    once: bool,
+    output: str,
+    kubeconfig_out: str | None,
+    timeout: float,
+) -> int:
+    from tenant_platform.testing import seed  # noqa: PLC0415
+    from tenant_platform.testing.controlplane import ControlPlane  # noqa: PLC0415
+
+    def say(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    say("starting the local control plane (the first run builds it from the Go module proxy)...")
+    with ControlPlane() as cp:
+        say(f"control plane up at {cp.server} ({cp.timings.start_seconds:.1f}s)")
+        if kubeconfig_out:
+            shutil.copyfile(cp.kubeconfig_path, kubeconfig_out)
+            say(f"admin kubeconfig written to {kubeconfig_out}; kubectl: {cp.bin_dir / 'kubectl'}")
+        os.environ["KUBECONFIG"] = str(cp.kubeconfig_path)
+        from tenant_platform.kube.client import Kube  # noqa: PLC0415
+
+        kube = Kube.from_kubeconfig(str(cp.kubeconfig_path))
+        install_crd(kube)
+        seed.seed_cluster(str(cp.kubeconfig_path))
+        say("seeded: Istio CRDs, istiod, ingress gateway Service, CoreDNS, default StorageClass, GPU nodes")
+        names: list[str] = []
+        for path in files:
+            for doc in yaml.safe_load_all(Path(path).read_text(encoding="utf-8")):
+                if doc and doc.get("kind") == constants.KIND:
+                    kube.apply(doc)
+                    names.append(doc["metadata"]["name"])
+        say(f"applied TenantPlatform {', '.join(names)}; running the operator in-process")
+
+        from tenant_platform import main as operator_main  # noqa: PLC0415
+
+        stop = threading.Event()
+        thread = threading.Thread(target=operator_main.run, kwargs={"stop_flag": stop}, daemon=True)
+        thread.start()
+        try:
+            deadline = time.monotonic() + timeout
+            bodies: dict[str, Any] = {}
+            while True:
+                bodies = {n: kube.get(constants.API_VERSION, constants.KIND, n) for n in names}
+                if all(_ready(b) for b in bodies.values()) or time.monotonic() > deadline:
+                    break
+                time.sleep(1)
+            _print(bodies, output)
+            ready = all(_ready(b) for b in bodies.values())
+            if once:
+                return 0 if ready else 1
+            say("operator running; Ctrl-C to stop")
+            last = json.dumps(bodies, sort_keys=True, default=str)
+            while True:
+                time.sleep(2)
+                bodies = {n: kube.get(constants.API_VERSION, constants.KIND, n) for n in names}
+                current = json.dumps({n: (b or {}).get("status") for n, b in bodies.items()}, sort_keys=True)
+                if current != last:
+                    last = current
+                    _print(bodies, output)
+        except KeyboardInterrupt:
+            return 0
+        finally:
+            stop.set()
+            thread.join(timeout=15)
+
+
+def _print(bodies: dict[str, Any], output: str) -> None:
+    if output == "json":
+        payload = {n: (b or {}).get("status") for n, b in bodies.items()}
+        print(json.dumps(payload if len(payload) != 1 else next(iter(payload.values())), indent=2), flush=True)
+    else:
+        for body in bodies.values():
+            if body:
+                print(format_status(body), flush=True)

@@ -1,0 +1,114 @@
+"""The installer identity: exactly the shape the prerequisites checklist gives.
+
+A ServiceAccount; a RoleBinding to the built-in ``admin`` ClusterRole in the tenant namespace only;
+a Role + RoleBinding for the Istio kinds the platform writes; a Role + RoleBinding for delegation
+(the chart grants these to its own service accounts, and one can only grant what one holds).
+``spec.installer.subjects`` are bound to the same roles.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from tenant_platform.api.models import TenantPlatform
+
+ISTIO_VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
+ISTIO_RULES: list[dict[str, Any]] = [
+    {
+        "apiGroups": ["networking.istio.io"],
+        "resources": ["destinationrules", "envoyfilters", "virtualservices"],
+        "verbs": ISTIO_VERBS,
+    },
+    {
+        "apiGroups": ["security.istio.io"],
+        "resources": ["authorizationpolicies", "peerauthentications"],
+        "verbs": ISTIO_VERBS,
+    },
+]
+DELEGATION_RULES: list[dict[str, Any]] = [
+    {"apiGroups": [""], "resources": ["endpoints"], "verbs": ["create", "delete", "patch", "update"]},
+    {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
+]
+
+# The checklist's `kubectl auth can-i` checks: (verb, group, resource, namespaced, expected).
+CAN_I_CHECKS: list[tuple[str, str, str, bool, bool]] = [
+    ("create", "apps", "deployments", True, True),
+    ("create", "networking.istio.io", "virtualservices", True, True),
+    ("create", "rbac.authorization.k8s.io", "clusterroles", False, False),
+    ("create", "apiextensions.k8s.io", "customresourcedefinitions", False, False),
+    ("list", "", "nodes", False, False),
+]
+
+
+def service_account_user(platform: TenantPlatform) -> tuple[str, list[str]]:
+    """(username, groups) the API server assigns the installer ServiceAccount's tokens."""
+    ns = platform.spec.namespace
+    sa = platform.spec.installer.service_account_name
+    return (
+        f"system:serviceaccount:{ns}:{sa}",
+        ["system:serviceaccounts", f"system:serviceaccounts:{ns}", "system:authenticated"],
+    )
+
+
+def _subjects(platform: TenantPlatform) -> list[dict[str, str]]:
+    spec = platform.spec
+    subjects = [{"kind": "ServiceAccount", "name": spec.installer.service_account_name, "namespace": spec.namespace}]
+    for extra in spec.installer.subjects:
+        if extra.kind == "ServiceAccount":
+            subjects.append({"kind": "ServiceAccount", "name": extra.name, "namespace": extra.namespace})
+        else:
+            subjects.append({"kind": extra.kind, "name": extra.name, "apiGroup": "rbac.authorization.k8s.io"})
+    return subjects
+
+
+def _binding(name: str, ns: str, role_kind: str, role: str, subjects: list[dict[str, str]]) -> dict[str, Any]:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": name, "namespace": ns},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": role},
+        "subjects": subjects,
+    }
+
+
+def _role(name: str, ns: str, rules: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": name, "namespace": ns},
+        "rules": json.loads(json.dumps(rules)),
+    }
+
+
+def render_installer(platform: TenantPlatform) -> list[dict[str, Any]]:
+    """ServiceAccount, Roles and RoleBindings, in apply order."""
+    spec = platform.spec
+    ns = spec.namespace
+    sa = spec.installer.service_account_name
+    subjects = _subjects(platform)
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": sa, "namespace": ns}},
+        _role(f"{sa}-istio", ns, ISTIO_RULES),
+        _role(f"{sa}-delegation", ns, DELEGATION_RULES),
+        _binding(f"{sa}-admin", ns, "ClusterRole", "admin", subjects),
+        _binding(f"{sa}-istio", ns, "Role", f"{sa}-istio", subjects),
+        _binding(f"{sa}-delegation", ns, "Role", f"{sa}-delegation", subjects),
+    ]
+
+
+def render_kubeconfig(*, server: str, ca_pem: str | None, namespace: str, user: str, token: str) -> str:
+    """A kubeconfig for the installer identity (YAML-compatible JSON, so no YAML dependency here)."""
+    cluster: dict[str, Any] = {"server": server}
+    if ca_pem:
+        cluster["certificate-authority-data"] = base64.b64encode(ca_pem.encode()).decode()
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "platform", "cluster": cluster}],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": "installer", "context": {"cluster": "platform", "user": user, "namespace": namespace}}],
+        "current-context": "installer",
+    }
+    return json.dumps(doc, indent=2)

@@ -1,0 +1,42 @@
+"""Namespace labels: sidecar injection and Pod Security warn/audit (never enforce)."""
+
+from __future__ import annotations
+
+from tenant_platform.api import constants
+from tenant_platform.api.models import TenantPlatform
+
+PSA_PREFIX = "pod-security.kubernetes.io/"
+INJECTION_LABEL = "istio-injection"
+REVISION_LABEL = "istio.io/rev"
+# Set on namespaces the operator created (not adopted): only those may ever be deleted by it.
+ANNOTATION_CREATED = f"{constants.GROUP}/created-by-operator"
+
+
+def namespace_labels(platform: TenantPlatform) -> dict[str, str]:
+    """The labels every platform namespace carries (ours; applied with server-side apply)."""
+    spec = platform.spec
+    labels = {
+        constants.LABEL_MANAGED_BY: constants.MANAGED_BY_VALUE,
+        constants.LABEL_PLATFORM: platform.name,
+        f"{PSA_PREFIX}warn": spec.pod_security.warn,
+        f"{PSA_PREFIX}warn-version": "latest",
+        f"{PSA_PREFIX}audit": spec.pod_security.audit,
+        f"{PSA_PREFIX}audit-version": "latest",
+    }
+    if spec.mesh.injection.mode == "Revision":
+        labels[REVISION_LABEL] = spec.mesh.injection.revision
+    else:
+        labels[INJECTION_LABEL] = "enabled"
+    return dict(sorted(labels.items()))
+
+
+def render_namespace(platform: TenantPlatform, name: str, *, created: bool) -> dict[str, object]:
+    """The namespace intent. ``created`` marks one the operator made (deletable under Delete)."""
+    meta: dict[str, object] = {"name": name, "labels": namespace_labels(platform)}
+    if created:
+        meta["annotations"] = {ANNOTATION_CREATED: "true"}
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta}
+
+
+def render_namespaces(platform: TenantPlatform) -> list[dict[str, object]]:
+    return [render_namespace(platform, ns, created=True) for ns in platform.spec.all_namespaces]
