@@ -69,12 +69,16 @@ CONTROLLERS: Final = (
     "serviceaccount-controller",
     "serviceaccount-token-controller",
     "root-ca-certificate-publisher-controller",
+    # Fills the aggregated admin/edit/view ClusterRoles, which the installer RoleBinding uses.
+    "clusterrole-aggregation-controller",
 )
 ENV_BIN_DIR: Final = "TENANT_PLATFORM_BIN_DIR"
 ENV_KEEP: Final = "TENANT_PLATFORM_KEEP_CP"
 BUILD_SCRIPT: Final = Path("hack") / "build-control-plane.sh"
 
 _LOG_TAIL_LINES: Final = 60
+_WORK_DIR_PREFIX: Final = "tenant-platform-cp-"
+_OWNER_FILE: Final = "owner"
 _PR_SET_PDEATHSIG: Final = 1
 _CERT_VALIDITY: Final = datetime.timedelta(days=30)
 _T = TypeVar("_T")
@@ -214,6 +218,42 @@ def _free_ports(count: int) -> list[int]:
     finally:
         for sock in sockets:
             sock.close()
+
+
+def _process_identity(pid: int) -> str | None:
+    """``<pid namespace> <pid> <start time>`` from /proc (Linux), else None.
+
+    A recycled pid does not repeat the start time; the namespace keeps containers that share a
+    /tmp from judging each other's pids.
+    """
+    try:
+        namespace = os.readlink("/proc/self/ns/pid")
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # Field 22 (starttime); split after the command name, which may contain spaces and parens.
+    return f"{namespace} {pid} {stat.rsplit(')', 1)[1].split()[19]}"
+
+
+def _sweep_stale_work_dirs() -> None:
+    """Remove work dirs whose owning Python process died without stop() (SIGKILL, OOM kill).
+
+    PR_SET_PDEATHSIG kills the children then, but nothing removes their directory, and etcd's
+    preallocated WAL makes each about 120 MB. Directories without an owner file (kept with
+    TENANT_PLATFORM_KEEP_CP=1, or on other systems) are never touched.
+    """
+    try:
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return  # not Linux: owner files are never written either
+    for candidate in Path(tempfile.gettempdir()).glob(f"{_WORK_DIR_PREFIX}*"):
+        try:
+            owner = (candidate / _OWNER_FILE).read_text().strip()
+        except OSError:
+            continue
+        match = re.fullmatch(r"(\S+) (\d+) \d+", owner)
+        if match and match.group(1) == namespace and _process_identity(int(match.group(2))) != owner:
+            shutil.rmtree(candidate, ignore_errors=True)
 
 
 @functools.cache
@@ -448,7 +488,7 @@ def _tail(path: Path, lines: int = _LOG_TAIL_LINES) -> str:
 
 
 def _terminate(child: _Child, timeout: float) -> None:
-    """SIGTERM the child's process group, wait, SIGKILL it if it lingers, and reap it."""
+    """SIGTERM the child's process group, wait, SIGKILL the group if it lingers, and reap it."""
     try:
         for sig in (signal.SIGTERM, signal.SIGKILL):
             with contextlib.suppress(ProcessLookupError):
@@ -457,11 +497,9 @@ def _terminate(child: _Child, timeout: float) -> None:
                 child.popen.wait(timeout=timeout)
                 break
             except subprocess.TimeoutExpired:
-                continue
-        child.popen.wait()
-        # Anything the child forked into its group goes too.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(child.pid, signal.SIGKILL)
+                continue  # NB: still alive after SIGKILL means stuck in the kernel; move on
+        # NB: no killpg after the leader is reaped: its pid, and so the group id, may be reused.
+        # The components fork nothing, so the group died with its leader.
     finally:
         child.log.close()
 
@@ -533,7 +571,10 @@ class ControlPlane:
         bin_dir = self._bin_dir = _checked_bin_dir(self._bin_dir, origin="bin_dir") if self._bin_dir else find_bin_dir()
         build_seconds = time.monotonic() - began
         started = time.monotonic()
-        work_dir = self._work_dir = Path(tempfile.mkdtemp(prefix="tenant-platform-cp-"))
+        _sweep_stale_work_dirs()
+        work_dir = self._work_dir = Path(tempfile.mkdtemp(prefix=_WORK_DIR_PREFIX))
+        if owner := _process_identity(os.getpid()):
+            (work_dir / _OWNER_FILE).write_text(owner)
         (work_dir / "logs").mkdir()
         pki = self._pki = _write_pki(work_dir / "pki")
         etcd_port, peer_port, api_port = _free_ports(3)
@@ -637,7 +678,12 @@ class ControlPlane:
                 _terminate(self._children[-1], self._stop_timeout)
                 self._children.pop()
             atexit.unregister(self.stop)
-            if self._work_dir is not None and os.environ.get(ENV_KEEP) != "1":
+            if self._work_dir is None:
+                return
+            if os.environ.get(ENV_KEEP) == "1":
+                # Without an owner the directory is never swept as stale.
+                (self._work_dir / _OWNER_FILE).unlink(missing_ok=True)
+            else:
                 shutil.rmtree(self._work_dir, ignore_errors=True)
 
     def _spawn(self, name: str, args: Sequence[str]) -> _Child:

@@ -1,0 +1,99 @@
+"""Session-wide fixtures: one real control plane per pytest session, started only when requested.
+
+A test that needs the cluster asks for ``control_plane``, ``kube_api`` or ``seeded``; such tests get
+the ``cluster`` marker automatically, so ``-m "not cluster"`` runs the rest without Go binaries.
+If the control plane cannot start, every test that needs it errors with the component's log tail;
+it is never skipped. The binaries are found (or built, the first time: minutes) right after
+collection, so a first build does not count against a test's timeout.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Generator, Iterator
+from pathlib import Path
+
+import kubernetes.client
+import pytest
+
+from tenant_platform.testing import controlplane, seed
+from tenant_platform.testing.controlplane import ControlPlane
+
+_CLUSTER_FIXTURES = frozenset({"control_plane", "kube_api", "seeded"})
+_BIN_DIR = pytest.StashKey[Path | controlplane.ControlPlaneError]()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if _CLUSTER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.cluster)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if session.config.option.collectonly or not any("cluster" in item.keywords for item in session.items):
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line("control plane: finding binaries (the first build takes minutes)")
+    try:
+        session.config.stash[_BIN_DIR] = controlplane.find_bin_dir()
+    except controlplane.ControlPlaneError as error:  # reported by the fixture, as a test error
+        session.config.stash[_BIN_DIR] = error
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    # A cluster test must never pass silently as skipped because the cluster is missing; an
+    # explicit skip/skipif marker on the test still skips.
+    deliberate = any(item.iter_markers("skip")) or any(item.iter_markers("skipif"))
+    if call.when == "setup" and report.skipped and "cluster" in item.keywords and not deliberate:
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = f"a cluster test may not be skipped ({reason})"
+    return report
+
+
+@pytest.fixture(scope="session")
+def control_plane(request: pytest.FixtureRequest) -> Iterator[ControlPlane]:
+    """etcd + kube-apiserver + kube-controller-manager for the whole session (see docs/control-plane.md).
+
+    pytest caches a session fixture's error, so a failed start is tried once and every test
+    that needs it reports the same error.
+    """
+    bin_dir = request.config.stash.get(_BIN_DIR, None)
+    if isinstance(bin_dir, controlplane.ControlPlaneError):
+        raise bin_dir
+    cp = ControlPlane(bin_dir=bin_dir)
+    cp.start()
+    try:
+        yield cp
+    finally:
+        cp.stop()
+
+
+@pytest.fixture(scope="session")
+def kube_api(control_plane: ControlPlane) -> Iterator[kubernetes.client.ApiClient]:
+    """An admin (system:masters) ApiClient for the session's control plane."""
+    api = seed.api_client_from_kubeconfig(control_plane.kubeconfig_path)
+    try:
+        yield api
+    finally:
+        api.close()  # type: ignore[no-untyped-call]
+
+
+@pytest.fixture(scope="session")
+def seeded(control_plane: ControlPlane, kube_api: kubernetes.client.ApiClient) -> ControlPlane:
+    """The session's control plane after ``seed_cluster`` (Istio CRDs, CoreDNS, GPU nodes, ...)."""
+    seed.seed_cluster(kube_api)
+    return control_plane
+
+
+@pytest.fixture
+def unique_name(request: pytest.FixtureRequest) -> str:
+    """A short DNS-1123 label unique to this test run, e.g. ``namespace-deletion-3fa2c1``."""
+    base = re.sub(r"[^a-z0-9]+", "-", request.node.name.removeprefix("test_").lower()).strip("-")
+    return f"{base[:40].rstrip('-') or 't'}-{uuid.uuid4().hex[:6]}"
