@@ -11,16 +11,20 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
+from typing import Any
 
 import kubernetes.client
 import pytest
 
+from tenant_platform import devmode
+from tenant_platform.kube import errors as kube_errors
+from tenant_platform.kube.client import Kube
 from tenant_platform.testing import controlplane, seed
 from tenant_platform.testing.controlplane import ControlPlane
 
-_CLUSTER_FIXTURES = frozenset({"control_plane", "kube_api", "seeded"})
+_CLUSTER_FIXTURES = frozenset({"control_plane", "kube_api", "seeded", "admin_kube", "crd", "make_platform"})
 _BIN_DIR = pytest.StashKey[Path | controlplane.ControlPlaneError]()
 
 
@@ -97,3 +101,49 @@ def unique_name(request: pytest.FixtureRequest) -> str:
     """A short DNS-1123 label unique to this test run, e.g. ``namespace-deletion-3fa2c1``."""
     base = re.sub(r"[^a-z0-9]+", "-", request.node.name.removeprefix("test_").lower()).strip("-")
     return f"{base[:40].rstrip('-') or 't'}-{uuid.uuid4().hex[:6]}"
+
+
+@pytest.fixture(scope="session")
+def admin_kube(control_plane: ControlPlane) -> Kube:
+    """The operator's own client wrapper, as admin (system:masters)."""
+    return Kube.from_kubeconfig(str(control_plane.kubeconfig_path))
+
+
+@pytest.fixture(scope="session")
+def crd(admin_kube: Kube, seeded: ControlPlane) -> Kube:
+    """The TenantPlatform CRD installed (and the cluster seeded); returns the admin client."""
+    devmode.install_crd(admin_kube)
+    return admin_kube
+
+
+def tenant_platform(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
+    """A TenantPlatform body with a unique domain; ``spec`` overrides (snake or camel keys as in YAML)."""
+    body: dict[str, Any] = {
+        "apiVersion": "tenancy.dev/v1alpha1",
+        "kind": "TenantPlatform",
+        "metadata": {"name": name},
+        "spec": {"namespace": namespace, "domain": f"{name}.example.com", **spec},
+    }
+    return body
+
+
+@pytest.fixture
+def make_platform(crd: Kube) -> Iterator[Callable[..., dict[str, Any]]]:
+    """Create TenantPlatforms through the real API (CRD defaults applied); deleted after the test.
+
+    Deletion strips finalizers first, since no operator may be running in the test.
+    """
+    created: list[str] = []
+
+    def make(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
+        obj = crd.create(tenant_platform(name, namespace, **spec))
+        created.append(name)
+        return obj
+
+    yield make
+    for name in created:
+        try:
+            crd.merge_patch("tenancy.dev/v1alpha1", "TenantPlatform", name, {"metadata": {"finalizers": None}})
+        except kube_errors.NotFound:
+            continue
+        crd.delete("tenancy.dev/v1alpha1", "TenantPlatform", name)

@@ -1,0 +1,112 @@
+"""The CRD rejects bad input at apply time, and the API's message names the field.
+
+Every case is applied to the real kube-apiserver: the schema, its defaults and the CEL rules are
+evaluated there, not here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from tests.conftest import tenant_platform
+
+from tenant_platform.api import constants
+from tenant_platform.kube import errors
+from tenant_platform.kube.client import Kube
+
+
+def _create(kube: Kube, body: dict[str, Any]) -> None:
+    try:
+        kube.create(body)
+    finally:
+        kube.delete(constants.API_VERSION, constants.KIND, body["metadata"]["name"])
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        pytest.param({"domain": "Kamiwaza.Example.com"}, "spec.domain", id="uppercase domain"),
+        pytest.param({"domain": "kamiwaza_example.com"}, "spec.domain", id="underscore in domain"),
+        pytest.param({"podGuard": {"enforcement": "Audit"}}, "spec.podGuard.enforcement", id="unknown enforcement"),
+        pytest.param({"deletionPolicy": "Orphan"}, "spec.deletionPolicy", id="unknown deletion policy"),
+        pytest.param({"namespace": "Kamiwaza"}, "spec.namespace", id="namespace not a DNS label"),
+        pytest.param({"namespace": "kube-system"}, "system namespace", id="system namespace"),
+        pytest.param(
+            {"additionalNamespaces": ["{ns}"]}, "additionalNamespaces must not repeat", id="additional repeats primary"
+        ),
+        pytest.param({"additionalNamespaces": ["x", "x"]}, "spec.additionalNamespaces", id="duplicate additional"),
+        pytest.param({"objectStore": {"mode": "S3"}}, "objectStore.s3 is required", id="S3 without settings"),
+        pytest.param(
+            {"mesh": {"injection": {"mode": "Revision"}}}, "mesh.injection.revision is required", id="revision missing"
+        ),
+        pytest.param(
+            {"gpu": {"nodeLabels": {"labels": {"nvidia.com/gpu.present": "true"}}}},
+            "spec.gpu.nodeLabels.labels",
+            id="gpu label in nvidia namespace",
+        ),
+        pytest.param(
+            {"installer": {"kubeconfigSecret": {"tokenTTL": "1 day"}}},
+            "spec.installer.kubeconfigSecret.tokenTTL",
+            id="bad duration",
+        ),
+        pytest.param(
+            {"podGuard": {"proxyImageRepositories": []}}, "spec.podGuard.proxyImageRepositories", id="no proxy repos"
+        ),
+        pytest.param(
+            {"installer": {"subjects": [{"kind": "ServiceAccount", "name": "ci"}]}},
+            "namespace is required for kind ServiceAccount",
+            id="service account subject without namespace",
+        ),
+    ],
+)
+def test_invalid_spec_rejected_naming_the_field(
+    crd: Kube, unique_name: str, spec: dict[str, Any], expected: str
+) -> None:
+    body = tenant_platform(unique_name, unique_name)
+    overrides = {k: v for k, v in spec.items()}
+    if overrides.get("additionalNamespaces") == ["{ns}"]:
+        overrides["additionalNamespaces"] = [unique_name]
+    body["spec"].update(overrides)
+    with pytest.raises(errors.Invalid) as caught:
+        _create(crd, body)
+    assert expected in caught.value.message, caught.value.message
+
+
+@pytest.mark.parametrize("missing", ["namespace", "domain"])
+def test_required_fields(crd: Kube, unique_name: str, missing: str) -> None:
+    body = tenant_platform(unique_name, unique_name)
+    del body["spec"][missing]
+    with pytest.raises(errors.Invalid) as caught:
+        _create(crd, body)
+    assert f"spec.{missing}: Required value" in caught.value.message
+
+
+def test_namespace_is_immutable(make_platform: Any, crd: Kube, unique_name: str) -> None:
+    make_platform(unique_name, unique_name)
+    with pytest.raises(errors.Invalid) as caught:
+        crd.merge_patch(constants.API_VERSION, constants.KIND, unique_name, {"spec": {"namespace": "elsewhere"}})
+    assert "spec.namespace" in caught.value.message
+    assert "immutable" in caught.value.message
+
+
+def test_defaults_filled_by_the_api_server(make_platform: Any, unique_name: str) -> None:
+    obj = make_platform(unique_name, unique_name)
+    spec = obj["spec"]
+    assert spec["deletionPolicy"] == "Retain"
+    assert spec["podGuard"]["enforcement"] == "Staged"
+    assert spec["podGuard"]["proxyImageRepositories"] == [
+        "registry.istio.io/release/proxyv2",
+        "docker.io/istio/proxyv2",
+    ]
+    assert spec["gpu"]["nodeLabels"]["labels"] == {"gpu": "on"}
+    assert spec["gateway"]["selector"] == {"istio": "ingressgateway"}
+    assert spec["edgeCertificate"]["renewBefore"] == "720h"
+
+
+def test_short_name_and_printer_columns(crd: Kube, control_plane: Any, make_platform: Any, unique_name: str) -> None:
+    make_platform(unique_name, unique_name)
+    out = control_plane.kubectl("get", "tp", unique_name).stdout
+    header = out.splitlines()[0].split()
+    assert header == ["NAME", "READY", "REASON", "DOMAIN", "GPUS", "AGE"]
+    assert f"{unique_name}.example.com" in out

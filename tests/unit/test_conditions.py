@@ -1,0 +1,77 @@
+"""Conditions: lastTransitionTime moves only on flips; Ready summarises every concern."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from tenant_platform.api import constants
+from tenant_platform.status import conditions
+
+T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+T1 = T0 + timedelta(minutes=5)
+
+
+def test_transition_time_kept_when_status_unchanged() -> None:
+    first = conditions.set_condition([], conditions.true("A", "Fine", "ok"), now=T0, generation=1)
+    second = conditions.set_condition(first, conditions.true("A", "StillFine", "ok too"), now=T1, generation=2)
+    assert second[0]["lastTransitionTime"] == "2026-11-01T12:00:00Z"
+    assert second[0]["reason"] == "StillFine"
+    assert second[0]["observedGeneration"] == 2
+
+
+def test_transition_time_moves_on_flip() -> None:
+    first = conditions.set_condition([], conditions.true("A", "Fine", "ok"), now=T0, generation=1)
+    second = conditions.set_condition(first, conditions.false("A", "Broken", "no"), now=T1, generation=1)
+    assert second[0]["lastTransitionTime"] == "2026-11-01T12:05:00Z"
+
+
+def test_set_condition_returns_new_list() -> None:
+    first = conditions.set_condition([], conditions.true("A", "Fine", "ok"), now=T0, generation=1)
+    conditions.set_condition(first, conditions.false("A", "Broken", "no"), now=T1, generation=1)
+    assert first[0]["status"] == "True"
+
+
+@pytest.mark.parametrize("reason", ["not camel", "Trailing-", "9Lives", ""])
+def test_reason_must_be_camel_case(reason: str) -> None:
+    with pytest.raises(ValueError, match="CamelCase"):
+        conditions.true("A", reason, "x")
+
+
+def test_ready_true_only_when_every_concern_true() -> None:
+    concerns = {t: conditions.true(t, "Fine", "ok") for t in constants.CONCERN_TYPES}
+    summary = conditions.summarize(concerns, constants.CONCERN_TYPES)
+    assert summary.ready.status == "True"
+    assert summary.reconciling.status == "False"
+    assert summary.stalled.status == "False"
+
+
+def test_unreported_concern_keeps_ready_unknown() -> None:
+    concerns = {t: conditions.true(t, "Fine", "ok") for t in constants.CONCERN_TYPES[1:]}
+    summary = conditions.summarize(concerns, constants.CONCERN_TYPES)
+    assert summary.ready.status == "Unknown"
+    assert summary.ready.reason == constants.REASON_NOT_YET_REPORTED
+    assert constants.CONCERN_TYPES[0] in summary.ready.message
+
+
+def test_false_concern_makes_ready_false_naming_it() -> None:
+    concerns = {t: conditions.true(t, "Fine", "ok") for t in constants.CONCERN_TYPES}
+    concerns[constants.DNS_READY] = conditions.false(constants.DNS_READY, "ManagedByDistribution", "k0s owns it")
+    summary = conditions.summarize(concerns, constants.CONCERN_TYPES, progressing=[constants.DNS_READY])
+    assert summary.ready.status == "False"
+    assert "DNSReady: ManagedByDistribution: k0s owns it" in summary.ready.message
+    assert summary.reconciling.status == "True"
+
+
+def test_stalled_for_invalid_spec() -> None:
+    summary = conditions.summarize(
+        {}, constants.CONCERN_TYPES, stalled_reason=constants.REASON_INVALID_SPEC, stalled_message="spec.x: bad"
+    )
+    assert (summary.stalled.status, summary.ready.status, summary.reconciling.status) == ("True", "False", "False")
+    assert summary.ready.reason == constants.REASON_INVALID_SPEC
+
+
+def test_order_puts_summary_first() -> None:
+    conds = [{"type": t} for t in ("GPUReady", "Zeta", "Ready", "NamespacesReady", "Stalled")]
+    assert [c["type"] for c in conditions.order(conds)] == ["Ready", "Stalled", "NamespacesReady", "GPUReady", "Zeta"]
