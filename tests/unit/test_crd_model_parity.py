@@ -65,9 +65,8 @@ def check_type(path: str, annotation: Any, schema: dict[str, Any]) -> None:
 def check_model(path: str, model: type[pydantic.BaseModel], schema: dict[str, Any]) -> None:
     fields = {(f.alias or n): f for n, f in model.model_fields.items()}
     crd_props = schema.get("properties", {})
-    assert set(fields) == set(crd_props), (
-        f"{path}: only in model {sorted(set(fields) - set(crd_props))}, only in CRD {sorted(set(crd_props) - set(fields))}"
-    )
+    only_model, only_crd = sorted(set(fields) - set(crd_props)), sorted(set(crd_props) - set(fields))
+    assert not only_model and not only_crd, f"{path}: only in model {only_model}, only in CRD {only_crd}"
     required = {alias for alias, f in fields.items() if f.is_required()}
     assert required == set(schema.get("required", [])), f"{path}: required fields differ"
     for alias, field in fields.items():

@@ -1,0 +1,62 @@
+"""Counting API requests from the API server's own `apiserver_request_total` metric.
+
+Writes (POST, PUT, PATCH, APPLY, DELETE, DELETECOLLECTION) are counted apart from reads (GET,
+LIST); WATCH and dry-run requests are reported separately. Requests the benchmark itself makes
+are subtracted by the caller.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+_LINE = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>[0-9.e+]+)$")
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+WRITE_VERBS = {"POST", "PUT", "PATCH", "APPLY", "DELETE", "DELETECOLLECTION"}
+READ_VERBS = {"GET", "LIST"}
+
+
+@dataclass(frozen=True)
+class RequestCounts:
+    reads: int
+    writes: int
+    watches: int
+    dry_runs: int
+    by_verb_resource: Counter[tuple[str, str]]
+
+    def __sub__(self, other: RequestCounts) -> RequestCounts:
+        diff = Counter(self.by_verb_resource)
+        diff.subtract(other.by_verb_resource)
+        return RequestCounts(
+            self.reads - other.reads,
+            self.writes - other.writes,
+            self.watches - other.watches,
+            self.dry_runs - other.dry_runs,
+            Counter({k: v for k, v in diff.items() if v}),
+        )
+
+
+def parse(text: str) -> RequestCounts:
+    reads = writes = watches = dry_runs = 0
+    by: Counter[tuple[str, str]] = Counter()
+    for line in text.splitlines():
+        match = _LINE.match(line)
+        if not match:
+            continue
+        labels = dict(_LABEL.findall(match["labels"]))
+        value = int(float(match["value"]))
+        verb = labels.get("verb", "")
+        if labels.get("dry_run"):
+            dry_runs += value
+            continue
+        by[(verb, labels.get("resource", "") + ("/" + labels["subresource"] if labels.get("subresource") else ""))] += (
+            value
+        )
+        if verb in WRITE_VERBS:
+            writes += value
+        elif verb in READ_VERBS:
+            reads += value
+        elif verb == "WATCH":
+            watches += value
+    return RequestCounts(reads, writes, watches, dry_runs, by)

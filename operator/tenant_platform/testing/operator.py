@@ -1,0 +1,117 @@
+"""Run the operator as a separate process under the RBAC shipped in deploy/base/rbac.yaml.
+
+Shared by the e2e tests and the benchmarks: the ServiceAccount, ClusterRole and binding are
+applied exactly as shipped, and the operator gets a TokenRequest token for that ServiceAccount in
+a kubeconfig, so a permission missing from deploy/ fails loudly.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tenant_platform.kube.client import Kube
+from tenant_platform.testing.controlplane import ControlPlane
+
+REPO = Path(__file__).resolve().parents[3]
+OPERATOR_NAMESPACE = "tenant-platform-system"
+OPERATOR_SA = "tenant-platform-operator"
+
+
+@dataclass
+class RunningOperator:
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    kubeconfig: Path
+    token: str
+    metrics_port: int | None
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def metrics(self) -> str:
+        """The operator's own /metrics exposition."""
+        if self.metrics_port is None:
+            raise RuntimeError("started without metrics")
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10) as resp:
+            return str(resp.read().decode())
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def apply_file(kube: Kube, path: Path) -> None:
+    for doc in yaml.safe_load_all(path.read_text()):
+        if doc:
+            kube.apply(doc)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_operator(
+    control_plane: ControlPlane,
+    admin: Kube,
+    work_dir: Path,
+    *,
+    drift_interval: float = 4,
+    metrics: bool = False,
+    extra_env: dict[str, str] | None = None,
+) -> RunningOperator:
+    """Apply deploy/base RBAC, mint a token for the operator's ServiceAccount, start `tenant-platform run`."""
+    apply_file(admin, REPO / "deploy" / "base" / "namespace.yaml")
+    apply_file(admin, REPO / "deploy" / "base" / "rbac.yaml")
+    token, _ = admin.request_token(OPERATOR_NAMESPACE, OPERATOR_SA, expiration_seconds=6 * 3600)
+    kubeconfig = control_plane.kubeconfig_for_token(token, work_dir / "operator.kubeconfig")
+    # Events about cluster-scoped objects go to the kubeconfig context's namespace.
+    doc: dict[str, Any] = yaml.safe_load(kubeconfig.read_text())
+    for ctx in doc.get("contexts", []):
+        ctx["context"]["namespace"] = OPERATOR_NAMESPACE
+    kubeconfig.write_text(yaml.safe_dump(doc))
+    port = _free_port() if metrics else None
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(kubeconfig),
+        "TENANT_PLATFORM_DRIFT_INTERVAL": str(drift_interval),
+        "TENANT_PLATFORM_GPU_DEBOUNCE": "0.5",
+        "TENANT_PLATFORM_METRICS_PORT": str(port or 0),
+        "PYTHONPATH": str(REPO / "operator"),
+        **(extra_env or {}),
+    }
+    env.pop("KUBERNETES_SERVICE_HOST", None)
+    args = [sys.executable, "-m", "tenant_platform.cli", "run", "--no-probes", "--log-format", "json"]
+    if not metrics:
+        args.append("--no-metrics")
+    log_path = work_dir / "operator.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
+    running = RunningOperator(process, log_path, kubeconfig, token, port)
+    if port is not None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                running.metrics()
+                break
+            except OSError:
+                if process.poll() is not None:
+                    raise RuntimeError(f"operator exited:\n{running.log()[-3000:]}") from None
+                time.sleep(0.2)
+    return running

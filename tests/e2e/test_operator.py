@@ -1,0 +1,136 @@
+"""End to end: the operator process, under deploy/ RBAC, against the real local API server.
+
+create -> Ready (observedGeneration current) -> drift repaired -> conflict -> delete (Retain and
+Delete) -> cleaned up; and no secret material in its logs.
+"""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from typing import Any
+
+import yaml
+from tests.e2e.conftest import wait_for
+
+from tenant_platform.api import constants
+from tenant_platform.kube.client import Kube
+from tenant_platform.testing.controlplane import ControlPlane
+from tenant_platform.testing.operator import RunningOperator
+
+SAMPLE = Path(__file__).resolve().parents[2] / "deploy" / "samples" / "tenantplatform.yaml"
+
+
+def sample(name: str, namespace: str, **overrides: Any) -> dict[str, Any]:
+    body: dict[str, Any] = yaml.safe_load(SAMPLE.read_text())
+    body["metadata"] = {"name": name}
+    body["spec"]["namespace"] = namespace
+    body["spec"]["additionalNamespaces"] = [f"{namespace}-ext"]
+    body["spec"]["domain"] = f"{name}.example.com"
+    body["spec"]["installer"]["serviceAccountName"] = "installer"
+    body["spec"]["gateway"]["name"] = f"{name}-gateway"
+    body["spec"]["edgeCertificate"]["secretName"] = f"{name}-edge-tls"
+    body["spec"].update(overrides)
+    return body
+
+
+def condition(kube: Kube, name: str, type_: str) -> dict[str, Any] | None:
+    body = kube.get(constants.API_VERSION, constants.KIND, name) or {}
+    for cond in (body.get("status") or {}).get("conditions") or []:
+        if cond["type"] == type_:
+            return dict(cond)
+    return None
+
+
+def ready(kube: Kube, name: str) -> bool:
+    body = kube.get(constants.API_VERSION, constants.KIND, name) or {}
+    status = body.get("status") or {}
+    cond = condition(kube, name, "Ready")
+    return bool(
+        cond and cond["status"] == "True" and status.get("observedGeneration") == body["metadata"]["generation"]
+    )
+
+
+def explain(kube: Kube, name: str, operator: RunningOperator) -> str:
+    body = kube.get(constants.API_VERSION, constants.KIND, name) or {}
+    return yaml.safe_dump(body.get("status")) + "\n--- operator log tail ---\n" + operator.log()[-4000:]
+
+
+def delete_and_wait(kube: Kube, name: str) -> None:
+    kube.delete(constants.API_VERSION, constants.KIND, name)
+    wait_for(lambda: kube.get(constants.API_VERSION, constants.KIND, name) is None, what=f"{name} to be deleted")
+
+
+def test_sample_reaches_ready_and_repairs_drift(
+    operator: RunningOperator, crd: Kube, control_plane: ControlPlane, unique_name: str
+) -> None:
+    name = ns = unique_name
+    crd.apply(sample(name, ns))
+    wait_for(lambda: ready(crd, name), timeout=120, what=f"{name} Ready", context=lambda: explain(crd, name, operator))
+    # kubectl wait understands our conditions.
+    control_plane.kubectl("wait", "--for=condition=Ready", f"tp/{name}", "--timeout=30s")
+
+    # Drift: a deleted RoleBinding and an edited namespace label come back.
+    crd.delete("rbac.authorization.k8s.io/v1", "RoleBinding", "installer-admin", ns)
+    crd.merge_patch("v1", "Namespace", ns, {"metadata": {"labels": {"pod-security.kubernetes.io/warn": "privileged"}}})
+    wait_for(
+        lambda: crd.get("rbac.authorization.k8s.io/v1", "RoleBinding", "installer-admin", ns),
+        what="RoleBinding restored",
+    )
+    wait_for(
+        lambda: (
+            crd.get("v1", "Namespace", ns)["metadata"]["labels"]["pod-security.kubernetes.io/warn"]  # type: ignore[index]
+            == "restricted"
+        ),
+        what="namespace label restored",
+    )
+
+    # Delete with Retain: the namespace and data in it survive; our labels go.
+    crd.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "keep-me", "namespace": ns}})
+    delete_and_wait(crd, name)
+    live_ns = crd.get("v1", "Namespace", ns)
+    assert live_ns is not None and live_ns["status"]["phase"] == "Active"
+    assert crd.get("v1", "ConfigMap", "keep-me", ns) is not None
+    assert constants.LABEL_PLATFORM not in (live_ns["metadata"].get("labels") or {})
+
+    # Nothing secret in the operator's logs: the installer token and the edge certificate's key.
+    log = operator.log()
+    assert operator.token not in log
+    assert "PRIVATE KEY" not in log
+
+
+def test_conflicting_platform_changes_nothing(operator: RunningOperator, crd: Kube, unique_name: str) -> None:
+    first, second = f"{unique_name}-a", f"{unique_name}-b"
+    crd.apply(sample(first, unique_name))
+    wait_for(
+        lambda: ready(crd, first), timeout=120, what=f"{first} Ready", context=lambda: explain(crd, first, operator)
+    )
+    before = crd.get("v1", "Namespace", unique_name)
+    crd.apply(sample(second, unique_name, podSecurity={"warn": "baseline", "audit": "baseline"}))
+    got = wait_for(
+        lambda: (c := condition(crd, second, "NamespacesReady")) and c["reason"] == "Conflict" and c,
+        what="Conflict on the second platform",
+    )
+    assert first in got["message"]
+    after = crd.get("v1", "Namespace", unique_name)
+    assert before and after and after["metadata"]["labels"] == before["metadata"]["labels"]
+    delete_and_wait(crd, second)
+    delete_and_wait(crd, first)
+
+
+def test_delete_policy_terminates_namespaces(operator: RunningOperator, crd: Kube, unique_name: str) -> None:
+    crd.apply(sample(unique_name, unique_name, deletionPolicy="Delete"))
+    wait_for(
+        lambda: ready(crd, unique_name), timeout=120, what="Ready", context=lambda: explain(crd, unique_name, operator)
+    )
+    delete_and_wait(crd, unique_name)
+    wait_for(lambda: crd.get("v1", "Namespace", unique_name) is None, timeout=90, what="namespace terminated")
+    wait_for(lambda: crd.get("v1", "Namespace", f"{unique_name}-ext") is None, timeout=90, what="extra ns terminated")
+
+
+def test_installer_kubeconfig_secret_is_usable(operator: RunningOperator, crd: Kube, unique_name: str) -> None:
+    crd.apply(sample(unique_name, unique_name))
+    secret = wait_for(lambda: crd.get("v1", "Secret", "installer-kubeconfig", unique_name), what="kubeconfig Secret")
+    token = yaml.safe_load(base64.b64decode(secret["data"]["kubeconfig"]))["users"][0]["user"]["token"]
+    assert token and token not in operator.log()
+    delete_and_wait(crd, unique_name)
