@@ -119,12 +119,13 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     kube = Kube.from_kubeconfig(args.kubeconfig)
     if args.file:
-        body: dict[str, Any] | None = _platforms(args.file)[0]
+        body = _platforms(args.file)[0]
     else:
-        body = kube.get(constants.API_VERSION, constants.KIND, args.name)
-        if body is None:
+        live = kube.get(constants.API_VERSION, constants.KIND, args.name)
+        if live is None:
             print(f"TenantPlatform {args.name} not found; pass -f FILE to check a file", file=sys.stderr)
             return 2
+        body = live
     rows, code = preflight.run_check(kube, body)
     if args.output == "json":
         print(json.dumps(rows, indent=2))

@@ -112,9 +112,17 @@ def selector(platform_name: str, component: str) -> str:
 
 
 def stamp(obj: Obj, ctx: StepContext, component: str, *, owned: bool = True) -> Obj:
-    """Add our labels (never the CR's) and, where ``owned``, an ownerReference to the platform."""
+    """Add our labels (never the CR's) and, where ``owned``, an ownerReference to the platform.
+
+    NB: children inside the platform's own namespaces get no ownerReference. They are part of the
+    namespaces' contents, which deletionPolicy Retain keeps (the installed platform still needs its
+    installer identity) and Delete removes with the namespaces; garbage collection must not
+    decide that instead.
+    """
     meta = obj.setdefault("metadata", {})
     meta.setdefault("labels", {}).update(child_labels(ctx.name, component))
+    if meta.get("namespace") in ctx.platform.spec.all_namespaces:
+        owned = False
     if owned and ctx.platform.uid:
         meta["ownerReferences"] = [ctx.owner_reference()]
     return obj

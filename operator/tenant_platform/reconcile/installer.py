@@ -183,16 +183,8 @@ class InstallerStep:
         return intent, max((ttl * (1 - RENEW_FRACTION)).total_seconds(), 60.0)
 
     def cleanup(self, ctx: StepContext) -> CleanupResult:
-        # Everything here is owned through ownerReferences; garbage collection removes it. With
-        # deletionPolicy Retain the namespace stays, so delete our children explicitly too.
-        ns = ctx.platform.spec.namespace
-        for obj in reversed(render_installer.render_installer(ctx.platform)):
-            try:
-                live = ctx.kube.get(obj["apiVersion"], obj["kind"], obj["metadata"]["name"], ns)
-                if live is not None and _ours(live, ctx.platform.name):
-                    ctx.kube.delete(obj["apiVersion"], obj["kind"], obj["metadata"]["name"], ns)
-            except errors.KubeError as exc:
-                return CleanupResult(False, f"deleting installer {obj['kind']}: {exc.message or exc}")
+        # The identity is part of the namespace's contents: deletionPolicy Retain keeps it (the
+        # installed platform needs it for upgrades), Delete removes it with the namespace.
         return CleanupResult(True)
 
 
