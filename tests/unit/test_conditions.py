@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from tenant_platform.api import constants
+from tenant_platform.reconcile import merge_patch_for
 from tenant_platform.status import conditions
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
@@ -75,3 +76,10 @@ def test_stalled_for_invalid_spec() -> None:
 def test_order_puts_summary_first() -> None:
     conds = [{"type": t} for t in ("GPUReady", "Zeta", "Ready", "NamespacesReady", "Stalled")]
     assert [c["type"] for c in conditions.order(conds)] == ["Ready", "Stalled", "NamespacesReady", "GPUReady", "Zeta"]
+
+
+def test_status_merge_patch_removes_nested_keys() -> None:
+    old = {"recorded": {"objectStore": {"mode": "S3", "bucket": "b"}, "domain": "d"}, "gone": 1, "same": [1]}
+    new = {"recorded": {"objectStore": {"mode": "Builtin"}, "domain": "d"}, "same": [1], "added": {"x": 1}}
+    patch = merge_patch_for(old, new)
+    assert patch == {"gone": None, "recorded": {"objectStore": {"mode": "Builtin", "bucket": None}}, "added": {"x": 1}}

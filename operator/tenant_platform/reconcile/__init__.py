@@ -188,7 +188,12 @@ def compute_status(
             )
     status: dict[str, Any] = {}
     for result in results.values():
-        status.update(result.status)
+        for section, value in result.status.items():
+            # Sections several steps contribute to (checks, managed) merge one level deep.
+            if isinstance(value, dict) and isinstance(status.get(section), dict):
+                status[section] = {**status[section], **value}
+            else:
+                status[section] = value
     status["recorded"] = {"domain": platform.spec.domain, **recorded}
     status["conditions"] = conditions.order(new_conditions)
     all_ran = not any(r.failed for r in results.values())
@@ -207,12 +212,23 @@ def _transitions(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[t
 
 
 def _write_status(kube: Kube, name: str, old: dict[str, Any], new: dict[str, Any]) -> bool:
-    """Merge-patch status when it changed. Keys that disappeared are removed explicitly."""
+    """Merge-patch status when it changed; keys that disappeared, at any depth, are removed."""
     if new == old:
         return False
-    patch: dict[str, Any] = dict(new)
-    for key in old:
-        if key not in new:
-            patch[key] = None
+    patch = merge_patch_for(old, new)
     kube.merge_patch(constants.API_VERSION, constants.KIND, name, {"status": patch}, subresource="status")
     return True
+
+
+def merge_patch_for(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """A JSON merge patch (RFC 7386) turning ``old`` into ``new``: null for removed keys, recursing
+    into objects present in both, new values otherwise (lists are replaced whole)."""
+    patch: dict[str, Any] = {key: None for key in old if key not in new}
+    for key, value in new.items():
+        before = old.get(key)
+        if isinstance(value, dict) and isinstance(before, dict):
+            if value != before:
+                patch[key] = merge_patch_for(before, value)
+        elif value != before or key not in old:
+            patch[key] = value
+    return patch

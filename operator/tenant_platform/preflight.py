@@ -1,0 +1,284 @@
+"""`tenant-platform facts` and `tenant-platform check`: the facts of a live TenantPlatform, and a
+read-only preflight usable before the operator is installed.
+
+``check`` runs the one reconcile (``reconcile.run``) with ``dry_run=True`` and
+``write_status=False`` against the current kubeconfig: every step verifies and reports, none
+writes (server-side dry-run requests and access reviews store nothing). Each concern condition
+becomes a row:
+
+- PASS: the condition is True;
+- WARN: the operator would make it so itself: a reason starting with ``Would`` (``WouldCreate``:
+  the thing is absent and the operator creates it), or a step still converging (``progressing``)
+  without an API failure; plus every non-condition check (``status.checks``, e.g. best-effort
+  probes and the API-address warning);
+- FAIL: anything else: a prerequisite a person must provide or fix.
+
+The exit code is 1 when any row FAILs, else 0. Each row carries a fix: REMEDIATIONS keyed by
+(condition type, reason), then by (None, reason) for reasons shared by every concern, then a
+generic sentence.
+"""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import yaml
+
+from tenant_platform import reconcile
+from tenant_platform.api import constants
+from tenant_platform.config import Settings, load_settings
+from tenant_platform.kube.client import Kube, Obj
+from tenant_platform.render import values as render_values
+
+PASS = "PASS"
+WARN = "WARN"
+FAIL = "FAIL"
+
+Row = dict[str, str]
+
+
+class PreflightError(Exception):
+    """A user-facing error: the TenantPlatform cannot be found or read."""
+
+
+# (condition type or None for any type, reason) -> what to do.
+REMEDIATIONS: dict[tuple[str | None, str], str] = {
+    # Shared reasons.
+    (None, constants.REASON_FORBIDDEN): (
+        "Run check with an identity allowed to read what the detail names, or grant the operator that "
+        "permission (deploy/ holds its RBAC)."
+    ),
+    (None, constants.REASON_API_ERROR): "Check that the API server is reachable and healthy, then run check again.",
+    (None, constants.REASON_INVALID_SPEC): "Fix the spec field the detail names; nothing else is checked until then.",
+    (None, "InternalError"): "A bug in the operator: report it with the detail.",
+    (None, "WouldCreate"): "Nothing to do: the operator creates it when it runs.",
+    # Concerns of other steps, where the fix is standard (their messages carry the specifics).
+    (constants.MESH_READY, "IstiodNotFound"): (
+        "Install Istio in sidecar mode (e.g. istioctl install --set profile=default), or set spec.mesh.namespace "
+        "to where istiod runs."
+    ),
+    (constants.MESH_READY, "IstioKindsNotServed"): "Install or upgrade Istio so that its CRDs are served.",
+    (constants.GATEWAY_READY, "GatewayKindNotServed"): "Install Istio (its CRDs serve networking.istio.io Gateway).",
+    (constants.DNS_READY, "CoreDNSNotFound"): (
+        "Set spec.dns.management to External and make the domain resolve to the gateway for pods yourself."
+    ),
+    (constants.EDGE_CERTIFICATE_READY, "SecretNotFound"): (
+        "Create the kubernetes.io/tls Secret named in spec.edgeCertificate.secretName in the gateway namespace, "
+        "or set spec.edgeCertificate.issuer to SelfSigned."
+    ),
+    # Storage.
+    (constants.STORAGE_READY, "StorageClassNotFound"): (
+        "Create the StorageClass named in spec.storage.storageClassName, or set that field to an existing class "
+        "(kubectl get storageclass)."
+    ),
+    (constants.STORAGE_READY, "NoDefaultStorageClass"): (
+        "Set spec.storage.storageClassName, or mark one class default: kubectl annotate storageclass NAME "
+        "storageclass.kubernetes.io/is-default-class=true."
+    ),
+    (constants.STORAGE_READY, "AmbiguousDefaultStorageClass"): (
+        "Set spec.storage.storageClassName to the class the platform should use, or remove the default "
+        "annotation from all classes but one."
+    ),
+    (constants.STORAGE_READY, "VerificationPending"): (
+        "Wait for the write test; if it stays pending, check the provisioner and that pods in the tenant "
+        "namespace get scheduled."
+    ),
+    (constants.STORAGE_READY, "VerificationFailed"): (
+        "Check the provisioner and the volume's permissions; kubectl describe the test pod while it runs."
+    ),
+    (constants.STORAGE_READY, "VerificationTimedOut"): (
+        "Check that the provisioner creates volumes (kubectl get pvc -n NAMESPACE) and that pods can be "
+        "scheduled and can pull the test image."
+    ),
+    # Pull secrets.
+    (constants.PULL_SECRETS_READY, "PullSecretNotFound"): (
+        "Create it in the tenant namespace: kubectl create secret docker-registry NAME -n NAMESPACE "
+        "--docker-server=REGISTRY --docker-username=USER --docker-password=... (create the namespace first, "
+        "or let the operator create it)."
+    ),
+    (constants.PULL_SECRETS_READY, "WrongSecretType"): (
+        "Recreate the Secret with type kubernetes.io/dockerconfigjson (kubectl create secret docker-registry)."
+    ),
+    (constants.PULL_SECRETS_READY, "Unparseable"): (
+        "Recreate the Secret with kubectl create secret docker-registry, or from a valid "
+        "~/.docker/config.json with --from-file=.dockerconfigjson=PATH."
+    ),
+    (constants.PULL_SECRETS_READY, "NoRegistries"): (
+        "Recreate the Secret with at least one registry under auths (kubectl create secret docker-registry)."
+    ),
+    # Object store.
+    (constants.OBJECT_STORE_READY, "CredentialsSecretNotFound"): (
+        "Create the credentials Secret in the tenant namespace: kubectl create secret generic NAME -n NAMESPACE "
+        "--from-literal=AWS_ACCESS_KEY_ID=... --from-literal=AWS_SECRET_ACCESS_KEY=..."
+    ),
+    (constants.OBJECT_STORE_READY, "CredentialsKeysMissing"): (
+        "Add the missing keys to the Secret, or set spec.objectStore.s3.credentialsSecret.accessKeyIdKey and "
+        "secretAccessKeyKey to the keys it has."
+    ),
+    (constants.OBJECT_STORE_READY, "S3SettingsMissing"): (
+        "Fill in spec.objectStore.s3 (endpoint, bucket, credentialsSecret), or set spec.objectStore.mode to Builtin."
+    ),
+    (constants.OBJECT_STORE_READY, "InvalidEndpoint"): (
+        "Set spec.objectStore.s3.endpoint to a URL such as https://s3.example.com."
+    ),
+    # Non-condition checks (keyed by check name, result).
+    ("kubernetesAPI", "Warn"): (
+        "Make sure the API server maintains the default/kubernetes EndpointSlice (its endpoint reconciler), or "
+        "create one listing every API server address; the install's NetworkPolicies need them."
+    ),
+    ("registryProbes", "Warn"): (
+        "From a pod in the cluster: nslookup REGISTRY and curl -sSI https://REGISTRY/v2/ ; fix DNS, egress "
+        "firewall or proxy settings for the nodes."
+    ),
+}
+GENERIC_FIX = "Act on the detail, then run tenant-platform check again (docs/status.md explains each reason)."
+OPERATOR_DOES_IT = "Nothing to do: the operator does this when it runs."
+NOTHING_TO_DO = ""
+
+
+def remediation(type_: str, reason: str) -> str:
+    """The fix sentence for a (condition type, reason)."""
+    found = REMEDIATIONS.get((type_, reason)) or REMEDIATIONS.get((None, reason))
+    if found:
+        return found
+    return OPERATOR_DOES_IT if reason.startswith("Would") else GENERIC_FIX
+
+
+def classify(condition: Mapping[str, Any], *, progressing: bool, failed: bool) -> str:
+    """PASS, WARN or FAIL for one concern condition (see the module docstring)."""
+    if condition.get("status") == "True":
+        return PASS
+    if failed:
+        return FAIL
+    if str(condition.get("reason", "")).startswith("Would") or progressing:
+        return WARN
+    return FAIL
+
+
+def load_body(kube: Kube, source: Obj | str) -> Obj:
+    """A TenantPlatform body from a dict, a YAML file path, or the name of one on the cluster."""
+    if isinstance(source, dict):
+        body = source
+    elif os.path.isfile(source):
+        with open(source, encoding="utf-8") as fh:
+            docs = [d for d in yaml.safe_load_all(fh) if isinstance(d, dict)]
+        found = [d for d in docs if d.get("kind") == constants.KIND]
+        if not found:
+            raise PreflightError(f"{source} holds no {constants.KIND}")
+        body = found[0]
+    else:
+        got = kube.get(constants.API_VERSION, constants.KIND, source)
+        if got is None:
+            raise PreflightError(f"{constants.KIND} {source} not found on the cluster; pass a file to check one")
+        body = got
+    if not (body.get("metadata") or {}).get("name"):
+        raise PreflightError(f"the {constants.KIND} has no metadata.name")
+    return body
+
+
+def run_check(
+    kube: Kube,
+    platform_body_or_file: Obj | str,
+    *,
+    settings: Settings | None = None,
+    now: datetime | None = None,
+) -> tuple[list[Row], int]:
+    """Run every verification read-only; return (rows, exit code: 1 when any row FAILs)."""
+    body = load_body(kube, platform_body_or_file)
+    outcome = reconcile.run(
+        body,
+        kube=kube,
+        settings=settings or load_settings(),
+        now=now or datetime.now(UTC),
+        dry_run=True,
+        write_status=False,
+    )
+    rows: list[Row] = []
+    if not outcome.results:
+        # Invalid spec (Stalled) or paused: the steps did not run.
+        for cond in outcome.status.get("conditions") or []:
+            if cond.get("type") in (constants.STALLED, constants.RECONCILING) and cond.get("reason") in (
+                constants.REASON_INVALID_SPEC,
+                constants.REASON_PAUSED,
+            ):
+                verdict = FAIL if cond["reason"] == constants.REASON_INVALID_SPEC else WARN
+                rows.append(_row("Spec", verdict, cond.get("message", ""), remediation("Spec", cond["reason"])))
+                break
+        return rows, _exit_code(rows)
+
+    by_type: dict[str, Row] = {}
+    check_rows: list[Row] = []
+    for step_result in outcome.results.values():
+        for cond in step_result.conditions:
+            as_dict = {"type": cond.type, "status": cond.status, "reason": cond.reason, "message": cond.message}
+            verdict = classify(as_dict, progressing=step_result.progressing, failed=step_result.failed)
+            fix = NOTHING_TO_DO if verdict == PASS else remediation(cond.type, cond.reason)
+            by_type[cond.type] = _row(cond.type, verdict, f"{cond.reason}: {cond.message}", fix)
+        for name, entry in sorted((step_result.status.get("checks") or {}).items()):
+            if not isinstance(entry, dict):
+                continue
+            passed = entry.get("result") == "Pass"
+            detail = str(entry.get("message", ""))
+            if entry.get("bestEffort"):
+                detail = f"(best effort) {detail}"
+            fix = NOTHING_TO_DO if passed else remediation(name, "Warn")
+            check_rows.append(_row(name, PASS if passed else WARN, detail, fix))
+    order = {t: i for i, t in enumerate(constants.CONCERN_TYPES)}
+    rows = [by_type[t] for t in sorted(by_type, key=lambda t: (order.get(t, len(order)), t))]
+    rows += check_rows
+    return rows, _exit_code(rows)
+
+
+def _row(check: str, result: str, detail: str, fix: str) -> Row:
+    return {"check": check, "result": result, "detail": detail, "fix": fix}
+
+
+def _exit_code(rows: Sequence[Row]) -> int:
+    return 1 if any(r["result"] == FAIL for r in rows) else 0
+
+
+def format_table(rows: Sequence[Row], *, detail_width: int = 64, fix_width: int = 48) -> str:
+    """A plain-text table (CHECK, RESULT, DETAIL, FIX) with wrapped cells and a summary line."""
+    headers = {"check": "CHECK", "result": "RESULT", "detail": "DETAIL", "fix": "FIX"}
+    check_width = max([len(headers["check"]), *(len(r["check"]) for r in rows)])
+    result_width = len(headers["result"])
+    lines = [
+        f"{headers['check']:<{check_width}}  {headers['result']:<{result_width}}  "
+        f"{headers['detail']:<{detail_width}}  {headers['fix']}".rstrip()
+    ]
+    for row in rows:
+        detail = textwrap.wrap(row["detail"], detail_width) or [""]
+        fix = textwrap.wrap(row["fix"], fix_width) or [""]
+        for i in range(max(len(detail), len(fix))):
+            check = row["check"] if i == 0 else ""
+            result = row["result"] if i == 0 else ""
+            d = detail[i] if i < len(detail) else ""
+            f = fix[i] if i < len(fix) else ""
+            lines.append(f"{check:<{check_width}}  {result:<{result_width}}  {d:<{detail_width}}  {f}".rstrip())
+    counts = {k: sum(1 for r in rows if r["result"] == k) for k in (PASS, WARN, FAIL)}
+    lines.append("")
+    lines.append(f"{counts[PASS]} passed, {counts[WARN]} warnings, {counts[FAIL]} failed.")
+    return "\n".join(lines)
+
+
+def facts_document(kube: Kube, name: str) -> str:
+    """The install values document of a live TenantPlatform, from its ``status.recorded``.
+
+    The same text as ``values.yaml`` in its install-values ConfigMap after the same pass.
+    Raises PreflightError when the TenantPlatform does not exist or has recorded nothing yet.
+    """
+    body = kube.get(constants.API_VERSION, constants.KIND, name)
+    if body is None:
+        raise PreflightError(f"{constants.KIND} {name} not found")
+    recorded = (body.get("status") or {}).get("recorded")
+    if not recorded:
+        raise PreflightError(
+            f"{constants.KIND} {name} has no recorded facts yet: is the operator running? "
+            "(tenant-platform check shows what it would find)"
+        )
+    namespace = str((body.get("spec") or {}).get("namespace", ""))
+    return render_values.render_values(platform_name=name, namespace=namespace, recorded=recorded)

@@ -1,0 +1,56 @@
+"""The Kubernetes API addresses, recorded for NetworkPolicies (checklist item 9).
+
+Record: ``kubernetesAPI`` {serviceCIDRs, endpointCIDRs, servicePorts, endpointPorts} from the
+``kubernetes`` Service in ``default`` and every EndpointSlice labelled
+``kubernetes.io/service-name=kubernetes`` there (see status/apiaddresses.py for the rules).
+
+This step owns no condition: the addresses are facts, not a prerequisite an admin can fix from
+our spec. What looks wrong (no EndpointSlice, no cluster IP) goes to ``status.checks.kubernetesAPI``
+as a warning, and ``tenant-platform check`` lists it as WARN. The facts are read on every pass,
+so the drift timer keeps them current when control-plane nodes change.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tenant_platform.api.models import TenantPlatform
+from tenant_platform.kube.client import Obj
+from tenant_platform.reconcile.base import CleanupResult, StepContext, StepResult
+from tenant_platform.status import apiaddresses
+
+COMPONENT = "apiaddresses"
+CHECK_NAME = "kubernetesAPI"
+
+
+class APIAddressesStep:
+    name = COMPONENT
+    condition_types: tuple[str, ...] = ()
+
+    def render(self, platform: TenantPlatform) -> list[Obj]:
+        return []
+
+    def reconcile(self, ctx: StepContext) -> StepResult:
+        service = ctx.kube.get("v1", "Service", apiaddresses.SERVICE_NAME, apiaddresses.SERVICE_NAMESPACE)
+        slices = ctx.kube.list(
+            "discovery.k8s.io/v1",
+            "EndpointSlice",
+            apiaddresses.SERVICE_NAMESPACE,
+            label_selector=f"{apiaddresses.SERVICE_NAME_LABEL}={apiaddresses.SERVICE_NAME}",
+        )
+        found = apiaddresses.compute(service, slices)
+        status: dict[str, Any] = {}
+        if found.warnings or found.notes:
+            status["checks"] = {
+                CHECK_NAME: {
+                    "result": "Warn" if found.warnings else "Pass",
+                    "message": " ".join([*found.warnings, *found.notes]),
+                }
+            }
+        return StepResult(conditions=[], recorded={"kubernetesAPI": found.recorded()}, status=status)
+
+    def cleanup(self, ctx: StepContext) -> CleanupResult:
+        return CleanupResult(True)
+
+
+STEP = APIAddressesStep()

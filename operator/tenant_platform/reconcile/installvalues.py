@@ -1,0 +1,79 @@
+"""The install hand-off: a ConfigMap in the tenant namespace with every recorded fact.
+
+Registered LAST, so ``ctx.recorded`` holds what every other step recorded in this pass; the
+values document (render/values.py) is therefore exactly ``status.recorded`` of the same pass, and
+``tenant-platform facts`` renders the same text from a live object. The ConfigMap is named
+``spec.installValues.configMapName`` (default ``<platform>-install-values``), key ``values.yaml``,
+labelled as ours, applied only when its content changes (no-op passes write nothing), and a
+ConfigMap we made under an earlier name is pruned. Status: ``installValues`` {configMap}.
+Like every child in the platform's namespaces it has no owner reference: with deletionPolicy
+Retain it stays (the installed platform keeps its facts), with Delete it goes with the namespace.
+
+This step owns no condition. If the ConfigMap cannot be written (typically: the tenant namespace
+does not exist yet, which NamespacesReady reports), ``status.installValues.error`` says why and
+the pass is retried.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tenant_platform.api.models import TenantPlatform
+from tenant_platform.kube.client import Obj
+from tenant_platform.reconcile.base import CleanupResult, StepContext, StepResult, apply_children
+from tenant_platform.render import values as render_values
+
+COMPONENT = "installvalues"
+
+
+def recorded_facts(platform: TenantPlatform, recorded: dict[str, Any]) -> dict[str, Any]:
+    """What ``status.recorded`` holds at the end of the pass (reconcile.compute_status adds the domain)."""
+    return {"domain": platform.spec.domain, **recorded}
+
+
+class InstallValuesStep:
+    name = COMPONENT
+    condition_types: tuple[str, ...] = ()
+
+    def desired(self, platform: TenantPlatform, recorded: dict[str, Any]) -> Obj:
+        return render_values.render_config_map(
+            platform_name=platform.name,
+            namespace=platform.spec.namespace,
+            config_map_name=platform.install_values_name,
+            recorded=recorded_facts(platform, recorded),
+        )
+
+    def render(self, platform: TenantPlatform) -> list[Obj]:
+        """The ConfigMap with the facts knowable without a cluster (the domain and the spec's names)."""
+        facts: dict[str, Any] = {"imagePullSecrets": list(platform.spec.image_pull_secrets)}
+        if platform.spec.storage.storage_class_name:
+            facts["storageClassName"] = platform.spec.storage.storage_class_name
+        return [self.desired(platform, facts)]
+
+    def reconcile(self, ctx: StepContext) -> StepResult:
+        platform = ctx.platform
+        name = platform.install_values_name
+        outcome = apply_children(
+            ctx,
+            COMPONENT,
+            [self.desired(platform, ctx.recorded)],
+            prune_kinds=[("v1", "ConfigMap")],
+            prune_namespaces=[platform.spec.namespace],
+        )
+        section: dict[str, Any] = {"configMap": name}
+        if not outcome.ok:
+            section["error"] = (
+                f"Could not write ConfigMap {name} in namespace {platform.spec.namespace}: "
+                + "; ".join(outcome.errors)
+                + ". It is retried on the next pass."
+            )
+            ctx.events.append(("Warning", "InstallValuesNotWritten", section["error"]))
+            return StepResult(conditions=[], status={"installValues": section}, failed=True, requeue_after=10.0)
+        return StepResult(conditions=[], status={"installValues": section})
+
+    def cleanup(self, ctx: StepContext) -> CleanupResult:
+        """Nothing to undo: the ConfigMap follows the namespace's deletionPolicy (see above)."""
+        return CleanupResult(True)
+
+
+STEP = InstallValuesStep()

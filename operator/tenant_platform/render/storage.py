@@ -1,0 +1,96 @@
+"""The storage write test (``spec.storage.verify``): a small PVC, a pod writing a marker, and a
+second pod reading it back after the first is gone, as the checklist's manual storage check does.
+
+Names carry the generation the test started for, so a test started after a spec change never
+waits on the previous test's volume while it is still being deleted. The pods satisfy Pod
+Security "restricted" (the tenant namespace warns and audits at that level), opt out of Istio
+sidecar injection (a classic sidecar would keep the pod from ever completing), and never restart.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+COMPONENT = "storage-verify"
+ROLE_LABEL = "tenancy.dev/storage-verify-role"
+IMAGE = "docker.io/library/busybox:1.37"
+VOLUME_SIZE = "16Mi"
+MOUNT = "/data"
+
+_WRITE = 'set -e; printf %s "$MARKER" > /data/marker; sync; echo "marker written"'
+_READ = (
+    'if [ "$(cat /data/marker 2>/dev/null)" = "$MARKER" ]; then echo "marker read back intact"; '
+    'else echo "marker missing or changed on the volume" >&2; exit 3; fi'
+)
+
+
+def pvc_name(platform_name: str, attempt: int) -> str:
+    return f"{platform_name}-storage-verify-{attempt}"
+
+
+def pod_name(platform_name: str, attempt: int, role: str) -> str:
+    return f"{platform_name}-storage-{role}-{attempt}"
+
+
+def marker(platform_uid: str, attempt: int) -> str:
+    return f"tenant-platform storage check {platform_uid or 'local'} {attempt}"
+
+
+def render_pvc(*, platform_name: str, namespace: str, attempt: int, storage_class: str | None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": VOLUME_SIZE}}}
+    if storage_class:
+        spec["storageClassName"] = storage_class
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": pvc_name(platform_name, attempt), "namespace": namespace},
+        "spec": spec,
+    }
+
+
+def render_pod(*, platform_name: str, platform_uid: str, namespace: str, attempt: int, role: str) -> dict[str, Any]:
+    """The writer (``role="write"``) or the reader (``role="read"``) pod."""
+    if role not in ("write", "read"):
+        raise ValueError(f"role must be write or read, not {role!r}")
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": pod_name(platform_name, attempt, role),
+            "namespace": namespace,
+            "labels": {ROLE_LABEL: role, "sidecar.istio.io/inject": "false"},
+            "annotations": {"sidecar.istio.io/inject": "false"},
+        },
+        "spec": {
+            "restartPolicy": "Never",
+            "automountServiceAccountToken": False,
+            "terminationGracePeriodSeconds": 5,
+            "securityContext": {
+                "runAsNonRoot": True,
+                "runAsUser": 65534,
+                "runAsGroup": 65534,
+                "fsGroup": 65534,
+                "seccompProfile": {"type": "RuntimeDefault"},
+            },
+            "containers": [
+                {
+                    "name": role,
+                    "image": IMAGE,
+                    "command": ["sh", "-c", _WRITE if role == "write" else _READ],
+                    "env": [{"name": "MARKER", "value": marker(platform_uid, attempt)}],
+                    "volumeMounts": [{"name": "data", "mountPath": MOUNT}],
+                    "resources": {
+                        "requests": {"cpu": "10m", "memory": "16Mi"},
+                        "limits": {"memory": "32Mi"},
+                    },
+                    "securityContext": {
+                        "allowPrivilegeEscalation": False,
+                        "readOnlyRootFilesystem": True,
+                        "capabilities": {"drop": ["ALL"]},
+                    },
+                    "terminationMessagePolicy": "FallbackToLogsOnError",
+                }
+            ],
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": pvc_name(platform_name, attempt)}}],
+        },
+    }
