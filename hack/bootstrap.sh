@@ -17,12 +17,13 @@ PY
 command -v go >/dev/null || { echo "Go is needed to build the local control plane (go 1.26)" >&2; exit 1; }
 
 stamp=.venv/.bootstrap-stamp
-want=$(cat pyproject.toml | sha256sum | cut -c1-16)
+want=$(cat pyproject.toml requirements.lock | sha256sum | cut -c1-16)
 if [[ ! -x .venv/bin/python || "$(cat "$stamp" 2>/dev/null)" != "$want" ]]; then
   echo "bootstrap: installing the Python environment in .venv" >&2
   "$python" -m venv .venv
   .venv/bin/python -m pip install --quiet --upgrade pip
-  .venv/bin/python -m pip install --quiet -e ".[dev]"
+  # Runtime dependencies at the versions the image installs (requirements.lock); dev tools on top.
+  .venv/bin/python -m pip install --quiet -c requirements.lock -e ".[dev]"
   echo "$want" > "$stamp"
 fi
 

@@ -6,6 +6,8 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 "$root/hack/bootstrap.sh"
 cd "$root"
+echo "== delivery tools (helm, promtool) from the Go module proxy, cached" >&2
+hack/build-tools.sh >/dev/null
 echo "== ruff" >&2
 .venv/bin/ruff check operator tests benchmarks
 .venv/bin/ruff format --check operator tests benchmarks

@@ -109,7 +109,11 @@ def cmd_facts(args: argparse.Namespace) -> int:
     from tenant_platform.kube.client import Kube  # noqa: PLC0415
 
     kube = Kube.from_kubeconfig(args.kubeconfig)
-    sys.stdout.write(preflight.facts_document(kube, args.name))
+    try:
+        sys.stdout.write(preflight.facts_document(kube, args.name))
+    except preflight.PreflightError as exc:
+        print(f"tenant-platform facts: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -126,7 +130,11 @@ def cmd_check(args: argparse.Namespace) -> int:
             print(f"TenantPlatform {args.name} not found; pass -f FILE to check a file", file=sys.stderr)
             return 2
         body = live
-    rows, code = preflight.run_check(kube, body)
+    try:
+        rows, code = preflight.run_check(kube, body)
+    except preflight.PreflightError as exc:
+        print(f"tenant-platform check: {exc}", file=sys.stderr)
+        return 2
     if args.output == "json":
         print(json.dumps(rows, indent=2))
     else:

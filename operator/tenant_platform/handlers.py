@@ -177,6 +177,8 @@ def on_delete(body: kopf.Body, name: str, logger: Logger, **_: Any) -> None:
         return
     message = "Deletion is waiting for cleanup: " + "; ".join(blocked) + "."
     started = _deletion_started(body)
+    if started is not None:
+        metrics.record_deletion_started(name, started)
     if started is not None and (STATE.clock() - started).total_seconds() > DELETION_DEADLINE_SECONDS:
         kopf.warn(body, reason=constants.REASON_DELETION_BLOCKED, message="Gave up cleanup: " + message)
         logger.error("giving up cleanup of %s after the deadline: %s", name, message)

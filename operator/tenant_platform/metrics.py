@@ -7,7 +7,7 @@ platform's series when it is deleted. Tests pass their own CollectorRegistry to 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -81,6 +81,30 @@ class Metrics:
             registry=registry,
         )
 
+    def record_gpu(
+        self,
+        platform: str,
+        *,
+        nodes: Mapping[str, Mapping[str, float]],
+        models: Mapping[str, Mapping[str, float]],
+        stale_locks: Mapping[str, bool],
+    ) -> None:
+        """Set one platform's GPU gauges and drop its series of nodes and models now gone.
+
+        ``nodes``: node -> {key of _GPU_NODE_GAUGES: value}; ``models``: model -> {key of
+        _GPU_MODEL_GAUGES: value}; ``stale_locks``: node -> whether its HAMi lock is stale.
+        """
+        with self._gpu_lock:
+            for key, gauge in self.gpu_node.items():
+                _set_series(gauge, platform, {n: v[key] for n, v in nodes.items() if key in v})
+            for key, gauge in self.gpu_model.items():
+                _set_series(gauge, platform, {m: v[key] for m, v in models.items() if key in v})
+            _set_series(self.gpu_node_lock_stale, platform, {n: float(s) for n, s in stale_locks.items()})
+
+    def forget_gpu(self, platform: str) -> None:
+        """Drop one platform's GPU series (GPU reporting turned off)."""
+        self.record_gpu(platform, nodes={}, models={}, stale_locks={})
+
     def forget_platform(self, platform: str) -> None:
         """Drop every series of a deleted platform."""
         for metric in self._all():
@@ -112,6 +136,7 @@ _GPU_NODE_GAUGES = {
     "cores_total_percent": "GPU compute on the node, percent of one card per card.",
     "cores_used_percent": "GPU compute allocated on the node, percent.",
     "cores_free_percent": "GPU compute not allocated on the node, percent.",
+    "unparseable": "1 when HAMi's register annotation on the node cannot be parsed.",
 }
 _GPU_MODEL_GAUGES = {
     "cards": "GPU cards of this model.",
@@ -119,6 +144,15 @@ _GPU_MODEL_GAUGES = {
     "memory_free_mib": "GPU memory of this model not allocated, MiB.",
     "cores_free_percent": "GPU compute of this model not allocated, percent.",
 }
+
+
+def _set_series(gauge: Gauge, platform: str, values: Mapping[str, float]) -> None:
+    """Set ``gauge{platform, <second label>}`` for each item; remove the platform's other series."""
+    for labels in list(_label_sets(gauge)):
+        if labels.get("platform") == platform and list(labels.values())[1] not in values:
+            gauge.remove(*labels.values())
+    for second, value in values.items():
+        gauge.labels(platform, second).set(value)
 
 
 def _label_sets(metric: Any) -> Iterable[dict[str, str]]:
@@ -172,6 +206,20 @@ def record_edge_certificate_expiry(platform: str, secret: str, seconds: float | 
 
 def forget_platform(platform: str) -> None:
     METRICS.forget_platform(platform)
+
+
+def record_gpu(
+    platform: str,
+    *,
+    nodes: Mapping[str, Mapping[str, float]],
+    models: Mapping[str, Mapping[str, float]],
+    stale_locks: Mapping[str, bool],
+) -> None:
+    METRICS.record_gpu(platform, nodes=nodes, models=models, stale_locks=stale_locks)
+
+
+def forget_gpu(platform: str) -> None:
+    METRICS.forget_gpu(platform)
 
 
 def serve(port: int, addr: str = "0.0.0.0", registry: CollectorRegistry | None = None) -> WSGIServer:

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Build the delivery tools the tests use, from the Go module proxy, into a cache keyed by version
+# (checksums verified against the Go checksum database), so a second run does not rebuild:
+#
+#   helm       renders deploy/helm/tenant-platform (`helm template`, `helm lint`)
+#   promtool   checks and unit-tests the alert rules (`promtool check rules`, `promtool test rules`)
+#
+#   hack/build-tools.sh              build what is missing; print one "name path" line per tool
+#   hack/build-tools.sh helm         build helm if missing; print the path of the binary
+#
+# Environment: TENANT_PLATFORM_CACHE (default ~/.cache/tenant-platform). A prebuilt binary is
+# used instead when TENANT_PLATFORM_HELM or TENANT_PLATFORM_PROMTOOL names it.
+set -euo pipefail
+export GOWORK=off GOTOOLCHAIN=local GOFLAGS=-modcacherw CGO_ENABLED=0
+
+helm_version=v3.22.0
+helm_k8s_minor=37   # helm v3.22.0 builds with k8s.io/client-go v0.37.0
+# Prometheus v3.16.0 is published to the module proxy as v0.316.0.
+prometheus_module_version=v0.316.0
+
+cache="${TENANT_PLATFORM_CACHE:-$HOME/.cache/tenant-platform}/tools"
+
+package() {
+  case "$1" in
+    helm) echo "helm.sh/helm/v3/cmd/helm@$helm_version" ;;
+    promtool) echo "github.com/prometheus/prometheus/cmd/promtool@$prometheus_module_version" ;;
+    *) echo "unknown tool: $1 (helm, promtool)" >&2; return 2 ;;
+  esac
+}
+
+ldflags() {
+  case "$1" in
+    helm)  # as helm's Makefile: version, and the default Kubernetes version of its client-go (v0.37)
+      local f="-s -w -X helm.sh/helm/v3/internal/version.version=$helm_version" p
+      for p in helm.sh/helm/v3/pkg/chartutil helm.sh/helm/v3/pkg/lint/rules; do
+        f="$f -X $p.k8sVersionMajor=1 -X $p.k8sVersionMinor=$helm_k8s_minor"
+      done
+      echo "$f" ;;
+    promtool)  # v0.316.0 -> 3.16.0
+      local m=${prometheus_module_version#v0.}
+      echo "-s -w -X github.com/prometheus/common/version.Version=3.$(( ${m%%.*} - 300 )).${m#*.}" ;;
+  esac
+}
+
+override() {
+  case "$1" in
+    helm) echo "${TENANT_PLATFORM_HELM:-}" ;;
+    promtool) echo "${TENANT_PLATFORM_PROMTOOL:-}" ;;
+  esac
+}
+
+build() {  # build NAME: print the path of a working binary, building it once
+  local name=$1 pkg dir start work
+  if [[ -n "$(override "$name")" ]]; then override "$name"; return 0; fi
+  pkg=$(package "$name")
+  dir="$cache/$name-${pkg##*@}"
+  if [[ -x "$dir/bin/$name" && -f "$dir/STAMP" ]]; then echo "$dir/bin/$name"; return 0; fi
+  mkdir -p "$cache"
+  exec 9>"$cache/.build.lock"
+  flock 9
+  if [[ -x "$dir/bin/$name" && -f "$dir/STAMP" ]]; then echo "$dir/bin/$name"; exec 9>&-; return 0; fi
+  start=$(date +%s)
+  work=$(mktemp -d "$cache/.build.XXXXXX")
+  echo "building $name from $pkg" >&2
+  if ! GOBIN="$work/bin" go install -trimpath -buildvcs=false -ldflags "$(ldflags "$name")" "$pkg" >&2; then
+    rm -rf "$work"; exec 9>&-; return 1
+  fi
+  printf 'package=%s\nbuilt_in_seconds=%s\n' "$pkg" "$(( $(date +%s) - start ))" > "$work/STAMP"
+  rm -rf "$dir"; mv "$work" "$dir"
+  exec 9>&-
+  echo "$dir/bin/$name"
+}
+
+if [[ $# -gt 0 ]]; then
+  build "$1"
+else
+  for tool in helm promtool; do path=$(build "$tool"); echo "$tool $path"; done
+fi

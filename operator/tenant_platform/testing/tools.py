@@ -1,0 +1,45 @@
+"""Delivery tools for tests: helm and promtool, built once by ``hack/build-tools.sh``.
+
+The script compiles them from the Go module proxy into a cache keyed by version
+(``~/.cache/tenant-platform/tools``, or TENANT_PLATFORM_CACHE) and prints the binary's path;
+TENANT_PLATFORM_HELM / TENANT_PLATFORM_PROMTOOL name prebuilt binaries instead. A tool that
+cannot be built raises ToolError with the build's last lines (tests then fail, never skip).
+"""
+
+from __future__ import annotations
+
+import functools
+import subprocess
+from pathlib import Path
+from typing import Final
+
+from tenant_platform.testing.controlplane import repo_root
+
+BUILD_SCRIPT: Final = Path("hack") / "build-tools.sh"
+TOOLS: Final = ("helm", "promtool")
+_TAIL: Final = 40
+
+
+class ToolError(RuntimeError):
+    """A delivery tool could not be found or built."""
+
+
+@functools.cache
+def tool_path(name: str) -> Path:
+    """Path of a working ``helm`` or ``promtool`` binary, building it on first use."""
+    if name not in TOOLS:
+        raise ToolError(f"unknown tool {name!r}; known: {', '.join(TOOLS)}")
+    root = repo_root()
+    if root is None:
+        raise ToolError("hack/build-tools.sh is not available: the package runs outside its repo")
+    proc = subprocess.run(
+        ["bash", str(root / BUILD_SCRIPT), name], cwd=root, capture_output=True, text=True, check=False
+    )
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        tail = "\n".join(proc.stderr.strip().splitlines()[-_TAIL:])
+        raise ToolError(f"{BUILD_SCRIPT} {name} failed (exit {proc.returncode}):\n{tail}")
+    path = Path(lines[-1])
+    if not path.is_file():
+        raise ToolError(f"{BUILD_SCRIPT} {name} printed {path}, which is not a file")
+    return path

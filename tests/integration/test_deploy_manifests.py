@@ -1,0 +1,372 @@
+"""The Helm chart and the kustomize base: generated from one source, equivalent, and accepted by
+the real API server (server-side dry run).
+
+helm is built by hack/build-tools.sh; kustomize is kubectl's (`kubectl kustomize`), from the
+control plane's build. The chart's RBAC is generated from deploy/base/rbac.yaml, the RBAC the
+e2e tests run the operator under (hack/sync-deploy.py); these tests prove the rendered RBAC is
+that file, whatever the release namespace.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tenant_platform.config import Settings
+from tenant_platform.testing import tools
+from tenant_platform.testing.controlplane import ControlPlane, find_bin_dir
+
+# The first test to need helm or promtool builds it (minutes on a cold Go cache).
+pytestmark = pytest.mark.timeout(1500)
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "deploy" / "helm" / "tenant-platform"
+BASE = ROOT / "deploy" / "base"
+BASE_NAMESPACE = "tenant-platform-system"
+RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+MONITORING_KINDS = ("ServiceMonitor", "PrometheusRule")
+
+Obj = dict[str, Any]
+
+
+def helm_template(namespace: str, *values: str, api_versions: Iterable[str] = (), extra: Iterable[str] = ()) -> str:
+    args = [str(tools.tool_path("helm")), "template", "tenant-platform", str(CHART), "--namespace", namespace]
+    args += ["--include-crds", *extra]
+    for api in api_versions:
+        args += ["--api-versions", api]
+    for value in values:
+        args += ["--set", value]
+    proc = subprocess.run(args, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def docs(text: str) -> list[Obj]:
+    return [d for d in yaml.safe_load_all(text) if d]
+
+
+def kustomize() -> list[Obj]:
+    kubectl = find_bin_dir() / "kubectl"
+    proc = subprocess.run([str(kubectl), "kustomize", str(BASE)], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return docs(proc.stdout)
+
+
+def key(obj: Obj) -> tuple[str, str, str]:
+    return (obj["kind"], obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
+
+
+def by_key(objs: Iterable[Obj]) -> dict[tuple[str, str, str], Obj]:
+    return {key(o): o for o in objs}
+
+
+def move_namespace(objs: Iterable[Obj], old: str, new: str) -> list[Obj]:
+    """What `helm template --namespace new` does to our namespaced objects and subjects."""
+    out = []
+    for obj in copy.deepcopy(list(objs)):
+        if obj["kind"] == "Namespace" and obj["metadata"]["name"] == old:
+            obj["metadata"]["name"] = new
+        if obj["metadata"].get("namespace") == old:
+            obj["metadata"]["namespace"] = new
+        for subject in obj.get("subjects") or []:
+            if subject.get("namespace") == old:
+                subject["namespace"] = new
+        out.append(obj)
+    return out
+
+
+def without_labels(obj: Obj) -> Obj:
+    obj = copy.deepcopy(obj)
+    obj["metadata"].pop("labels", None)
+    return obj
+
+
+def base_rbac() -> list[Obj]:
+    return [d for d in docs((BASE / "rbac.yaml").read_text()) if d["kind"] in RBAC_KINDS]
+
+
+# -- generated files --------------------------------------------------------------------------
+
+
+def test_generated_files_are_in_sync() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "hack" / "sync-deploy.py"), "--check"], capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 0, f"run hack/sync-deploy.py:\n{proc.stderr}"
+
+
+@pytest.mark.parametrize("copy_path", ["deploy/helm/tenant-platform/crds", "deploy/base/crds"])
+def test_crd_copies_are_byte_identical(copy_path: str) -> None:
+    source = ROOT / "crds" / "tenancy.dev_tenantplatforms.yaml"
+    assert [p.name for p in (ROOT / copy_path).iterdir()] == [source.name]
+    assert (ROOT / copy_path / source.name).read_bytes() == source.read_bytes()
+
+
+def test_helm_lint() -> None:
+    proc = subprocess.run(
+        [str(tools.tool_path("helm")), "lint", "--strict", str(CHART)], capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_values_schema_rejects_bad_values() -> None:
+    helm = str(tools.tool_path("helm"))
+    for bad, complaint in [
+        ("operator.logFormat=xml", "value must be one of 'json', 'plain'"),
+        ("operator.driftInterval=1", "minimum"),
+        ("metrics.prometheusRule.deletionStuckAfter=soon", "does not match pattern"),
+    ]:
+        proc = subprocess.run(
+            [helm, "template", "x", str(CHART), "--set", bad], capture_output=True, text=True, check=False
+        )
+        assert proc.returncode != 0, bad
+        assert complaint in proc.stderr, proc.stderr
+
+
+# -- RBAC: one source ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("namespace", [BASE_NAMESPACE, "platform-operators"])
+def test_chart_rbac_is_base_rbac(namespace: str) -> None:
+    rendered = [d for d in docs(helm_template(namespace)) if d["kind"] in RBAC_KINDS]
+    expected = move_namespace(base_rbac(), BASE_NAMESPACE, namespace)
+    assert sorted(map(key, rendered)) == sorted(map(key, expected))
+    rendered_by_key = by_key(rendered)
+    for obj in expected:
+        got = rendered_by_key[key(obj)]
+        assert without_labels(got) == without_labels(obj), key(obj)
+        # The chart's labels include the base's.
+        assert obj["metadata"].get("labels", {}).items() <= got["metadata"]["labels"].items()
+
+
+def test_kustomize_rbac_is_base_rbac() -> None:
+    rendered = [d for d in kustomize() if d["kind"] in RBAC_KINDS]
+    assert by_key(rendered) == by_key(base_rbac())
+
+
+def test_rbac_has_no_wildcards_or_escalate() -> None:
+    for obj in base_rbac():
+        for rule in obj.get("rules") or []:
+            for field in ("apiGroups", "resources", "verbs", "resourceNames"):
+                assert "*" not in rule.get(field, []), (obj["metadata"]["name"], rule)
+            assert "escalate" not in rule["verbs"]
+            assert "impersonate" not in rule["verbs"]
+            if "bind" in rule["verbs"]:
+                assert rule.get("resourceNames"), "bind must be limited to named roles"
+
+
+# -- the chart's defaults are the kustomize base -------------------------------------------------
+
+
+def test_chart_defaults_and_kustomize_render_the_same_objects() -> None:
+    chart = by_key(docs(helm_template(BASE_NAMESPACE)))
+    base = by_key(kustomize())
+    # Helm does not create the release namespace (helm install --create-namespace, or by hand
+    # with the Pod Security labels of deploy/base/namespace.yaml; docs/install.md).
+    assert set(base) - set(chart) == {("Namespace", "", BASE_NAMESPACE)}
+    assert set(chart) - set(base) == set()
+    assert (
+        chart[("CustomResourceDefinition", "", "tenantplatforms.tenancy.dev")]
+        == base[("CustomResourceDefinition", "", "tenantplatforms.tenancy.dev")]
+    )
+
+
+def test_monitoring_objects_need_the_flag_and_the_api() -> None:
+    api = ["monitoring.coreos.com/v1"]
+    on = ["metrics.serviceMonitor.enabled=true", "metrics.prometheusRule.enabled=true"]
+    assert not [d for d in docs(helm_template("ops", *on)) if d["kind"] in MONITORING_KINDS]
+    assert not [d for d in docs(helm_template("ops", api_versions=api)) if d["kind"] in MONITORING_KINDS]
+    objs = docs(helm_template("ops", *on, "metrics.serviceMonitor.labels.release=prom", api_versions=api))
+    (monitor,) = [d for d in objs if d["kind"] == "ServiceMonitor"]
+    (rule,) = [d for d in objs if d["kind"] == "PrometheusRule"]
+    (service,) = [d for d in objs if d["kind"] == "Service"]
+    (deployment,) = [d for d in objs if d["kind"] == "Deployment"]
+    assert monitor["metadata"]["labels"]["release"] == "prom"
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": ["ops"]}
+    # The ServiceMonitor selects the metrics Service and scrapes its named port.
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert [e["port"] for e in monitor["spec"]["endpoints"]] == ["metrics"]
+    assert [p["name"] for p in service["spec"]["ports"]] == ["metrics"]
+    assert service["spec"]["ports"][0]["targetPort"] == "metrics"
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert {"name": "metrics", "containerPort": 8080} in container["ports"]
+    assert service["spec"]["selector"].items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+    assert rule["metadata"]["namespace"] == "ops"
+
+
+def test_chart_values_reach_the_deployment() -> None:
+    objs = docs(
+        helm_template(
+            "ops",
+            "operator.driftInterval=120",
+            "operator.logFormat=plain",
+            "metrics.port=9100",
+            "image.digest=sha256:" + "a" * 64,
+            "resources.limits.memory=1Gi",
+        )
+    )
+    (deployment,) = [d for d in objs if d["kind"] == "Deployment"]
+    (service,) = [d for d in objs if d["kind"] == "Service"]
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["TENANT_PLATFORM_DRIFT_INTERVAL"] == "120"
+    assert env["TENANT_PLATFORM_LOG_FORMAT"] == "plain"
+    assert env["TENANT_PLATFORM_METRICS_PORT"] == "9100"
+    assert {"name": "metrics", "containerPort": 9100} in container["ports"]
+    assert service["spec"]["ports"][0]["port"] == 9100
+    assert container["image"] == "ghcr.io/tenancy-dev/tenant-platform-operator@sha256:" + "a" * 64
+    assert container["resources"]["limits"]["memory"] == "1Gi"
+    # What the image and kopf need, whatever the values.
+    assert deployment["spec"]["replicas"] == 1
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]
+    assert container["args"] == ["run"]
+
+
+# -- the real API server -------------------------------------------------------------------------
+
+
+def dry_run(cp: ControlPlane, objs: list[Obj]) -> list[Obj]:
+    """Server-side apply with --dry-run=server; the objects as the API server would store them."""
+    result = cp.kubectl(
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        "--field-manager=deploy-manifests-test",
+        "--dry-run=server",
+        "-o",
+        "json",
+        "-f",
+        "-",
+        input=yaml.safe_dump_all(objs),
+    )
+    out = json.loads(result.stdout)
+    return out["items"] if out.get("kind") == "List" else [out]
+
+
+def normalized_deployment(obj: Obj) -> Obj:
+    """The pod template, with env entries equal to the operator's built-in defaults dropped."""
+    spec = copy.deepcopy(obj["spec"])
+    spec["template"]["metadata"].pop("labels", None)
+    defaults = Settings()
+    implicit = {
+        "TENANT_PLATFORM_METRICS_PORT": str(defaults.metrics_port),
+        "TENANT_PLATFORM_HEALTH_PORT": str(defaults.health_port),
+    }
+    for container in spec["template"]["spec"]["containers"]:
+        container["env"] = [e for e in container.get("env", []) if implicit.get(e["name"], object()) != e.get("value")]
+    spec.pop("selector", None)
+    return spec
+
+
+def test_chart_and_kustomize_apply_with_server_dry_run(control_plane: ControlPlane, unique_name: str) -> None:
+    namespace = unique_name
+    control_plane.kubectl("create", "namespace", namespace)
+    try:
+        chart = [d for d in docs(helm_template(namespace)) if d["kind"] != "Namespace"]
+        base = [
+            d for d in move_namespace(kustomize(), BASE_NAMESPACE, namespace) if key(d) != ("Namespace", "", namespace)
+        ]
+        chart_stored = by_key(dry_run(control_plane, chart))
+        base_stored = by_key(dry_run(control_plane, base))
+        assert set(chart_stored) == set(base_stored) == set(by_key(chart))
+        deployment = ("Deployment", namespace, "tenant-platform-operator")
+        assert normalized_deployment(chart_stored[deployment]) == normalized_deployment(base_stored[deployment])
+        service = ("Service", namespace, "tenant-platform-operator-metrics")
+        for stored in (chart_stored[service], base_stored[service]):
+            for field in ("clusterIP", "clusterIPs"):
+                stored["spec"].pop(field, None)
+        assert chart_stored[service]["spec"] == base_stored[service]["spec"]
+        for k, stored in chart_stored.items():
+            if k[0] in RBAC_KINDS:
+                for field in ("rules", "roleRef", "subjects"):
+                    assert stored.get(field) == base_stored[k].get(field), (k, field)
+    finally:
+        control_plane.kubectl("delete", "namespace", namespace, "--wait=false")
+
+
+MONITORING_CRDS = [
+    {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.monitoring.coreos.com"},
+        "spec": {
+            "group": "monitoring.coreos.com",
+            "scope": "Namespaced",
+            "names": {"kind": kind, "listKind": f"{kind}List", "plural": plural, "singular": kind.lower()},
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "properties": {"spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+                        }
+                    },
+                }
+            ],
+        },
+    }
+    for kind, plural in (("ServiceMonitor", "servicemonitors"), ("PrometheusRule", "prometheusrules"))
+]
+
+
+def test_monitoring_gate_follows_the_live_api(control_plane: ControlPlane, unique_name: str) -> None:
+    """With the flags on, `helm template --validate` renders ServiceMonitor and PrometheusRule
+    only once the cluster serves monitoring.coreos.com/v1 (stand-in CRDs: the gate, not the
+    Prometheus Operator, is under test)."""
+    namespace = unique_name
+    on = ["metrics.serviceMonitor.enabled=true", "metrics.prometheusRule.enabled=true"]
+    live = ["--validate", f"--kubeconfig={control_plane.kubeconfig_path}"]
+    control_plane.kubectl("create", "namespace", namespace)
+    try:
+        before = docs(helm_template(namespace, *on, extra=live))
+        assert not [d for d in before if d["kind"] in MONITORING_KINDS]
+        control_plane.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(MONITORING_CRDS))
+        for crd in MONITORING_CRDS:
+            control_plane.kubectl(
+                "wait", "--for=condition=Established", "--timeout=60s", f"crd/{crd['metadata']['name']}"
+            )
+        after = docs(helm_template(namespace, *on, extra=live))
+        monitoring = [d for d in after if d["kind"] in MONITORING_KINDS]
+        assert sorted(d["kind"] for d in monitoring) == ["PrometheusRule", "ServiceMonitor"]
+        stored = dry_run(control_plane, monitoring)
+        assert sorted(d["kind"] for d in stored) == ["PrometheusRule", "ServiceMonitor"]
+    finally:
+        control_plane.kubectl("delete", "namespace", namespace, "--wait=false")
+        for crd in MONITORING_CRDS:
+            control_plane.kubectl("delete", "crd", crd["metadata"]["name"], "--ignore-not-found")
+
+
+def test_install_doc_overlay_works(tmp_path: Path) -> None:
+    """The overlay example in docs/install.md builds and changes what it says it changes."""
+    doc = (ROOT / "docs" / "install.md").read_text()
+    match = re.search(r"```yaml\n# my-overlay/kustomization.yaml\n(.*?)```", doc, re.S)
+    assert match, "docs/install.md lacks the overlay example"
+    overlay = tmp_path / "my-overlay"
+    overlay.mkdir()
+    # kustomize takes bases by relative path only.
+    relative = os.path.relpath(BASE, overlay)
+    (overlay / "kustomization.yaml").write_text(match.group(1).replace("../deploy/base", relative))
+    kubectl = find_bin_dir() / "kubectl"
+    proc = subprocess.run([str(kubectl), "kustomize", str(overlay)], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    (deployment,) = [d for d in docs(proc.stdout) if d["kind"] == "Deployment"]
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == "registry.example.com/tenant-platform-operator:0.1.0"
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["TENANT_PLATFORM_DRIFT_INTERVAL"] == "600"

@@ -1,0 +1,146 @@
+"""What the operator exports on /metrics, and that every alert uses only that.
+
+The exposition comes from a private registry filled through the same helpers reconcile calls
+(``record_conditions``, ``observe_step``, ...), served by ``metrics.serve`` over real HTTP.
+"""
+
+from __future__ import annotations
+
+import re
+import urllib.request
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+import yaml
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tenant_platform import metrics
+
+ROOT = Path(__file__).resolve().parents[2]
+PLAIN_RULE = ROOT / "deploy" / "monitoring" / "prometheusrule.yaml"
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+# PromQL words that are not metric names (functions, operators, modifiers).
+PROMQL_WORDS = frozenset(
+    {"time", "and", "or", "unless", "bool", "offset", "sum", "max", "min", "avg", "count", "absent"}
+    | {"rate", "increase", "changes", "max_over_time", "min_over_time", "absent_over_time", "vector"}
+)
+
+
+@pytest.fixture
+def private_metrics(monkeypatch: pytest.MonkeyPatch) -> Iterator[metrics.Metrics]:
+    """The module-level helpers, pointed at a fresh registry."""
+    fresh = metrics.Metrics(CollectorRegistry())
+    monkeypatch.setattr(metrics, "METRICS", fresh)
+    yield fresh
+
+
+def fill(m: metrics.Metrics, platform: str = "kamiwaza") -> None:
+    """One series of every metric, through the helpers the operator calls where there is one."""
+    metrics.record_conditions(
+        platform,
+        [
+            {"type": "Ready", "status": "False"},
+            {"type": "Stalled", "status": "False"},
+            {"type": "GatewayReady", "status": "Unknown"},
+        ],
+    )
+    metrics.observe_step(platform, "namespaces", 0.2, failed=False)
+    metrics.observe_step(platform, "dns", 0.1, failed=True)
+    metrics.record_success(platform, NOW)
+    metrics.record_deletion_started(platform, NOW)
+    m.edge_certificate_expiry.labels(platform, "kamiwaza-edge-tls").set(86400.0)
+    m.pod_guard_violations.labels(platform).set(2)
+    m.gpu_node_lock_stale.labels(platform, "gpu-1").set(0)
+    for gauge in m.gpu_node.values():
+        gauge.labels(platform, "gpu-1").set(1)
+    for gauge in m.gpu_model.values():
+        gauge.labels(platform, "NVIDIA H200").set(1)
+
+
+def exported_names(text: str) -> set[str]:
+    return {sample.name for family in text_string_to_metric_families(text) for sample in family.samples}
+
+
+def metric_names_in(expr: str) -> set[str]:
+    expr = re.sub(r'"(?:[^"\\]|\\.)*"', "", expr)  # strings
+    expr = re.sub(r"\{[^}]*\}", "", expr)  # label matchers
+    expr = re.sub(r"\[[^\]]*\]", "", expr)  # range selectors
+    expr = re.sub(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", "", expr)
+    words = set(re.findall(r"\b[a-zA-Z_:][a-zA-Z0-9_:]*\b", expr))
+    unknown = words - PROMQL_WORDS - {w for w in words if w.startswith("tenant_platform_")}
+    assert not unknown, f"unexpected words in {expr!r}: {unknown}"
+    return words - PROMQL_WORDS
+
+
+def test_serve_exposes_every_metric_over_http(private_metrics: metrics.Metrics) -> None:
+    fill(private_metrics)
+    server = metrics.serve(0, addr="127.0.0.1")
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.server_port}/metrics", timeout=10) as response:
+            assert response.status == 200
+            text = response.read().decode()
+    finally:
+        server.shutdown()
+        server.server_close()
+    names = exported_names(text)
+    for expected in (
+        "tenant_platform_condition",
+        "tenant_platform_reconcile_step_duration_seconds_bucket",
+        "tenant_platform_reconcile_step_errors_total",
+        "tenant_platform_last_successful_reconcile_timestamp_seconds",
+        "tenant_platform_edge_certificate_expiry_seconds",
+        "tenant_platform_gpu_node_lock_stale",
+        "tenant_platform_gpu_node_memory_free_mib",
+        "tenant_platform_gpu_model_cards",
+        "tenant_platform_pod_guard_pods_would_be_denied",
+        "tenant_platform_deletion_started_timestamp_seconds",
+    ):
+        assert expected in names
+    assert all(name.startswith("tenant_platform_") for name in names)
+    assert 'tenant_platform_condition{platform="kamiwaza",status="True",type="Ready"} 0.0' in text
+    assert 'tenant_platform_condition{platform="kamiwaza",status="False",type="Ready"} 1.0' in text
+
+
+def test_forget_platform_drops_every_series(private_metrics: metrics.Metrics) -> None:
+    fill(private_metrics, "doomed")
+    fill(private_metrics, "kept")
+    metrics.forget_platform("doomed")
+    text = "\n".join(
+        f"{s.name}{s.labels}" for f in private_metrics.registry.collect() for s in f.samples if "platform" in s.labels
+    )
+    assert "'platform': 'doomed'" not in text
+    assert "'platform': 'kept'" in text
+    assert "tenant_platform_deletion_started_timestamp_seconds{'platform': 'kept'}" in text
+
+
+def _alert_exprs() -> list[tuple[str, str]]:
+    rule = yaml.safe_load(PLAIN_RULE.read_text())
+    return [(r["alert"], r["expr"]) for group in rule["spec"]["groups"] for r in group["rules"]]
+
+
+def test_every_alert_uses_only_exported_metrics(private_metrics: metrics.Metrics) -> None:
+    fill(private_metrics)
+    exported = exported_names(generate_latest(private_metrics.registry).decode())
+    alerts = _alert_exprs()
+    assert {name for name, _ in alerts} >= {
+        "TenantPlatformNotReady",
+        "TenantPlatformStalled",
+        "TenantPlatformEdgeCertificateExpiringSoon",
+        "TenantPlatformHAMiNodeLockStale",
+        "TenantPlatformReconcileStale",
+        "TenantPlatformDeletionStuck",
+    }
+    for name, expr in alerts:
+        used = metric_names_in(expr)
+        assert used, f"{name} uses no metric"
+        assert used <= exported, f"{name} uses {used - exported}, which the operator does not export"
+
+
+def test_name_extraction_catches_typos() -> None:
+    assert metric_names_in('time() - tenant_platform_x{a="b"} > 3') == {"tenant_platform_x"}
+    with pytest.raises(AssertionError, match="unexpected words"):
+        metric_names_in("tenant_platfrom_condition == 0 or up == 0")
