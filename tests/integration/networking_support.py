@@ -1,0 +1,79 @@
+"""Helpers for the networking integration tests (mesh, gateway, edge certificate, DNS)."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from tenant_platform.api import constants
+from tenant_platform.api.models import TenantPlatform
+from tenant_platform.config import Settings
+from tenant_platform.kube import errors
+from tenant_platform.kube.client import Kube
+from tenant_platform.reconcile.base import StepContext, StepResult
+
+
+def body(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
+    """A TenantPlatform body (not created in the API) with a unique domain."""
+    return {
+        "apiVersion": constants.API_VERSION,
+        "kind": constants.KIND,
+        "metadata": {"name": name},
+        "spec": {"namespace": namespace, "domain": f"{name}.example.com", **spec},
+    }
+
+
+def context(
+    kube: Kube,
+    platform_body: dict[str, Any],
+    *,
+    now: datetime | None = None,
+    dry_run: bool = False,
+    settings: Settings | None = None,
+) -> StepContext:
+    return StepContext(
+        platform=TenantPlatform.from_body(platform_body),
+        kube=kube,
+        settings=settings or Settings(),
+        now=now or datetime.now(UTC),
+        dry_run=dry_run,
+    )
+
+
+def run(step: Any, kube: Kube, platform_body: dict[str, Any], **kwargs: Any) -> StepResult:
+    result: StepResult = step.reconcile(context(kube, platform_body, **kwargs))
+    return result
+
+
+def only(result: StepResult) -> tuple[str, str, str]:
+    (cond,) = result.conditions
+    return cond.status, cond.reason, cond.message
+
+
+def wait_for(predicate: Any, what: str, timeout: float = 30.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def create_namespace(kube: Kube, name: str, *, wait_sa: bool = False) -> None:
+    if kube.get("v1", "Namespace", name) is None:
+        kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    if wait_sa:
+        wait_for(lambda: kube.get("v1", "ServiceAccount", "default", name), f"ServiceAccount {name}/default")
+
+
+def delete_namespace(kube: Kube, name: str) -> None:
+    with contextlib.suppress(errors.KubeError):
+        kube.delete("v1", "Namespace", name)
+
+
+def writes(kube: Kube) -> int:
+    return kube.counter.snapshot()[1]

@@ -1,0 +1,394 @@
+"""DNSReady against the real API server.
+
+The idempotence, coexistence and cleanup test edits the real kube-system/coredns ConfigMap (seeded
+with kubeadm's stock Corefile) and restores it. Everything that needs a different CoreDNS setup
+(k3s, k0s, a concurrent edit, running CoreDNS pods, a broken Corefile) gets a scratch namespace
+of its own holding a ``coredns`` ConfigMap and Deployment, and a DnsStep pointed at it, so no
+other test ever sees it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from networking_support import body, context, create_namespace, delete_namespace, only, run, writes
+
+from tenant_platform import reconcile
+from tenant_platform.api import constants
+from tenant_platform.config import Settings
+from tenant_platform.kube import errors
+from tenant_platform.kube.client import Kube
+from tenant_platform.reconcile import dns
+from tenant_platform.render import corefile
+from tenant_platform.testing.controlplane import ControlPlane
+from tenant_platform.testing.seed import STOCK_COREFILE
+
+HOST = "istio-ingressgateway.istio-system.svc.cluster.local"
+K3S_COREFILE = STOCK_COREFILE.replace(
+    "    loadbalance\n", "    loadbalance\n    import /etc/coredns/custom/*.override\n"
+)
+
+
+@pytest.fixture
+def kube(crd: Kube) -> Kube:
+    return crd
+
+
+def corefile_of(kube: Kube, namespace: str = "kube-system") -> str:
+    return str(kube.get("v1", "ConfigMap", "coredns", namespace)["data"]["Corefile"])
+
+
+@pytest.fixture
+def real_coredns(kube: Kube) -> Iterator[str]:
+    """kube-system/coredns as seeded; whatever a test leaves in it is undone afterwards."""
+    original = corefile_of(kube)
+    yield original
+    live = kube.get("v1", "ConfigMap", "coredns", "kube-system")
+    if live["data"]["Corefile"] != original:
+        live["data"]["Corefile"] = original
+        kube.replace(live)
+
+
+@pytest.fixture
+def scratch(kube: Kube, unique_name: str) -> Iterator[Callable[..., dns.DnsStep]]:
+    """Make a private CoreDNS setup in a scratch namespace; returns a DnsStep targeting it."""
+    created: list[str] = []
+
+    def make(
+        text: str = STOCK_COREFILE,
+        *,
+        labels: dict[str, str] | None = None,
+        annotations: dict[str, str] | None = None,
+        custom: dict[str, str] | None = None,
+    ) -> dns.DnsStep:
+        ns = f"{unique_name}-dns"
+        create_namespace(kube, ns)
+        created.append(ns)
+        kube.create(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {
+                    "name": "coredns",
+                    "namespace": ns,
+                    "labels": labels or {},
+                    "annotations": annotations or {},
+                },
+                "data": {"Corefile": text},
+            }
+        )
+        if custom is not None:
+            kube.create(
+                {
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "metadata": {"name": "coredns-custom", "namespace": ns},
+                    "data": custom,
+                }
+            )
+        kube.create(
+            {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": {"name": "coredns", "namespace": ns},
+                "spec": {
+                    "selector": {"matchLabels": {"k8s-app": "kube-dns"}},
+                    "template": {
+                        "metadata": {"labels": {"k8s-app": "kube-dns"}},
+                        "spec": {
+                            "containers": [{"name": "coredns", "image": "registry.k8s.io/coredns/coredns:v1.13.1"}]
+                        },
+                    },
+                },
+            }
+        )
+        return dns.DnsStep(target=dns.CoreDNSTarget(namespace=ns))
+
+    yield make
+    for ns in created:
+        delete_namespace(kube, ns)
+
+
+def running_pod(kube: Kube, namespace: str, started: datetime) -> None:
+    """Play the kubelet: a CoreDNS pod that has been Running since ``started``."""
+    create_namespace(kube, namespace, wait_sa=True)
+    pod = kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"generateName": "coredns-", "namespace": namespace, "labels": {"k8s-app": "kube-dns"}},
+            "spec": {"containers": [{"name": "coredns", "image": "registry.k8s.io/coredns/coredns:v1.13.1"}]},
+        }
+    )
+    kube.merge_patch(
+        "v1",
+        "Pod",
+        pod["metadata"]["name"],
+        {"status": {"phase": "Running", "startTime": started.strftime("%Y-%m-%dT%H:%M:%SZ")}},
+        namespace=namespace,
+        subresource="status",
+    )
+
+
+# -- the real kube-system/coredns ------------------------------------------------------------------
+
+
+def test_corefile_edit_is_idempotent_coexists_and_is_removed_cleanly(
+    kube: Kube, real_coredns: str, unique_name: str
+) -> None:
+    a = body(f"{unique_name}-a", "ns-a")
+    b = body(f"{unique_name}-b", "ns-b")
+
+    before = writes(kube)
+    status, reason, message = only(run(dns.STEP, kube, a))
+    assert (status, reason) == ("True", dns.REASON_CONFIGURED), message
+    assert "No CoreDNS pod is running" in message  # honest: nothing to ask on this control plane
+    assert writes(kube) == before + 1
+    text = corefile_of(kube)
+    block = corefile.block_for(text, a["metadata"]["name"])
+    assert block is not None and block.body == [f"rewrite name exact {a['spec']['domain']} {HOST}"]
+    lines = text.splitlines()
+    assert lines[block.end + 1].strip().startswith("kubernetes ")
+
+    # Repeated reconciles: zero writes.
+    before = writes(kube)
+    for _ in range(3):
+        assert only(run(dns.STEP, kube, a))[0] == "True"
+    assert writes(kube) == before
+
+    # A second platform coexists.
+    assert only(run(dns.STEP, kube, b))[0] == "True"
+    text = corefile_of(kube)
+    assert corefile.platforms(text)[-2:] == [a["metadata"]["name"], b["metadata"]["name"]]
+    before = writes(kube)
+    run(dns.STEP, kube, a)
+    run(dns.STEP, kube, b)
+    assert writes(kube) == before
+
+    # Deleting a removes only a's block; a second cleanup writes nothing.
+    assert dns.STEP.cleanup(context(kube, a)).done
+    text = corefile_of(kube)
+    assert corefile.block_for(text, a["metadata"]["name"]) is None
+    assert corefile.block_for(text, b["metadata"]["name"]) is not None
+    before = writes(kube)
+    assert dns.STEP.cleanup(context(kube, a)).done
+    assert writes(kube) == before
+    assert dns.STEP.cleanup(context(kube, b)).done
+    assert corefile_of(kube) == real_coredns
+
+
+def test_demo_like_platform_reaches_ready_on_our_conditions(
+    kube: Kube, control_plane: ControlPlane, real_coredns: str, unique_name: str, make_platform: Callable[..., Any]
+) -> None:
+    """The whole reconcile (every registered step), as the embedded demo's sample configures it."""
+    platform = make_platform(
+        unique_name,
+        unique_name,
+        gateway={"name": unique_name},
+        mesh={"sidecarStyle": "Native"},
+        edgeCertificate={"issuer": "SelfSigned", "secretName": f"{unique_name}-tls"},
+    )
+    try:
+        outcome = reconcile.run(platform, kube=kube, settings=Settings(), now=datetime.now(UTC))
+        live = kube.get(constants.API_VERSION, constants.KIND, unique_name)
+        outcome = reconcile.run(live, kube=kube, settings=Settings(), now=datetime.now(UTC))
+        status = {c["type"]: c for c in outcome.status["conditions"]}
+        for type_ in (
+            constants.MESH_READY,
+            constants.GATEWAY_READY,
+            constants.EDGE_CERTIFICATE_READY,
+            constants.DNS_READY,
+        ):
+            assert status[type_]["status"] == "True", status[type_]
+        recorded = outcome.status["recorded"]
+        assert recorded["sidecarStyle"] == "Native"
+        assert recorded["gateway"]["name"] == unique_name
+        assert recorded["edgeCertificate"]["selfSigned"] is True
+    finally:
+        for step in reconcile.steps():
+            step.cleanup(context(kube, kube.get(constants.API_VERSION, constants.KIND, unique_name) or platform))
+        kube.delete("networking.istio.io/v1", "Gateway", unique_name, "istio-system")
+        kube.delete("v1", "Secret", f"{unique_name}-tls", "istio-system")
+        delete_namespace(kube, unique_name)
+
+
+# -- scratch CoreDNS setups ------------------------------------------------------------------------
+
+
+class RacingKube(Kube):
+    """A Kube whose first Corefile PUT races with an edit made through another client.
+
+    The edit lands between our read and our write, so the API server itself rejects our PUT
+    with 409 (resourceVersion precondition); the step must re-read and retry.
+    """
+
+    other: Kube
+    conflicts: list[errors.Conflict]
+
+    def replace(self, obj: dict[str, Any]) -> dict[str, Any]:
+        if not self.conflicts and obj.get("kind") == "ConfigMap":
+            meta = obj["metadata"]
+            theirs = self.other.get("v1", "ConfigMap", meta["name"], meta["namespace"])
+            theirs["data"]["Corefile"] = theirs["data"]["Corefile"].replace("cache 30", "cache 31")
+            self.other.replace(theirs)
+            try:
+                return super().replace(obj)
+            except errors.Conflict as exc:
+                self.conflicts.append(exc)
+                raise
+        return super().replace(obj)
+
+
+def test_concurrent_edit_is_retried_and_kept(
+    kube: Kube, control_plane: ControlPlane, scratch: Callable[..., dns.DnsStep], unique_name: str
+) -> None:
+    step = scratch()
+    racing = RacingKube.from_kubeconfig(str(control_plane.kubeconfig_path))
+    assert isinstance(racing, RacingKube)
+    racing.other = kube
+    racing.conflicts = []
+    status, reason, message = only(run(step, racing, body(unique_name, unique_name)))
+    assert (status, reason) == ("True", dns.REASON_CONFIGURED), message
+    assert len(racing.conflicts) == 1 and racing.conflicts[0].status == 409
+    assert racing.counter.by_verb.get("PUT") == 2
+    text = corefile_of(kube, step.target.namespace)
+    assert "cache 31" in text  # their edit survived
+    assert corefile.block_for(text, unique_name) is not None  # and ours is in
+
+
+def test_k3s_style_cluster_uses_coredns_custom(
+    kube: Kube, scratch: Callable[..., dns.DnsStep], unique_name: str
+) -> None:
+    step = scratch(
+        K3S_COREFILE,
+        annotations={"objectset.rio.cattle.io/applied": "{}", "objectset.rio.cattle.io/id": ""},
+        custom={"someone.override": "log\n"},
+    )
+    ns = step.target.namespace
+    platform = body(unique_name, unique_name)
+    result = run(step, kube, platform)
+    status, reason, message = only(result)
+    assert (status, reason) == ("True", dns.REASON_CONFIGURED), message
+    assert "imports CoreDNS overrides" in message
+    assert result.recorded["dns"]["mode"] == dns.MODE_IMPORT
+    custom = kube.get("v1", "ConfigMap", "coredns-custom", ns)["data"]
+    key = f"tenant-platform-{unique_name}.override"
+    assert custom[key].splitlines()[-1] == f"rewrite name exact {platform['spec']['domain']} {HOST}"
+    assert custom["someone.override"] == "log\n"
+    assert corefile_of(kube, ns) == K3S_COREFILE  # the distribution's Corefile is not touched
+
+    before = writes(kube)
+    run(step, kube, platform)
+    assert writes(kube) == before
+
+    assert step.cleanup(context(kube, platform)).done
+    assert kube.get("v1", "ConfigMap", "coredns-custom", ns)["data"] == {"someone.override": "log\n"}
+
+
+def test_k3s_style_cluster_without_the_custom_configmap_gets_it_created(
+    kube: Kube, scratch: Callable[..., dns.DnsStep], unique_name: str
+) -> None:
+    step = scratch(K3S_COREFILE)
+    live = kube.get("apps/v1", "Deployment", "coredns", step.target.namespace)
+    live["spec"]["template"]["spec"]["volumes"] = [
+        {"name": "custom-config-volume", "configMap": {"name": "coredns-custom", "optional": True}}
+    ]
+    kube.replace(live)
+    assert only(run(step, kube, body(unique_name, unique_name)))[0] == "True"
+    custom = kube.get("v1", "ConfigMap", "coredns-custom", step.target.namespace)
+    assert list(custom["data"]) == [f"tenant-platform-{unique_name}.override"]
+
+
+def test_k0s_style_cluster_is_not_edited_and_gets_the_patch(
+    kube: Kube, scratch: Callable[..., dns.DnsStep], unique_name: str
+) -> None:
+    step = scratch(labels={"k0s.k0sproject.io/stack": "coredns"})
+    platform = body(unique_name, unique_name)
+    before = writes(kube)
+    result = run(step, kube, platform)
+    status, reason, message = only(result)
+    assert (status, reason) == ("False", dns.REASON_MANAGED_BY_DISTRIBUTION)
+    assert writes(kube) == before
+    assert corefile_of(kube, step.target.namespace) == STOCK_COREFILE
+    assert "spec:\n  network:\n    coreDNS:\n      patches:" in message
+    assert f"rewrite name exact {platform['spec']['domain']} {HOST}" in message
+    assert "rollout restart deployment/coredns" in message
+    assert result.recorded["dns"]["distribution"] == "k0s"
+
+
+def test_stale_coredns_pods_are_detected(kube: Kube, scratch: Callable[..., dns.DnsStep], unique_name: str) -> None:
+    """Pods started before our change: without reload they must be restarted; with it, we wait."""
+    step = scratch(STOCK_COREFILE.replace("    reload\n", ""))
+    ns = step.target.namespace
+    running_pod(kube, ns, datetime.now(UTC) - timedelta(hours=1))
+    status, reason, message = only(run(step, kube, body(unique_name, unique_name)))
+    assert (status, reason) == ("False", dns.REASON_RELOAD_PLUGIN_MISSING), message
+    assert "rollout restart" in message
+
+    # With the reload plugin the same pod picks it up by itself: pending, then done.
+    live = kube.get("v1", "ConfigMap", "coredns", ns)
+    live["data"]["Corefile"] = corefile.remove_block(STOCK_COREFILE, unique_name)
+    kube.replace(live)
+    result = run(step, kube, body(unique_name, unique_name))
+    status, reason, _ = only(result)
+    assert (status, reason) == ("False", dns.REASON_RELOAD_PENDING)
+    assert result.progressing and result.requeue_after is not None
+    later = datetime.now(UTC) + timedelta(minutes=5)
+    assert only(run(step, kube, body(unique_name, unique_name), now=later))[:2] == ("True", dns.REASON_CONFIGURED)
+
+
+def test_corefile_without_kubernetes_plugin_is_refused(
+    kube: Kube, scratch: Callable[..., dns.DnsStep], unique_name: str
+) -> None:
+    text = ".:53 {\n    forward . /etc/resolv.conf\n}\n"
+    step = scratch(text)
+    before = writes(kube)
+    status, reason, message = only(run(step, kube, body(unique_name, unique_name)))
+    assert (status, reason) == ("False", dns.REASON_COREFILE_UNSUPPORTED)
+    assert "kubernetes plugin" in message
+    assert writes(kube) == before
+
+
+def test_dry_run_reports_without_writing(kube: Kube, scratch: Callable[..., dns.DnsStep], unique_name: str) -> None:
+    step = scratch()
+    before = writes(kube)
+    status, reason, _ = only(run(step, kube, body(unique_name, unique_name), dry_run=True))
+    assert (status, reason) == ("False", dns.REASON_WOULD_CONFIGURE)
+    assert writes(kube) == before
+
+
+def test_disabled_and_external_remove_our_rewrite(
+    kube: Kube, scratch: Callable[..., dns.DnsStep], unique_name: str
+) -> None:
+    step = scratch()
+    ns = step.target.namespace
+    assert only(run(step, kube, body(unique_name, unique_name)))[0] == "True"
+    assert corefile.block_for(corefile_of(kube, ns), unique_name) is not None
+
+    status, reason, message = only(run(step, kube, body(unique_name, unique_name, dns={"management": "Disabled"})))
+    assert (status, reason) == ("True", constants.REASON_DISABLED)
+    assert "Removed the CoreDNS rewrite" in message
+    assert corefile_of(kube, ns) == STOCK_COREFILE
+
+
+def test_external_dns_is_verified_only_in_cluster(kube: Kube, unique_name: str) -> None:
+    platform = body(unique_name, unique_name, dns={"management": "External"})
+    status, reason, _ = only(run(dns.STEP, kube, platform))
+    assert (status, reason) == ("Unknown", dns.REASON_NOT_VERIFIABLE)
+
+    cluster_ip = kube.get("v1", "Service", "istio-ingressgateway", "istio-system")["spec"]["clusterIP"]
+    in_cluster = Settings(in_cluster=True)
+    answers = {"gateway": [cluster_ip], "elsewhere": ["192.0.2.7"]}
+
+    for answer, expected in (("gateway", dns.REASON_RESOLVES), ("elsewhere", dns.REASON_RESOLVES_ELSEWHERE)):
+        step = dns.DnsStep(resolver=lambda _host, a=answer: answers[a])
+        assert only(run(step, kube, platform, settings=in_cluster))[1] == expected
+
+    def fail(host: str) -> list[str]:
+        raise OSError(f"Name or service not known: {host}")
+
+    status, reason, _ = only(run(dns.DnsStep(resolver=fail), kube, platform, settings=in_cluster))
+    assert (status, reason) == ("False", dns.REASON_DOES_NOT_RESOLVE)

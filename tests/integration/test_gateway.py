@@ -1,0 +1,217 @@
+"""GatewayReady and MeshReady against the real API server (seeded Istio CRDs, istiod, gateway Service).
+
+Every test uses its own Gateway name (and tenant namespace), so tests stay independent while
+sharing istio-system.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from networking_support import body, create_namespace, delete_namespace, only, run, writes
+
+from tenant_platform.api import constants
+from tenant_platform.kube.client import Kube
+from tenant_platform.reconcile import gateway, installer, mesh, namespaces
+
+GW = ("networking.istio.io/v1", "Gateway")
+ISTIO = "istio-system"
+
+
+@pytest.fixture
+def kube(crd: Kube) -> Kube:
+    return crd
+
+
+@pytest.fixture
+def gateways(kube: Kube) -> Iterator[list[str]]:
+    """Names of Gateways in istio-system to delete after the test."""
+    names: list[str] = []
+    yield names
+    for name in names:
+        kube.delete(*GW, name, ISTIO)
+
+
+def external_gateway(name: str, hosts: list[str], *, credential: str | None = "kamiwaza-edge-tls") -> dict[str, Any]:
+    tls: dict[str, Any] = {"mode": "SIMPLE"}
+    if credential:
+        tls["credentialName"] = credential
+    return {
+        "apiVersion": "networking.istio.io/v1",
+        "kind": "Gateway",
+        "metadata": {"name": name, "namespace": ISTIO},
+        "spec": {
+            "selector": {"istio": "ingressgateway"},
+            "servers": [{"port": {"number": 443, "name": "https", "protocol": "HTTPS"}, "hosts": hosts, "tls": tls}],
+        },
+    }
+
+
+def test_managed_gateway_is_created_restored_after_edit_and_idle_when_unchanged(
+    kube: Kube, unique_name: str, make_platform: Callable[..., dict[str, Any]], gateways: list[str]
+) -> None:
+    gateways.append(unique_name)
+    platform = make_platform(unique_name, unique_name, gateway={"name": unique_name})
+    domain = platform["spec"]["domain"]
+
+    status, reason, message = only(run(gateway.STEP, kube, platform))
+    assert (status, reason) == ("True", gateway.REASON_MANAGED), message
+
+    live = kube.get(*GW, unique_name, ISTIO)
+    assert live is not None
+    https, http = live["spec"]["servers"]
+    assert https["port"] == {"number": 443, "name": "https", "protocol": "HTTPS"}
+    assert https["hosts"] == [domain]
+    assert https["tls"] == {"mode": "SIMPLE", "credentialName": "kamiwaza-edge-tls"}
+    assert http["hosts"] == [domain] and http["tls"] == {"httpsRedirect": True}
+    assert live["spec"]["selector"] == {"istio": "ingressgateway"}
+    assert live["metadata"]["labels"][constants.LABEL_PLATFORM] == unique_name
+    (owner,) = live["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["name"], owner["uid"]) == (constants.KIND, unique_name, platform["metadata"]["uid"])
+
+    # A no-op resync writes nothing.
+    before = writes(kube)
+    assert only(run(gateway.STEP, kube, platform))[0] == "True"
+    assert writes(kube) == before
+
+    # A manual edit (as another field manager) is repaired on the next pass.
+    kube.json_patch(
+        *GW,
+        unique_name,
+        [{"op": "replace", "path": "/spec/servers/0/hosts", "value": ["evil.example.com"]}],
+        namespace=ISTIO,
+    )
+    assert kube.get(*GW, unique_name, ISTIO)["spec"]["servers"][0]["hosts"] == ["evil.example.com"]
+    assert only(run(gateway.STEP, kube, platform))[0] == "True"
+    assert kube.get(*GW, unique_name, ISTIO)["spec"]["servers"][0]["hosts"] == [domain]
+
+    # Renamed in the spec: the new one is created and ours under the old name pruned.
+    renamed = f"{unique_name}-v2"
+    gateways.append(renamed)
+    platform["spec"]["gateway"]["name"] = renamed
+    assert only(run(gateway.STEP, kube, platform))[0] == "True"
+    assert kube.get(*GW, renamed, ISTIO) is not None
+    assert kube.get(*GW, unique_name, ISTIO) is None
+
+
+def test_dry_run_reports_without_writing(kube: Kube, unique_name: str) -> None:
+    before = writes(kube)
+    result = run(gateway.STEP, kube, body(unique_name, unique_name, gateway={"name": unique_name}), dry_run=True)
+    assert only(result)[:2] == ("False", gateway.REASON_WOULD_APPLY)
+    assert writes(kube) == before
+    assert kube.get(*GW, unique_name, ISTIO) is None
+
+
+def test_managed_gateway_never_overwrites_one_that_is_not_ours(
+    kube: Kube, unique_name: str, gateways: list[str]
+) -> None:
+    gateways.append(unique_name)
+    kube.create(external_gateway(unique_name, ["someone.example.com"]))
+    status, reason, message = only(
+        run(gateway.STEP, kube, body(unique_name, unique_name, gateway={"name": unique_name}))
+    )
+    assert (status, reason) == ("False", constants.REASON_CONFLICT)
+    assert "lacks our labels" in message
+    assert kube.get(*GW, unique_name, ISTIO)["spec"]["servers"][0]["hosts"] == ["someone.example.com"]
+
+
+def test_external_gateway_whose_hosts_miss_the_domain(kube: Kube, unique_name: str, gateways: list[str]) -> None:
+    spec = {"gateway": {"name": unique_name, "management": "External"}}
+    platform = body(unique_name, unique_name, **spec)
+    domain = platform["spec"]["domain"]
+
+    status, reason, message = only(run(gateway.STEP, kube, platform))
+    assert (status, reason) == ("False", "GatewayNotFound"), message
+
+    gateways.append(unique_name)
+    kube.create(external_gateway(unique_name, ["other.example.com"]))
+    before = writes(kube)
+    status, reason, message = only(run(gateway.STEP, kube, platform))
+    assert (status, reason) == ("False", "HostsMissDomain")
+    assert "other.example.com" in message and domain in message
+    assert writes(kube) == before  # External never writes
+
+    kube.json_patch(
+        *GW,
+        unique_name,
+        [{"op": "replace", "path": "/spec/servers/0/hosts", "value": ["*.example.com"]}],
+        namespace=ISTIO,
+    )
+    kube.json_patch(*GW, unique_name, [{"op": "remove", "path": "/spec/servers/0/tls/credentialName"}], namespace=ISTIO)
+    assert only(run(gateway.STEP, kube, platform))[1] == "NoCredential"
+
+    kube.json_patch(
+        *GW,
+        unique_name,
+        [{"op": "add", "path": "/spec/servers/0/tls/credentialName", "value": "kamiwaza-edge-tls"}],
+        namespace=ISTIO,
+    )
+    result = run(gateway.STEP, kube, platform)
+    status, reason, message = only(result)
+    assert (status, reason) == ("True", gateway.REASON_VERIFIED), message
+    assert "port 80" in message  # only a note
+    assert result.recorded["gateway"] == {
+        "name": unique_name,
+        "namespace": ISTIO,
+        "selector": {"istio": "ingressgateway"},
+        "serviceAccountName": "istio-ingressgateway",
+        "serviceHost": "istio-ingressgateway.istio-system.svc.cluster.local",
+        "meshNamespace": ISTIO,
+        "management": "External",
+    }
+
+
+def test_gateway_service_must_exist(kube: Kube, unique_name: str, gateways: list[str]) -> None:
+    gateways.append(unique_name)
+    platform = body(
+        unique_name,
+        unique_name,
+        gateway={"name": unique_name, "serviceHost": "missing-gw.istio-system.svc.cluster.local"},
+    )
+    status, reason, message = only(run(gateway.STEP, kube, platform))
+    assert (status, reason) == ("False", gateway.REASON_SERVICE_NOT_FOUND)
+    assert "istio-system/missing-gw" in message
+
+
+# -- mesh -------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def tenant(kube: Kube, unique_name: str) -> Iterator[dict[str, Any]]:
+    """A platform whose namespace and installer identity exist (namespaces + installer steps run)."""
+    platform = body(unique_name, unique_name, mesh={"sidecarStyle": "Native"})
+    assert only(run(namespaces.STEP, kube, platform))[0] == "True"
+    create_namespace(kube, unique_name, wait_sa=True)
+    run(installer.STEP, kube, platform)
+    yield platform
+    delete_namespace(kube, unique_name)
+
+
+def test_mesh_ready_with_explicit_sidecar_style(kube: Kube, tenant: dict[str, Any]) -> None:
+    result = run(mesh.STEP, kube, tenant)
+    status, reason, message = only(result)
+    assert (status, reason) == ("True", mesh.REASON_READY), message
+    assert result.recorded == {"sidecarStyle": "Native"}
+
+
+def test_auto_sidecar_style_without_an_injector_does_not_guess(kube: Kube, tenant: dict[str, Any]) -> None:
+    tenant["spec"]["mesh"] = {"sidecarStyle": "Auto"}
+    before = writes(kube)
+    result = run(mesh.STEP, kube, tenant)
+    status, reason, message = only(result)
+    assert (status, reason) == ("False", mesh.REASON_STYLE_UNKNOWN), message
+    assert "spec.mesh.sidecarStyle" in message
+    assert result.recorded == {"sidecarStyle": "Unknown"}
+    assert writes(kube) == before  # the probe pod was a dry run
+    assert kube.list("v1", "Pod", tenant["spec"]["namespace"]) == []
+
+
+def test_mesh_reports_missing_istiod_and_installer_rights(kube: Kube, unique_name: str) -> None:
+    platform = body(unique_name, unique_name, mesh={"namespace": unique_name, "sidecarStyle": "Classic"})
+    status, reason, message = only(run(mesh.STEP, kube, platform))
+    assert (status, reason) == ("False", mesh.REASON_ISTIOD_NOT_FOUND)
+    assert f"namespace {unique_name}" in message
+    # No installer RBAC exists for this platform either: named, resource by resource.
+    assert "may not create virtualservices.networking.istio.io" in message

@@ -1,0 +1,310 @@
+"""Pure Corefile editing: our marked blocks, placement, idempotence, coexistence, refusal."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from tenant_platform.reconcile import dns
+from tenant_platform.render import corefile as cf
+from tenant_platform.testing.seed import STOCK_COREFILE
+
+HOST = "istio-ingressgateway.istio-system.svc.cluster.local"
+
+TABS = ".:53 {\n\terrors\n\tkubernetes cluster.local {\n\t\tpods insecure\n\t}\n\treload\n}\n"
+
+K3S = """\
+.:53 {
+    errors
+    health
+    ready
+    kubernetes cluster.local in-addr.arpa ip6.arpa {
+      pods insecure
+      fallthrough in-addr.arpa ip6.arpa
+    }
+    hosts /etc/coredns/NodeHosts {
+      ttl 60
+      reload 15s
+      fallthrough
+    }
+    prometheus :9153
+    forward . /etc/resolv.conf
+    cache 30
+    loop
+    reload
+    loadbalance
+    import /etc/coredns/custom/*.override
+}
+import /etc/coredns/custom/*.server
+"""
+
+MULTI = """\
+# a zone forwarded elsewhere comes first
+example.org:53 {
+    forward . 10.9.9.9
+}
+(snippet) {
+    kubernetes fake.local
+}
+.:53 {
+    log "a # not a comment" {$HOME}
+    kubernetes cluster.local
+    forward . /etc/resolv.conf
+}
+"""
+
+
+def lines_of(text: str) -> list[str]:
+    return text.splitlines()
+
+
+def test_insert_above_kubernetes_with_its_indentation() -> None:
+    out = cf.upsert_block(STOCK_COREFILE, "demo", "kamiwaza.example.com", HOST)
+    lines = lines_of(out)
+    k = next(i for i, line in enumerate(lines) if line.strip().startswith("kubernetes "))
+    assert lines[k - 3 : k] == [
+        "    # BEGIN tenant-platform demo",
+        f"    rewrite name exact kamiwaza.example.com {HOST}",
+        "    # END tenant-platform demo",
+    ]
+    # Nothing else changed.
+    assert cf.remove_block(out, "demo") == STOCK_COREFILE
+
+
+def test_idempotent_returns_the_same_text() -> None:
+    once = cf.upsert_block(STOCK_COREFILE, "demo", "kamiwaza.example.com", HOST)
+    assert cf.upsert_block(once, "demo", "kamiwaza.example.com", HOST) is once
+
+
+def test_tabs_are_kept() -> None:
+    out = cf.upsert_block(TABS, "demo", "a.example.com", HOST)
+    assert "\t# BEGIN tenant-platform demo\n\trewrite name exact a.example.com" in out
+    assert cf.remove_block(out, "demo") == TABS
+
+
+def test_two_platforms_coexist_and_update_in_place() -> None:
+    text = cf.upsert_block(STOCK_COREFILE, "a", "a.example.com", HOST)
+    text = cf.upsert_block(text, "b", "b.example.com", HOST)
+    assert cf.platforms(text) == ["a", "b"]
+    # Updating a keeps it before b (no reordering churn).
+    updated = cf.upsert_block(text, "a", "a2.example.com", HOST)
+    assert cf.platforms(updated) == ["a", "b"]
+    assert f"rewrite name exact a2.example.com {HOST}" in updated
+    assert "a.example.com " not in updated
+    # Removing one leaves the other intact.
+    only_b = cf.remove_block(updated, "a")
+    assert cf.platforms(only_b) == ["b"]
+    assert cf.upsert_block(only_b, "b", "b.example.com", HOST) is only_b
+    assert cf.remove_block(only_b, "b") == STOCK_COREFILE
+
+
+def test_remove_absent_block_is_a_no_op() -> None:
+    assert cf.remove_block(STOCK_COREFILE, "ghost") is STOCK_COREFILE
+
+
+def test_misplaced_block_is_moved_into_the_server_block() -> None:
+    misplaced = "# BEGIN tenant-platform demo\nrewrite name exact x y\n# END tenant-platform demo\n" + STOCK_COREFILE
+    out = cf.upsert_block(misplaced, "demo", "a.example.com", HOST)
+    assert out.startswith(".:53 {")
+    assert cf.platforms(out) == ["demo"]
+    block = cf.block_for(out, "demo")
+    assert block is not None and block.body == [f"rewrite name exact a.example.com {HOST}"]
+
+
+def test_picks_the_root_server_block_and_ignores_snippets_comments_quotes() -> None:
+    out = cf.upsert_block(MULTI, "demo", "a.example.com", HOST)
+    lines = lines_of(out)
+    k = lines.index("    kubernetes cluster.local")
+    assert lines[k - 1] == "    # END tenant-platform demo"
+    assert lines[k - 3] == "    # BEGIN tenant-platform demo"
+    blocks = cf.parse(MULTI)
+    assert [b.keys for b in blocks] == [["example.org:53"], [".:53"]]
+    assert cf.dns_server_block(MULTI).is_root
+
+
+def test_k3s_override_import_and_reload_detection() -> None:
+    assert cf.override_imports(K3S) == ["/etc/coredns/custom/*.override"]
+    assert cf.override_imports(STOCK_COREFILE) == []
+    assert cf.has_reload(STOCK_COREFILE)
+    assert not cf.has_reload(STOCK_COREFILE.replace("    reload\n", ""))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param(".:53 {\n    forward . /etc/resolv.conf\n}\n", id="no kubernetes plugin"),
+        pytest.param("", id="empty"),
+        pytest.param(".:53 {\n    kubernetes cluster.local {\n}\n", id="unclosed brace"),
+        pytest.param(".:53 {\n    kubernetes cluster.local\n}\n}\n", id="extra brace"),
+        pytest.param(
+            STOCK_COREFILE.replace("    ready\n", "    ready\n    # BEGIN tenant-platform demo\n"),
+            id="unterminated marker",
+        ),
+        pytest.param(
+            STOCK_COREFILE.replace("    ready\n", "    ready\n    # END tenant-platform demo\n"),
+            id="END without BEGIN",
+        ),
+    ],
+)
+def test_refuses_what_it_cannot_edit_safely(text: str) -> None:
+    with pytest.raises(cf.CorefileError):
+        cf.upsert_block(text, "demo", "a.example.com", HOST)
+
+
+def test_zone_of() -> None:
+    assert cf.zone_of(".:53") == "."
+    assert cf.zone_of("dns://.:53") == "."
+    assert cf.zone_of(".") == "."
+    assert cf.zone_of("Example.ORG:53") == "example.org."
+
+
+def test_override_key_and_content() -> None:
+    assert cf.override_key("demo") == "tenant-platform-demo.override"
+    text = cf.render_override("demo", "a.example.com", HOST)
+    assert text.splitlines()[-1] == f"rewrite name exact a.example.com {HOST}"
+    assert all(line.startswith("#") for line in text.splitlines()[:-1])
+
+
+def test_preview_is_a_marked_fragment() -> None:
+    obj = cf.render_preview("demo", "a.example.com", HOST, namespace="kube-system", name="coredns")
+    assert obj["kind"] == "ConfigMap"
+    assert "Corefile" not in obj["data"]
+    (key,) = obj["data"]
+    assert key.endswith(".fragment")
+    assert "PREVIEW FRAGMENT" in obj["metadata"]["annotations"]["tenancy.dev/render-note"]
+    assert "rewrite name exact a.example.com" in obj["data"][key]
+
+
+# -- distribution detection and pickup (pure functions of reconcile.dns) --------------------------
+
+TARGET = dns.CoreDNSTarget()
+
+
+def cm(corefile: str, *, labels: dict | None = None, annotations: dict | None = None) -> dict:
+    return {
+        "metadata": {"name": "coredns", "labels": labels or {}, "annotations": annotations or {}},
+        "data": {"Corefile": corefile},
+    }
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "name", "mode"),
+    [
+        pytest.param({"corefile_cm": cm(STOCK_COREFILE)}, "generic", dns.MODE_COREFILE, id="kubeadm"),
+        pytest.param(
+            {"corefile_cm": cm(STOCK_COREFILE, labels={"k0s.k0sproject.io/stack": "coredns"})},
+            "k0s",
+            dns.MODE_MANAGED,
+            id="k0s stack label",
+        ),
+        pytest.param(
+            {
+                "corefile_cm": cm(STOCK_COREFILE),
+                "node": {"metadata": {"name": "n", "labels": {"node.k0sproject.io/role": "control-plane"}}},
+            },
+            "k0s",
+            dns.MODE_MANAGED,
+            id="k0s node",
+        ),
+        pytest.param(
+            {
+                "corefile_cm": cm(K3S, annotations={"objectset.rio.cattle.io/applied": "x"}),
+                "custom_cm": {"metadata": {"name": "coredns-custom"}},
+                "node": {"metadata": {"name": "n", "labels": {"node.kubernetes.io/instance-type": "k3s"}}},
+            },
+            "k3s",
+            dns.MODE_IMPORT,
+            id="k3s with coredns-custom",
+        ),
+        pytest.param(
+            {
+                "corefile_cm": cm(K3S),
+                "deployment": {
+                    "spec": {"template": {"spec": {"volumes": [{"configMap": {"name": "coredns-custom"}}]}}}
+                },
+            },
+            "generic",
+            dns.MODE_IMPORT,
+            id="import mounted but ConfigMap absent",
+        ),
+        pytest.param(
+            {"corefile_cm": cm(STOCK_COREFILE, annotations={"objectset.rio.cattle.io/applied": "x"})},
+            "k3s",
+            dns.MODE_MANAGED,
+            id="old k3s without import",
+        ),
+        pytest.param(
+            {
+                "corefile_cm": cm(K3S, labels={"addonmanager.kubernetes.io/mode": "Reconcile"}),
+                "custom_cm": {"metadata": {"name": "coredns-custom"}},
+                "node": {"metadata": {"name": "n", "labels": {"kubernetes.azure.com/cluster": "x"}}},
+            },
+            "aks",
+            dns.MODE_IMPORT,
+            id="aks",
+        ),
+        pytest.param(
+            {"corefile_cm": cm(STOCK_COREFILE, labels={"addonmanager.kubernetes.io/mode": "Reconcile"})},
+            "addon-manager",
+            dns.MODE_MANAGED,
+            id="addon manager reconciles",
+        ),
+        pytest.param(
+            {"corefile_cm": None, "rke2_cm": {"metadata": {"name": "rke2-coredns-rke2-coredns"}}},
+            "rke2",
+            dns.MODE_MANAGED,
+            id="rke2",
+        ),
+    ],
+)
+def test_detect_distribution(kwargs: dict, name: str, mode: str) -> None:
+    args = {"corefile_cm": None, "custom_cm": None, "deployment": None, "node": None, "rke2_cm": None, **kwargs}
+    dist = dns.detect_distribution(target=TARGET, **args)
+    assert (dist.name, dist.mode) == (name, mode), dist.evidence
+
+
+T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+
+
+def pod(name: str, started: datetime, phase: str = "Running") -> dict:
+    return {"metadata": {"name": name}, "status": {"phase": phase, "startTime": started.strftime("%Y-%m-%dT%H:%M:%SZ")}}
+
+
+@pytest.mark.parametrize(
+    ("pods", "reload", "mode", "now", "expected"),
+    [
+        pytest.param([], True, dns.MODE_COREFILE, T0, (dns.REASON_CONFIGURED, "True"), id="no pods"),
+        pytest.param([pod("p", T0 - timedelta(hours=1), "Pending")], False, dns.MODE_COREFILE, T0,
+                     (dns.REASON_CONFIGURED, "True"), id="no running pods"),
+        pytest.param([pod("p", T0 + timedelta(seconds=5))], False, dns.MODE_COREFILE, T0,
+                     (dns.REASON_CONFIGURED, "True"), id="started after the change"),
+        pytest.param([pod("p", T0 - timedelta(hours=1))], False, dns.MODE_COREFILE, T0,
+                     (dns.REASON_RELOAD_PLUGIN_MISSING, "False"), id="stale without reload"),
+        pytest.param([pod("p", T0 - timedelta(hours=1))], True, dns.MODE_COREFILE, T0 + timedelta(seconds=30),
+                     (dns.REASON_RELOAD_PENDING, "False"), id="reload pending"),
+        pytest.param([pod("p", T0 - timedelta(hours=1))], True, dns.MODE_COREFILE, T0 + timedelta(minutes=10),
+                     (dns.REASON_CONFIGURED, "True"), id="reload window passed"),
+        pytest.param([pod("p", T0 - timedelta(hours=1))], True, dns.MODE_IMPORT, T0 + timedelta(minutes=10),
+                     (dns.REASON_RESTART_REQUIRED, "False"), id="imports need a restart"),
+    ],
+)  # fmt: skip
+def test_pickup(pods: list, reload: bool, mode: str, now: datetime, expected: tuple[str, str]) -> None:
+    reason, status = expected
+    verdict = dns.pickup(pods=pods, changed=T0, now=now, reload=reload, mode=mode, target=TARGET)
+    assert (verdict.reason, verdict.status) == (reason, status), verdict.sentence
+    if reason == dns.REASON_RELOAD_PENDING:
+        assert verdict.requeue_after == pytest.approx(120)
+
+
+def test_changed_at_reads_our_managed_fields_entry() -> None:
+    obj = {
+        "metadata": {
+            "managedFields": [
+                {"manager": "kubectl", "time": "2026-06-01T13:00:00Z"},
+                {"manager": "tenant-platform-operator", "time": "2026-06-01T12:00:00Z"},
+            ]
+        }
+    }
+    assert dns.changed_at(obj) == T0
+    assert dns.changed_at({"metadata": {}}) is None
