@@ -174,6 +174,7 @@ def test_preview_is_a_marked_fragment() -> None:
     assert key.endswith(".fragment")
     assert "PREVIEW FRAGMENT" in obj["metadata"]["annotations"]["tenancy.dev/render-note"]
     assert "rewrite name exact a.example.com" in obj["data"][key]
+    assert obj["metadata"]["name"] != "coredns", "applying the preview must never touch the live ConfigMap"
 
 
 # -- distribution detection and pickup (pure functions of reconcile.dns) --------------------------

@@ -357,7 +357,8 @@ def render_preview(platform: str, domain: str, service_host: str, *, namespace: 
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {
-            "name": name,
+            # NB: never the live ConfigMap's own name: `render | kubectl apply` must not touch it.
+            "name": f"{MARKER}-{platform}-corefile-preview",
             "namespace": namespace,
             "annotations": {
                 f"{constants.GROUP}/render-note": (
