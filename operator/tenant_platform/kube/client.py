@@ -20,6 +20,7 @@ import copy
 import hashlib
 import json
 import os
+import re
 import threading
 import urllib.parse
 from collections.abc import Iterable
@@ -246,7 +247,9 @@ class Kube:
         headers: dict[str, str],
         body: Any,
         timeout: float,
+        warnings: builtins.list[str] | None = None,
     ) -> bytes:
+        """The raw response body; ``warnings``, when given, receives the ``Warning`` header texts."""
         # NB: kubernetes>=37 splits a request into param_serialize (auth, URL) and call_api
         # (transport), and raises for HTTP errors only in its deserializer, which we skip.
         try:
@@ -260,6 +263,8 @@ class Kube:
             )
             resp = self.api.call_api(method_, url, headers_, body_, post, _request_timeout=timeout)
             raw = resp.read()  # type: ignore[no-untyped-call]
+            if warnings is not None:
+                warnings.extend(parse_warnings(resp.headers.getlist("Warning")))
         except kubernetes.client.exceptions.ApiException as exc:
             raise errors.from_response(int(exc.status or 0), exc.body) from None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
@@ -365,6 +370,24 @@ class Kube:
         if dry_run:
             query["dryRun"] = "All"
         return self.request("POST", path, body=obj, query=query)
+
+    def create_with_warnings(self, obj: Obj, *, dry_run: bool = True) -> tuple[Obj, builtins.list[str]]:
+        """POST ``obj`` (a server-side dry run unless ``dry_run`` is False); returns (object, warnings).
+
+        ``warnings`` are the texts of the response's ``Warning`` headers, e.g. from a
+        ValidatingAdmissionPolicy bound with action Warn. Errors raise as in ``create``.
+        """
+        meta = obj["metadata"]
+        path = self.path(obj["apiVersion"], obj["kind"], namespace=meta.get("namespace"))
+        query = {"fieldManager": constants.FIELD_MANAGER}
+        if dry_run:
+            query["dryRun"] = "All"
+        self.counter.add("POST", dry_run=dry_run)
+        headers = {"Accept": "application/json", "Content-Type": "application/json"}
+        warnings: builtins.list[str] = []
+        data = self._call("POST", path, query=query, headers=headers, body=obj, timeout=30.0, warnings=warnings)
+        decoded = json.loads(data) if data else {}
+        return (decoded if isinstance(decoded, dict) else {}), warnings
 
     def replace(self, obj: Obj) -> Obj:
         """PUT with the object's resourceVersion as a precondition (Conflict when it moved)."""
@@ -484,6 +507,19 @@ class Kube:
             return None
         with open(path, encoding="utf-8") as fh:
             return fh.read()
+
+
+# One RFC 7234 warning value: code, agent, quoted text (backslash escapes), optional quoted date.
+_WARNING = re.compile(r'(\d{3})\s+(\S+)\s+"((?:[^"\\]|\\.)*)"(?:\s+"[^"]*")?')
+
+
+def parse_warnings(values: Iterable[str]) -> builtins.list[str]:
+    """The texts of ``Warning`` header values (``299 - "text"``), unescaped, in order."""
+    texts: builtins.list[str] = []
+    for value in values:
+        found = [re.sub(r"\\(.)", r"\1", m.group(3)) for m in _WARNING.finditer(value)]
+        texts += found or [value.strip()]
+    return texts
 
 
 def _gv_path(api_version: str) -> str:

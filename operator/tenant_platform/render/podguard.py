@@ -1,0 +1,201 @@
+"""PURE rendering of the pod guard: two ValidatingAdmissionPolicies and their bindings.
+
+- ``tenant-platform-<platform>-pod-guard``: Pod Security *baseline* on pods (create and every spec
+  change, including ``pods/ephemeralcontainers``) with the one istio-init exception;
+- ``tenant-platform-<platform>-exec-guard``: no exec or attach into a container named istio-init.
+
+Both match the platform's namespaces by name (``kubernetes.io/metadata.name``, set by the API
+server, so a tenant cannot relabel its way out), fail closed, and are bound to every requester.
+The rules are stated in docs/pod-guard.md; the CEL lives in the templates
+``templates/podguard-*.yaml.j2``. Constants used by the CEL are rendered into it as list literals
+(no params object), so each policy is self-contained and reviewable as rendered.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, Literal
+
+import jinja2
+import yaml
+
+from tenant_platform.api.models import TenantPlatform
+
+Obj = dict[str, Any]
+
+API_VERSION: Final = "admissionregistration.k8s.io/v1"
+POLICY_KIND: Final = "ValidatingAdmissionPolicy"
+BINDING_KIND: Final = "ValidatingAdmissionPolicyBinding"
+TEMPLATES: Final = Path(__file__).parent / "templates"
+
+# Pod Security Standards, baseline: capabilities any container may add (exact, case-sensitive).
+BASELINE_CAPABILITIES: Final = (
+    "AUDIT_WRITE",
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FOWNER",
+    "FSETID",
+    "KILL",
+    "MKNOD",
+    "NET_BIND_SERVICE",
+    "SETFCAP",
+    "SETGID",
+    "SETPCAP",
+    "SETUID",
+    "SYS_CHROOT",
+)
+# What istio-init may add on top, in the exact shape istiod injects.
+ISTIO_INIT_CAPABILITIES: Final = ("NET_ADMIN", "NET_RAW")
+ISTIO_INIT_NAME: Final = "istio-init"
+ISTIO_INIT_FIRST_ARG: Final = "istio-iptables"
+# Pod Security Standards, baseline: the safe sysctls (as of Kubernetes 1.29+).
+SAFE_SYSCTLS: Final = (
+    "kernel.shm_rmid_forced",
+    "net.ipv4.ip_local_port_range",
+    "net.ipv4.ip_unprivileged_port_start",
+    "net.ipv4.tcp_syncookies",
+    "net.ipv4.ping_group_range",
+    "net.ipv4.ip_local_reserved_ports",
+    "net.ipv4.tcp_keepalive_time",
+    "net.ipv4.tcp_fin_timeout",
+    "net.ipv4.tcp_keepalive_intvl",
+    "net.ipv4.tcp_keepalive_probes",
+)
+# SELinux types a pod or container may request ("" = unset).
+SELINUX_TYPES: Final = ("", "container_t", "container_init_t", "container_kvm_t", "container_engine_t")
+# Environment names that steer which code istio-init loads (besides every LD_* name).
+LOADER_ENV_NAMES: Final = ("PATH", "GCONV_PATH", "XTABLES_LIBDIR", "IPTABLES_LIB_DIR", "IP6TABLES_LIB_DIR")
+TOKEN_MOUNT_PATH: Final = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+Enforcement = Literal["Deny", "Warn"]
+ACTIONS: Final[dict[str, list[str]]] = {"Deny": ["Deny", "Audit"], "Warn": ["Warn", "Audit"]}
+
+_MAX_NAME: Final = 253
+_PREFIX: Final = "tenant-platform-"
+
+# A repository name as the image reference grammar has it (no tag, no digest), lowercase path
+# components; the first component may be a registry host with a port.
+_HOST_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_HOST = rf"{_HOST_COMPONENT}(?:\.{_HOST_COMPONENT})*(?::[0-9]+)?"
+_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_REPOSITORY = re.compile(rf"^(?:{_HOST}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*$")
+
+
+@dataclass(frozen=True)
+class GuardNames:
+    pod_guard: str
+    exec_guard: str
+
+
+def guard_names(platform_name: str) -> GuardNames:
+    """Policy (and binding) names; shortened with a stable hash when the platform name is long."""
+    base = platform_name
+    longest_suffix = len("-exec-guard")
+    if len(_PREFIX) + len(base) + longest_suffix > _MAX_NAME:
+        digest = hashlib.sha256(platform_name.encode()).hexdigest()[:8]
+        keep = _MAX_NAME - len(_PREFIX) - longest_suffix - len(digest) - 1
+        base = f"{platform_name[:keep].rstrip('-.')}-{digest}"
+    return GuardNames(pod_guard=f"{_PREFIX}{base}-pod-guard", exec_guard=f"{_PREFIX}{base}-exec-guard")
+
+
+def invalid_proxy_repositories(repositories: list[str]) -> list[str]:
+    """Configured proxy repositories that cannot be used safely as prefixes.
+
+    A repository must be a full name with at least one ``/`` and no tag or digest. Without a
+    ``/``, ``R:`` would also match ``R:<port>/anything`` (a registry host with a port), letting a
+    look-alike image in. Such entries are left out of the policy and reported.
+    """
+    return [r for r in repositories if "/" not in r or not _REPOSITORY.match(r)]
+
+
+def valid_proxy_repositories(repositories: list[str]) -> list[str]:
+    bad = set(invalid_proxy_repositories(repositories))
+    seen: list[str] = []
+    for repo in repositories:
+        if repo not in bad and repo not in seen:
+            seen.append(repo)
+    return seen
+
+
+def proxy_image_prefixes(repositories: list[str]) -> list[str]:
+    """Each valid repository R gives ``R:`` (a tag follows) and ``R@`` (a digest follows)."""
+    prefixes: list[str] = []
+    for repo in valid_proxy_repositories(repositories):
+        prefixes += [f"{repo}:", f"{repo}@"]
+    return prefixes
+
+
+@functools.cache
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,  # YAML, not HTML; every value goes through tojson
+        keep_trailing_newline=True,
+    )
+
+
+def _render_yaml(template: str, **values: Any) -> Obj:
+    text = _environment().get_template(template).render(**values)
+    parsed = yaml.safe_load(text)
+    if not isinstance(parsed, dict):
+        raise ValueError(f"{template} did not render one object")
+    return parsed
+
+
+def render_pod_guard_policy(platform: TenantPlatform) -> Obj:
+    """The pod guard ValidatingAdmissionPolicy."""
+    repositories = valid_proxy_repositories(platform.spec.pod_guard.proxy_image_repositories)
+    return _render_yaml(
+        "podguard-pod-policy.yaml.j2",
+        name=guard_names(platform.name).pod_guard,
+        namespaces=list(platform.spec.all_namespaces),
+        baseline_capabilities=list(BASELINE_CAPABILITIES),
+        istio_init_capabilities=list(ISTIO_INIT_CAPABILITIES),
+        safe_sysctls=list(SAFE_SYSCTLS),
+        selinux_types=list(SELINUX_TYPES),
+        proxy_repositories=repositories,
+        proxy_prefixes=proxy_image_prefixes(repositories),
+        loader_env_names=list(LOADER_ENV_NAMES),
+        token_mount_path=TOKEN_MOUNT_PATH,
+    )
+
+
+def render_exec_guard_policy(platform: TenantPlatform) -> Obj:
+    """The exec guard ValidatingAdmissionPolicy."""
+    return _render_yaml(
+        "podguard-exec-policy.yaml.j2",
+        name=guard_names(platform.name).exec_guard,
+        namespaces=list(platform.spec.all_namespaces),
+    )
+
+
+def render_binding(policy_name: str, enforcement: Enforcement) -> Obj:
+    """A binding of ``policy_name`` (same name) with the actions of ``enforcement``."""
+    return _render_yaml(
+        "podguard-binding.yaml.j2", name=policy_name, policy_name=policy_name, actions=ACTIONS[enforcement]
+    )
+
+
+def initial_enforcement(platform: TenantPlatform) -> Enforcement:
+    """What the bindings start with: Deny for Deny; Warn for Warn and for Staged (until checked)."""
+    return "Deny" if platform.spec.pod_guard.enforcement == "Deny" else "Warn"
+
+
+def render(platform: TenantPlatform, *, enforcement: Enforcement | None = None) -> list[Obj]:
+    """Both policies, then both bindings (stable order; policies before the bindings naming them).
+
+    ``enforcement`` sets the bindings' actions; by default the mode's initial one.
+    """
+    actions = enforcement or initial_enforcement(platform)
+    names = guard_names(platform.name)
+    return [
+        render_pod_guard_policy(platform),
+        render_exec_guard_policy(platform),
+        render_binding(names.pod_guard, actions),
+        render_binding(names.exec_guard, actions),
+    ]

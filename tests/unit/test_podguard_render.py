@@ -1,0 +1,272 @@
+"""The pod guard's rendering and the step's pure helpers (the CEL itself is judged by the API server
+in tests/integration/test_podguard.py)."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+
+from tenant_platform.api.models import TenantPlatform
+from tenant_platform.kube.client import parse_warnings
+from tenant_platform.reconcile import podguard as step
+from tenant_platform.render import podguard
+
+
+def platform(name: str = "demo", **pod_guard: Any) -> TenantPlatform:
+    spec: dict[str, Any] = {
+        "namespace": "kamiwaza",
+        "additionalNamespaces": ["kamiwaza-extensions"],
+        "domain": "kamiwaza.example.com",
+    }
+    if pod_guard:
+        spec["podGuard"] = pod_guard
+    return TenantPlatform.from_body({"metadata": {"name": name, "uid": "u-1"}, "spec": spec})
+
+
+def variables(policy: dict[str, Any]) -> dict[str, str]:
+    return {v["name"]: v["expression"] for v in policy["spec"]["variables"]}
+
+
+def test_render_returns_two_policies_then_two_bindings_in_stable_order() -> None:
+    objs = podguard.render(platform())
+    assert [(o["kind"], o["metadata"]["name"]) for o in objs] == [
+        ("ValidatingAdmissionPolicy", "tenant-platform-demo-pod-guard"),
+        ("ValidatingAdmissionPolicy", "tenant-platform-demo-exec-guard"),
+        ("ValidatingAdmissionPolicyBinding", "tenant-platform-demo-pod-guard"),
+        ("ValidatingAdmissionPolicyBinding", "tenant-platform-demo-exec-guard"),
+    ]
+    assert all(o["apiVersion"] == "admissionregistration.k8s.io/v1" for o in objs)
+    assert podguard.render(platform()) == objs
+
+
+def test_policies_fail_closed_and_match_namespaces_by_name() -> None:
+    pod_policy, exec_policy, *_ = podguard.render(platform())
+    for policy in (pod_policy, exec_policy):
+        spec = policy["spec"]
+        assert spec["failurePolicy"] == "Fail"
+        assert spec["matchConstraints"]["namespaceSelector"] == {
+            "matchExpressions": [
+                {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["kamiwaza", "kamiwaza-extensions"]}
+            ]
+        }
+        assert "paramKind" not in spec
+    assert pod_policy["spec"]["matchConstraints"]["resourceRules"] == [
+        {
+            "apiGroups": [""],
+            "apiVersions": ["v1"],
+            "operations": ["CREATE", "UPDATE"],
+            "resources": ["pods", "pods/ephemeralcontainers"],
+        }
+    ]
+    assert exec_policy["spec"]["matchConstraints"]["resourceRules"] == [
+        {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CONNECT"], "resources": ["pods/exec", "pods/attach"]}
+    ]
+    (condition,) = pod_policy["spec"]["matchConditions"]
+    assert "oldObject.spec" in condition["expression"]
+
+
+@pytest.mark.parametrize(
+    ("enforcement", "actions"),
+    [("Deny", ["Deny", "Audit"]), ("Warn", ["Warn", "Audit"]), ("Staged", ["Warn", "Audit"])],
+)
+def test_bindings_bind_everyone_with_the_mode_actions(enforcement: str, actions: list[str]) -> None:
+    bindings = podguard.render(platform(enforcement=enforcement))[2:]
+    for binding, policy in zip(bindings, ("pod-guard", "exec-guard"), strict=True):
+        assert binding["spec"] == {"policyName": f"tenant-platform-demo-{policy}", "validationActions": actions}
+
+
+def test_explicit_enforcement_overrides_the_initial_actions() -> None:
+    bindings = podguard.render(platform(enforcement="Staged"), enforcement="Deny")[2:]
+    assert {tuple(b["spec"]["validationActions"]) for b in bindings} == {("Deny", "Audit")}
+
+
+def test_every_validation_is_forbidden_with_a_message_naming_what_is_wrong() -> None:
+    for policy in podguard.render(platform())[:2]:
+        for validation in policy["spec"]["validations"]:
+            assert validation["reason"] == "Forbidden"
+            assert validation["message"].endswith(".")
+            assert validation["messageExpression"]
+
+
+def test_variables_only_reference_earlier_variables() -> None:
+    policy = podguard.render(platform())[0]
+    defined: list[str] = []
+    for var in policy["spec"]["variables"]:
+        for ref in re.findall(r"variables\.([A-Za-z0-9_]+)", var["expression"]):
+            assert ref in defined, f"{var['name']} uses {ref} before it is defined"
+        defined.append(var["name"])
+    for validation in policy["spec"]["validations"]:
+        text = validation["expression"] + validation["messageExpression"]
+        assert set(re.findall(r"variables\.([A-Za-z0-9_]+)", text)) <= set(defined)
+
+
+def test_constants_are_rendered_as_cel_list_literals() -> None:
+    policy = podguard.render(platform(proxyImageRepositories=["mirror.example.com:5000/istio/proxyv2"]))[0]
+    found = variables(policy)
+    assert json.loads(found["baselineCapabilities"]) == list(podguard.BASELINE_CAPABILITIES)
+    assert json.loads(found["safeSysctls"]) == list(podguard.SAFE_SYSCTLS)
+    assert json.loads(found["istioInitCapabilities"]) == ["NET_ADMIN", "NET_RAW"]
+    assert json.loads(found["proxyImagePrefixes"]) == [
+        "mirror.example.com:5000/istio/proxyv2:",
+        "mirror.example.com:5000/istio/proxyv2@",
+    ]
+    assert json.loads(found["tokenMountPath"]) == "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+def test_default_proxy_repositories_give_two_prefixes_each() -> None:
+    found = variables(podguard.render(platform())[0])
+    assert json.loads(found["proxyImagePrefixes"]) == [
+        "registry.istio.io/release/proxyv2:",
+        "registry.istio.io/release/proxyv2@",
+        "docker.io/istio/proxyv2:",
+        "docker.io/istio/proxyv2@",
+    ]
+
+
+@pytest.mark.parametrize(
+    "repository",
+    [
+        "proxyv2",  # no '/': "proxyv2:" would also match "proxyv2:5000/anything"
+        "localhost:5000",
+        "docker.io/istio/proxyv2:1.28.0",
+        "docker.io/istio/proxyv2@sha256:0123",
+        "docker.io/Istio/proxyv2",
+        'docker.io/istio/proxyv2", "evil',
+        "docker.io/istio/proxyv2/",
+        " docker.io/istio/proxyv2",
+        "",
+    ],
+)
+def test_unsafe_proxy_repositories_are_left_out_and_reported(repository: str) -> None:
+    repos = ["docker.io/istio/proxyv2", repository]
+    assert podguard.invalid_proxy_repositories(repos) == [repository]
+    assert podguard.proxy_image_prefixes(repos) == ["docker.io/istio/proxyv2:", "docker.io/istio/proxyv2@"]
+    found = variables(podguard.render(platform(proxyImageRepositories=repos))[0])
+    assert json.loads(found["proxyImageRepositories"]) == ["docker.io/istio/proxyv2"]
+
+
+@pytest.mark.parametrize(
+    "repository",
+    ["docker.io/istio/proxyv2", "localhost:5000/proxyv2", "mirror.example.com:5000/a/b/proxyv2", "gcr.io/x_y/p-v2"],
+)
+def test_full_repository_names_are_accepted(repository: str) -> None:
+    assert podguard.invalid_proxy_repositories([repository]) == []
+
+
+def test_no_valid_repository_means_no_prefix_at_all() -> None:
+    found = variables(podguard.render(platform(proxyImageRepositories=["proxyv2"]))[0])
+    assert json.loads(found["proxyImagePrefixes"]) == []
+
+
+def test_long_platform_names_give_valid_stable_distinct_names() -> None:
+    long = "p" + "a" * 240
+    names = podguard.guard_names(long)
+    assert names == podguard.guard_names(long)
+    assert len(names.pod_guard) <= 253
+    assert len(names.exec_guard) <= 253
+    assert names.pod_guard != names.exec_guard
+    assert names != podguard.guard_names(long[:-1] + "b")
+
+
+def test_step_render_adds_our_labels() -> None:
+    for obj in step.STEP.render(platform()):
+        assert obj["metadata"]["labels"] == {
+            "app.kubernetes.io/managed-by": "tenant-platform-operator",
+            "tenancy.dev/tenant-platform": "demo",
+            "tenancy.dev/component": "podguard",
+        }
+
+
+# ---- step helpers ---------------------------------------------------------------------------------
+
+
+def test_actions_in_effect() -> None:
+    assert step.actions_in_effect({"spec": {"validationActions": ["Audit", "Deny"]}}) == "Deny"
+    assert step.actions_in_effect({"spec": {"validationActions": ["Warn", "Audit"]}}) == "Warn"
+    assert step.actions_in_effect({"spec": {"validationActions": ["Deny"]}}) is None
+    assert step.actions_in_effect(None) is None
+    deny = {"spec": {"validationActions": ["Deny", "Audit"]}}
+    warn = {"spec": {"validationActions": ["Warn", "Audit"]}}
+    assert step.mode_of([deny, deny]) == "Deny"
+    assert step.mode_of([deny, warn]) == "None"
+    assert step.mode_of([deny, None]) == "None"
+    assert step.mode_of([deny]) == "None"
+
+
+def test_guard_warnings_keeps_only_this_policys_messages() -> None:
+    warnings = [
+        "Validation failed for ValidatingAdmissionPolicy 'tenant-platform-demo-pod-guard' with binding "
+        "'tenant-platform-demo-pod-guard': privileged containers are not allowed: app",
+        'would violate PodSecurity "restricted:latest": privileged',
+        "Validation failed for ValidatingAdmissionPolicy 'other' with binding 'other': x",
+    ]
+    assert step.guard_warnings(warnings, "tenant-platform-demo-pod-guard") == [
+        "privileged containers are not allowed: app"
+    ]
+
+
+def test_parse_warnings_unescapes_and_splits() -> None:
+    assert parse_warnings(['299 - "a \\"quoted\\" text"', '299 - "one", 299 - "two, with comma"']) == [
+        'a "quoted" text',
+        "one",
+        "two, with comma",
+    ]
+    assert parse_warnings(["not a warning header"]) == ["not a warning header"]
+
+
+@pytest.mark.parametrize("name", ["web", "a" * 63, "a" * 50 + ".b" * 6, "x" * 51 + "-guard-check", "p-"])
+def test_check_name_is_short_distinct_and_valid(name: str) -> None:
+    renamed = step.check_name(name)
+    assert len(renamed) <= 63
+    assert renamed != name
+    assert renamed.endswith("-guard-check")
+    assert re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*", renamed)
+
+
+def test_resubmission_strips_server_and_node_fields() -> None:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "web-1",
+            "generateName": "web-",
+            "namespace": "kamiwaza",
+            "uid": "u",
+            "resourceVersion": "7",
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+            "ownerReferences": [{"kind": "ReplicaSet"}],
+            "managedFields": [{}],
+            "labels": {"app": "web"},
+            "annotations": {"container.apparmor.security.beta.kubernetes.io/web": "unconfined"},
+        },
+        "spec": {
+            "nodeName": "node-1",
+            "priority": 0,
+            "ephemeralContainers": [{"name": "debug"}],
+            "containers": [{"name": "web", "image": "web:1"}],
+        },
+        "status": {"phase": "Running"},
+    }
+    body = step.resubmission(pod)
+    assert body == {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "web-1-guard-check",
+            "namespace": "kamiwaza",
+            "labels": {"app": "web"},
+            "annotations": {"container.apparmor.security.beta.kubernetes.io/web": "unconfined"},
+        },
+        "spec": {"containers": [{"name": "web", "image": "web:1"}]},
+    }
+    assert pod["spec"]["nodeName"] == "node-1"  # the original is untouched
+
+
+def test_staged_check_examples_are_capped() -> None:
+    check = step.StagedCheck(violators=[(f"ns/p{i}", [f"reason {i}"]) for i in range(7)])
+    assert check.examples() == [f"ns/p{i}: reason {i}" for i in range(5)]
+    assert not check.clean
+    assert step.StagedCheck().clean
