@@ -67,8 +67,21 @@ def cmd_render(args: argparse.Namespace) -> int:
             return 2
         for step in registry.STEPS:
             out.extend(step.render(platform))
-    sys.stdout.write(yaml.safe_dump_all(out, sort_keys=False, default_flow_style=False))
+    sys.stdout.write(yaml.dump_all(out, Dumper=_BlockDumper, sort_keys=False, default_flow_style=False))
     return 0
+
+
+class _BlockDumper(yaml.SafeDumper):
+    """Multi-line strings (CEL, Corefile blocks, PEM) as literal blocks, readable in a review."""
+
+
+def _str_representer(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+    if "\n" in data:
+        return dumper.represent_scalar("tag:yaml.org,2002:str", data, style="|")
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data)
+
+
+_BlockDumper.add_representer(str, _str_representer)
 
 
 def cmd_run(args: argparse.Namespace) -> int:

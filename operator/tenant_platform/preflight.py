@@ -56,6 +56,24 @@ REMEDIATIONS: dict[tuple[str | None, str], str] = {
     (None, constants.REASON_INVALID_SPEC): "Fix the spec field the detail names; nothing else is checked until then.",
     (None, "InternalError"): "A bug in the operator: report it with the detail.",
     (None, "WouldCreate"): "Nothing to do: the operator creates it when it runs.",
+    (None, "WouldApply"): "Nothing to do: the operator applies it when it runs.",
+    (None, "WouldIssue"): "Nothing to do: the operator issues a self-signed certificate when it runs.",
+    # Pod guard.
+    (constants.POD_GUARD_READY, "ViolatingPodsFound"): (
+        "Fix or delete the pods the detail names (their manifests break Pod Security baseline); the guard "
+        "switches to Deny once none would be denied. See docs/pod-guard.md."
+    ),
+    (constants.POD_GUARD_READY, "PodsNotChecked"): (
+        "The detail names pods whose dry-run check failed (for example a full ResourceQuota); fix that, and "
+        "the staged check runs again."
+    ),
+    (constants.POD_GUARD_READY, "UnsupportedKubernetesVersion"): (
+        "Upgrade to Kubernetes 1.30 or newer, or enforce the same rules with Kyverno or Gatekeeper "
+        "(docs/pod-guard.md) and set spec.podGuard.enforcement to Warn."
+    ),
+    (constants.POD_GUARD_READY, "InvalidProxyImageRepository"): (
+        "List repositories only in spec.podGuard.proxyImageRepositories (registry/path, no tag or digest)."
+    ),
     # Concerns of other steps, where the fix is standard (their messages carry the specifics).
     (constants.MESH_READY, "IstiodNotFound"): (
         "Install Istio in sidecar mode (e.g. istioctl install --set profile=default), or set spec.mesh.namespace "

@@ -99,7 +99,9 @@ class EdgeCertStep:
                     ctx,
                     report,
                     conditions.false(
-                        type_, report.reason, f"{report.message} The operator would issue a self-signed certificate."
+                        type_,
+                        "WouldIssue",
+                        f"{report.message} The operator would issue a self-signed certificate ({report.reason}).",
                     ),
                 )
             secret = self._issue(ctx, secret, renew_before)

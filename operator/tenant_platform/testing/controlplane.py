@@ -71,6 +71,8 @@ CONTROLLERS: Final = (
     "root-ca-certificate-publisher-controller",
     # Fills the aggregated admin/edit/view ClusterRoles, which the installer RoleBinding uses.
     "clusterrole-aggregation-controller",
+    # Reports type-checking warnings of ValidatingAdmissionPolicies in their status.
+    "validatingadmissionpolicy-status-controller",
 )
 ENV_BIN_DIR: Final = "TENANT_PLATFORM_BIN_DIR"
 ENV_KEEP: Final = "TENANT_PLATFORM_KEEP_CP"
