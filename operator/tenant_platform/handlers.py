@@ -12,6 +12,8 @@ Design (see docs/architecture.md):
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import logging
 import threading
 import time
@@ -34,6 +36,8 @@ from tenant_platform.status import conditions
 log = logging.getLogger("tenant_platform.handlers")
 Logger = logging.Logger | logging.LoggerAdapter[Any]
 
+# How often an idle platform loop looks for a wakeup (no I/O: a flag check).
+WAKEUP_POLL_SECONDS = 0.25
 # Give up on cleanup after this long and release the finalizer (saying what was left behind).
 DELETION_DEADLINE_SECONDS = 600.0
 
@@ -51,6 +55,16 @@ class OperatorState:
         # GPU watch wiring. None means "no snapshot": steps that need one load it themselves.
         self.observed_provider: Callable[[], Any] = lambda: None
         self.clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+
+    def executor(self) -> concurrent.futures.ThreadPoolExecutor:
+        """The bounded pool reconcile passes run in (the client is synchronous)."""
+        with self.lock:
+            if self._executor is None:
+                self._executor = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=self.settings.reconcile_workers, thread_name_prefix="reconcile"
+                )
+            return self._executor
 
     def client(self) -> Kube:
         if self.kube is None:
@@ -121,34 +135,48 @@ def _post_events(
 
 
 @kopf.daemon(*_resource(), cancellation_timeout=10.0)
-def platform_loop(name: str, stopped: kopf.DaemonStopped, logger: Logger, **_: Any) -> None:
-    """The per-platform reconcile loop (runs in kopf's thread pool)."""
+async def platform_loop(name: str, stopped: kopf.DaemonStopped, logger: Logger, **_: Any) -> None:
+    """The per-platform reconcile loop.
+
+    NB: async on purpose. A sync daemon holds one of kopf's worker threads for the platform's
+    whole life, so with more platforms than workers the rest would never start. Here a platform
+    only takes a thread (from a bounded pool) while a pass runs.
+    """
     wakeup = STATE.wakeup(name)
     wakeup.set()
+    loop = asyncio.get_running_loop()
     while not stopped:
-        if not _wait(wakeup, stopped, STATE.settings.drift_interval if not wakeup.is_set() else 0):
+        if not await _wait(wakeup, stopped, STATE.settings.drift_interval):
             continue
         wakeup.clear()
         try:
-            wait = reconcile_once(name)
+            wait = await loop.run_in_executor(STATE.executor(), reconcile_once, name)
         except errors.KubeError as exc:
             logger.warning("reconcile of %s failed: %s; retrying", name, exc)
             wait = 10.0
         except Exception:
             logger.exception("reconcile of %s crashed; retrying", name)
             wait = 30.0
-        _wait(wakeup, stopped, wait)
+        await _wait(wakeup, stopped, wait, first_check=False)
 
 
-def _wait(wakeup: threading.Event, stopped: kopf.DaemonStopped, seconds: float) -> bool:
-    """Wait up to ``seconds`` for a wakeup; True when it is time to reconcile (not stopped)."""
+async def _wait(
+    wakeup: threading.Event, stopped: kopf.DaemonStopped, seconds: float, *, first_check: bool = True
+) -> bool:
+    """Wait up to ``seconds`` for a wakeup; True when it is time to reconcile (not stopped).
+
+    Wakeups come from other threads (watch handlers, the GPU refresher), hence a threading.Event
+    polled at a short interval rather than an asyncio.Event.
+    """
     deadline = time.monotonic() + seconds
     while not stopped:
+        if first_check and wakeup.is_set():
+            return True
+        first_check = True
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return True
-        if wakeup.wait(timeout=min(1.0, remaining)):
-            return True
+        await asyncio.sleep(min(WAKEUP_POLL_SECONDS, remaining))
     return False
 
 
