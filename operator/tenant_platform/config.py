@@ -11,6 +11,8 @@ from dataclasses import dataclass
 class Settings:
     drift_interval: float = 300.0
     """Seconds between level-triggered resyncs of every TenantPlatform."""
+    kopf_workers: int = 16
+    """Threads kopf uses for its synchronous handlers (watch events, deletion)."""
     reconcile_workers: int = 8
     """Reconcile passes that may run at once (each holds one thread while it runs)."""
     gpu_debounce: float = 5.0
@@ -28,6 +30,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     env = os.environ if environ is None else environ
     return Settings(
         drift_interval=float(env.get("TENANT_PLATFORM_DRIFT_INTERVAL", "300")),
+        kopf_workers=int(env.get("TENANT_PLATFORM_KOPF_WORKERS", "16")),
         reconcile_workers=int(env.get("TENANT_PLATFORM_RECONCILE_WORKERS", "8")),
         gpu_debounce=float(env.get("TENANT_PLATFORM_GPU_DEBOUNCE", "5")),
         operator_namespace=env.get("TENANT_PLATFORM_NAMESPACE", "tenant-platform-system"),

@@ -28,7 +28,8 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
         prefix=constants.GROUP, key="last-handled-configuration"
     )
     settings.posting.level = logging.INFO
-    settings.execution.max_workers = 32
+    # Threads for kopf's own sync handlers (platform loops are async and use their own pool).
+    settings.execution.max_workers = handlers.STATE.settings.kopf_workers
     settings.watching.inactivity_timeout = 70
     settings.watching.client_timeout = 300
     settings.watching.server_timeout = 270
