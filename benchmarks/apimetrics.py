@@ -14,6 +14,11 @@ from dataclasses import dataclass
 _LINE = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>[0-9.e+]+)$")
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 WRITE_VERBS = {"POST", "PUT", "PATCH", "APPLY", "DELETE", "DELETECOLLECTION"}
+# POSTs that persist nothing: counted as reads.
+REVIEWS = {"subjectaccessreviews", "selfsubjectaccessreviews", "selfsubjectreviews", "tokenreviews"}
+# Written by the control plane's own components (leader leases, the VAP status controller), not
+# by the operator: reported apart.
+CONTROL_PLANE = {"leases", "validatingadmissionpolicies/status"}
 READ_VERBS = {"GET", "LIST"}
 
 
@@ -21,6 +26,7 @@ READ_VERBS = {"GET", "LIST"}
 class RequestCounts:
     reads: int
     writes: int
+    control_plane_writes: int
     watches: int
     dry_runs: int
     by_verb_resource: Counter[tuple[str, str]]
@@ -31,6 +37,7 @@ class RequestCounts:
         return RequestCounts(
             self.reads - other.reads,
             self.writes - other.writes,
+            self.control_plane_writes - other.control_plane_writes,
             self.watches - other.watches,
             self.dry_runs - other.dry_runs,
             Counter({k: v for k, v in diff.items() if v}),
@@ -38,7 +45,7 @@ class RequestCounts:
 
 
 def parse(text: str) -> RequestCounts:
-    reads = writes = watches = dry_runs = 0
+    reads = writes = control_plane = watches = dry_runs = 0
     by: Counter[tuple[str, str]] = Counter()
     for line in text.splitlines():
         match = _LINE.match(line)
@@ -50,13 +57,18 @@ def parse(text: str) -> RequestCounts:
         if labels.get("dry_run"):
             dry_runs += value
             continue
-        by[(verb, labels.get("resource", "") + ("/" + labels["subresource"] if labels.get("subresource") else ""))] += (
-            value
-        )
-        if verb in WRITE_VERBS:
+        resource = labels.get("resource", "")
+        if labels.get("subresource"):
+            resource += "/" + labels["subresource"]
+        by[(verb, resource)] += value
+        if resource in REVIEWS:
+            reads += value
+        elif resource in CONTROL_PLANE and verb in WRITE_VERBS:
+            control_plane += value
+        elif verb in WRITE_VERBS:
             writes += value
         elif verb in READ_VERBS:
             reads += value
         elif verb == "WATCH":
             watches += value
-    return RequestCounts(reads, writes, watches, dry_runs, by)
+    return RequestCounts(reads, writes, control_plane, watches, dry_runs, by)

@@ -23,12 +23,13 @@ from typing import Any, cast
 
 import kopf
 
-from tenant_platform import metrics, reconcile
+from tenant_platform import handlers_gpu, metrics, reconcile
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.config import Settings, load_settings
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube
+from tenant_platform.observe import cluster
 from tenant_platform.reconcile import registry
 from tenant_platform.reconcile.base import StepContext
 from tenant_platform.status import conditions
@@ -86,6 +87,22 @@ class OperatorState:
 
 
 STATE = OperatorState()
+
+
+@kopf.on.startup()
+def start_cluster_watches(**_: Any) -> None:
+    """Watch Nodes and Pods into the GPU snapshot; any change wakes every platform (debounced).
+
+    NB: plain list-and-watch threads, not kopf handlers: at 2,000 nodes and 20,000 pods kopf's
+    per-object machinery did not get through the initial listing (docs/gpu.md).
+    """
+    STATE.observed_provider = lambda: cluster.SNAPSHOT
+    handlers_gpu.start(STATE.client(), on_change=STATE.wake_all, debounce=STATE.settings.gpu_debounce)
+
+
+@kopf.on.cleanup()
+def stop_cluster_watches(**_: Any) -> None:
+    handlers_gpu.stop_all()
 
 
 def _resource() -> tuple[str, str, str]:

@@ -15,6 +15,7 @@ from tests.e2e.conftest import wait_for
 
 from tenant_platform.api import constants
 from tenant_platform.kube.client import Kube
+from tenant_platform.testing import seed
 from tenant_platform.testing.controlplane import ControlPlane
 from tenant_platform.testing.operator import RunningOperator
 
@@ -133,4 +134,46 @@ def test_installer_kubeconfig_secret_is_usable(operator: RunningOperator, crd: K
     secret = wait_for(lambda: crd.get("v1", "Secret", "installer-kubeconfig", unique_name), what="kubeconfig Secret")
     token = yaml.safe_load(base64.b64decode(secret["data"]["kubeconfig"]))["users"][0]["user"]["token"]
     assert token and token not in operator.log()
+    delete_and_wait(crd, unique_name)
+
+
+def _gpu_used(kube: Kube, name: str, node: str) -> int | None:
+    body = kube.get(constants.API_VERSION, constants.KIND, name) or {}
+    for entry in ((body.get("status") or {}).get("gpu") or {}).get("nodes") or []:
+        if entry.get("name") == node:
+            return int(entry["memoryMiB"]["used"])
+    return None
+
+
+def test_gpu_labels_and_live_capacity(operator: RunningOperator, crd: Kube, unique_name: str) -> None:
+    """Under deploy/ RBAC: seeded GPU nodes get gpu=on, and a new HAMi allocation shows in status
+    through the watches and the debounced refresher, without a spec change."""
+    crd.apply(sample(unique_name, unique_name))
+    wait_for(
+        lambda: ready(crd, unique_name), timeout=120, what="Ready", context=lambda: explain(crd, unique_name, operator)
+    )
+    node = crd.get("v1", "Node", "gpu-node-1")
+    assert node is not None and node["metadata"]["labels"].get("gpu") == "on"
+    before = _gpu_used(crd, unique_name, "gpu-node-1")
+    assert before is not None
+    crd.create(
+        seed.gpu_pod_manifest(
+            f"{unique_name}-train",
+            namespace=unique_name,
+            node_name="gpu-node-1",
+            devices=[(seed.hami_device_uuid("gpu-node-1", 0), 4096, 30)],
+        )
+    )
+    wait_for(
+        lambda: _gpu_used(crd, unique_name, "gpu-node-1") == before + 4096,
+        what="the allocation in status.gpu",
+        context=lambda: explain(crd, unique_name, operator),
+    )
+    # No kubelet confirms a graceful deletion here, and HAMi counts terminating pods: delete at once.
+    crd.request(
+        "DELETE",
+        crd.path("v1", "Pod", f"{unique_name}-train", unique_name),
+        body={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0},
+    )
+    wait_for(lambda: _gpu_used(crd, unique_name, "gpu-node-1") == before, what="the allocation released")
     delete_and_wait(crd, unique_name)

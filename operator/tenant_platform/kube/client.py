@@ -23,7 +23,7 @@ import os
 import re
 import threading
 import urllib.parse
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -85,7 +85,7 @@ class RequestCounter:
         with self._lock:
             key = f"{method}{' (dry-run)' if dry_run else ''}"
             self.by_verb[key] = self.by_verb.get(key, 0) + 1
-            if method == "GET" or dry_run:
+            if method in ("GET", "WATCH") or dry_run:
                 self.reads += 1
             else:
                 self.writes += 1
@@ -278,6 +278,70 @@ class Kube:
         self.counter.add("GET", dry_run=False)
         raw = self._call("GET", path, query={}, headers={"Accept": "text/plain"}, body=None, timeout=30.0)
         return raw.decode()
+
+    def watch(
+        self,
+        api_version: str,
+        kind: str,
+        *,
+        resource_version: str,
+        namespace: str | None = None,
+        field_selector: str | None = None,
+        timeout_seconds: int = 300,
+    ) -> Iterator[Obj]:
+        """Stream watch events (``{"type", "object"}``, bookmarks included) from ``resource_version``.
+
+        Ends when the server closes the watch (after ``timeout_seconds``). An expired
+        ``resource_version`` raises a KubeError with status 410: list again, then watch from the
+        list's resourceVersion. Connection trouble raises Transient.
+        """
+        query = {
+            "watch": "true",
+            "resourceVersion": resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(timeout_seconds),
+        }
+        if field_selector:
+            query["fieldSelector"] = field_selector
+        self.counter.add("WATCH", dry_run=False)
+        try:
+            method_, url, headers_, body_, post = self.api.param_serialize(
+                "GET",
+                self.path(api_version, kind, namespace=namespace),
+                query_params=list(query.items()),
+                header_params={"Accept": "application/json"},
+                auth_settings=["BearerToken"],
+            )
+            resp = self.api.call_api(
+                method_, url, headers_, body_, post, _request_timeout=(30.0, timeout_seconds + 30.0)
+            )
+        except kubernetes.client.exceptions.ApiException as exc:
+            raise errors.from_response(int(exc.status or 0), exc.body) from None
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise errors.Transient(0, "ConnectionError", str(exc)) from None
+        stream = resp.response
+        drained = False
+        try:
+            if not 200 <= int(resp.status) < 300:
+                raise errors.from_response(int(resp.status), stream.read())
+            try:
+                for line in stream:
+                    if not line.strip():
+                        continue
+                    event = json.loads(line)
+                    if event.get("type") == "ERROR":
+                        status = event.get("object") or {}
+                        raise errors.from_response(int(status.get("code") or 500), json.dumps(status))
+                    yield event
+            except (urllib3.exceptions.HTTPError, OSError) as exc:
+                raise errors.Transient(0, "ConnectionError", str(exc)) from None
+            drained = True
+        finally:
+            # NB: a watch left half-read must not go back to the connection pool.
+            if drained:
+                stream.release_conn()
+            else:
+                stream.close()
 
     # ---- reads ------------------------------------------------------------------------------
 

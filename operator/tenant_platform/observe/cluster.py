@@ -1,0 +1,502 @@
+"""An in-memory, thread-safe snapshot of GPU-relevant Nodes and HAMi pods, and its watches.
+
+The operator keeps it current with two ``Reflector`` threads (list, then watch, per kind;
+started by handlers_gpu.py); ``check``, tests and benchmarks fill one with ``load_from_api``.
+Steps take an immutable ``view()``.
+
+Only what the GPU step needs is kept, never whole bodies:
+- Nodes that may be GPU nodes (any extended resource in capacity, a GPU-present label, a HAMi
+  annotation) or that carry labels one of our per-platform field managers owns (so they can be
+  released when the node stops qualifying). Per node: uid, labels (minus the voluminous NFD/GFD
+  families, of which the few we read are kept), HAMi annotations, extended resources, and which
+  label keys each ``tenant-platform-operator/<platform>`` field manager owns (from managedFields).
+- Pods with ``hami.io/vgpu-node`` (or ``4pd.io/``) that are not Succeeded or Failed: where
+  HAMi placed them, what they hold, bind phase, container counts and init exit codes.
+
+``changes`` counts relevant changes (a node heartbeat that changes nothing we keep does not
+count), so a refresher can wait with ``wait_for_change`` and debounce status writes. ``synced``
+is True once both kinds had a complete listing.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Final
+
+from tenant_platform.api import constants
+from tenant_platform.kube import errors
+
+if TYPE_CHECKING:
+    from tenant_platform.kube.client import Kube
+
+HAMI_PREFIXES: Final = ("hami.io/", "4pd.io/")
+NODE_ANNOTATIONS: Final = frozenset(
+    prefix + suffix
+    for prefix in HAMI_PREFIXES
+    for suffix in ("node-nvidia-register", "mutex.lock", "device-cordon", "node-handshake")
+)
+POD_ANNOTATIONS: Final = frozenset(
+    prefix + suffix for prefix in HAMI_PREFIXES for suffix in ("vgpu-node", "vgpu-devices-allocated", "bind-phase")
+)
+# Of the NFD and GFD label families (often hundreds per node) only these are kept.
+KEPT_VENDOR_LABELS: Final = frozenset(
+    {
+        "nvidia.com/gpu.present",
+        "nvidia.com/gpu.product",
+        "nvidia.com/gpu.count",
+        "nvidia.com/gpu.memory",
+        "feature.node.kubernetes.io/pci-10de.present",
+    }
+)
+DROPPED_LABEL_PREFIXES: Final = ("nvidia.com/", "feature.node.kubernetes.io/")
+GPU_PRESENT_LABELS: Final = ("nvidia.com/gpu.present", "feature.node.kubernetes.io/pci-10de.present")
+# Our per-platform field managers for node labels: "tenant-platform-operator/<platform>".
+LABEL_MANAGER_PREFIX: Final = constants.FIELD_MANAGER + "/"
+TERMINATED: Final = frozenset({"Succeeded", "Failed"})
+KINDS: Final = frozenset({"nodes", "pods"})
+# Pods that ended are of no interest; the API server filters them out of lists and watches (a
+# pod that ends arrives as DELETED).
+LIVE_PODS: Final = "status.phase!=Succeeded,status.phase!=Failed"
+
+
+def label_manager(platform: str) -> str:
+    """The SSA field manager that owns one platform's node labels."""
+    return LABEL_MANAGER_PREFIX + platform
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    name: str
+    uid: str
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    """HAMi annotations only (either prefix)."""
+    capacity: Mapping[str, str]
+    """Extended resources only (names with a '/')."""
+    allocatable: Mapping[str, str]
+    label_managers: Mapping[str, frozenset[str]]
+    """Platform name -> label keys its field manager owns on this node."""
+
+
+@dataclass(frozen=True, slots=True)
+class PodInfo:
+    namespace: str
+    name: str
+    node: str
+    phase: str
+    bind_phase: str
+    allocated: str
+    init_containers: int
+    app_containers: int
+    init_exit_codes: tuple[int | None, ...]
+
+
+def _annotation(annotations: Mapping[str, Any], suffix: str) -> str | None:
+    for prefix in HAMI_PREFIXES:
+        value = annotations.get(prefix + suffix)
+        if value is not None:
+            return str(value)
+    return None
+
+
+def _label_managers(managed_fields: Iterable[Mapping[str, Any]]) -> dict[str, frozenset[str]]:
+    owned: dict[str, set[str]] = {}
+    for entry in managed_fields or ():
+        manager = str(entry.get("manager") or "")
+        if not manager.startswith(LABEL_MANAGER_PREFIX) or entry.get("operation") != "Apply":
+            continue
+        fields = ((entry.get("fieldsV1") or {}).get("f:metadata") or {}).get("f:labels") or {}
+        keys = {key[2:] for key in fields if key.startswith("f:")}
+        if keys:
+            owned.setdefault(manager[len(LABEL_MANAGER_PREFIX) :], set()).update(keys)
+    return {platform: frozenset(keys) for platform, keys in sorted(owned.items())}
+
+
+def _extended(resources: Mapping[str, Any] | None) -> dict[str, str]:
+    return {key: str(value) for key, value in sorted((resources or {}).items()) if "/" in key}
+
+
+def node_info(body: Mapping[str, Any]) -> NodeInfo | None:
+    """What we keep of a Node body, or None when it is not GPU-relevant at all."""
+    meta = body.get("metadata") or {}
+    status = body.get("status") or {}
+    raw_labels = meta.get("labels") or {}
+    raw_annotations = meta.get("annotations") or {}
+    capacity = _extended(status.get("capacity"))
+    managers = _label_managers(meta.get("managedFields") or ())
+    annotations = {k: str(v) for k, v in sorted(raw_annotations.items()) if k in NODE_ANNOTATIONS}
+    present = any(str(raw_labels.get(key, "")).lower() == "true" for key in GPU_PRESENT_LABELS)
+    if not (capacity or annotations or present or managers):
+        return None
+    labels = {
+        k: str(v)
+        for k, v in sorted(raw_labels.items())
+        if k in KEPT_VENDOR_LABELS or not k.startswith(DROPPED_LABEL_PREFIXES)
+    }
+    return NodeInfo(
+        name=str(meta.get("name", "")),
+        uid=str(meta.get("uid", "")),
+        labels=MappingProxyType(labels),
+        annotations=MappingProxyType(annotations),
+        capacity=MappingProxyType(capacity),
+        allocatable=MappingProxyType(_extended(status.get("allocatable"))),
+        label_managers=MappingProxyType(managers),
+    )
+
+
+def pod_info(body: Mapping[str, Any]) -> PodInfo | None:
+    """What we keep of a Pod body, or None when HAMi has not placed it or it has terminated."""
+    meta = body.get("metadata") or {}
+    annotations = meta.get("annotations") or {}
+    node = _annotation(annotations, "vgpu-node")
+    status = body.get("status") or {}
+    phase = str(status.get("phase") or "Pending")
+    if not node or phase in TERMINATED:
+        return None
+    spec = body.get("spec") or {}
+    exit_codes: list[int | None] = []
+    for container in status.get("initContainerStatuses") or ():
+        terminated = (container.get("state") or {}).get("terminated")
+        exit_codes.append(int(terminated.get("exitCode", -1)) if terminated else None)
+    return PodInfo(
+        namespace=str(meta.get("namespace", "")),
+        name=str(meta.get("name", "")),
+        node=node,
+        phase=phase,
+        bind_phase=_annotation(annotations, "bind-phase") or "",
+        allocated=_annotation(annotations, "vgpu-devices-allocated") or "",
+        init_containers=len(spec.get("initContainers") or ()),
+        app_containers=len(spec.get("containers") or ()),
+        init_exit_codes=tuple(exit_codes),
+    )
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    """An immutable view of the snapshot at one moment (``changes`` identifies it)."""
+
+    nodes: Mapping[str, NodeInfo]
+    pods_by_node: Mapping[str, tuple[PodInfo, ...]]
+    pods: Mapping[tuple[str, str], PodInfo]
+    changes: int
+    synced: bool
+
+    def pod(self, namespace: str, name: str) -> PodInfo | None:
+        return self.pods.get((namespace, name))
+
+
+class ClusterSnapshot:
+    """The watched GPU state of the cluster. All methods are thread-safe and cheap."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._nodes: dict[str, NodeInfo] = {}
+        self._pods: dict[tuple[str, str], PodInfo] = {}
+        self._by_node: dict[str, dict[tuple[str, str], PodInfo]] = {}
+        self._changes = 0
+        self._synced_kinds: set[str] = set()
+
+    # ---- state ---------------------------------------------------------------------------------
+
+    @property
+    def changes(self) -> int:
+        with self._cond:
+            return self._changes
+
+    @property
+    def synced(self) -> bool:
+        """True once a complete listing of both Nodes and Pods went in."""
+        with self._cond:
+            return self._is_synced()
+
+    def _is_synced(self) -> bool:
+        return self._synced_kinds >= KINDS
+
+    def mark_synced(self) -> None:
+        """Declare the content complete (for callers that fed it event by event themselves)."""
+        with self._cond:
+            if not self._is_synced():
+                self._synced_kinds |= KINDS
+                self._bump()
+
+    def wait_synced(self, timeout: float) -> bool:
+        """Block until synced or ``timeout`` passes; return whether it is synced."""
+        deadline = time.monotonic() + max(0.0, timeout)
+        with self._cond:
+            while not self._is_synced():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._cond.wait(remaining)
+            return True
+
+    def __len__(self) -> int:
+        with self._cond:
+            return len(self._nodes) + len(self._pods)
+
+    def _bump(self) -> None:
+        self._changes += 1
+        self._cond.notify_all()
+
+    # ---- feeding -------------------------------------------------------------------------------
+
+    def ingest_node(self, body: Mapping[str, Any]) -> bool:
+        """Store a Node from a watch event (ADDED, MODIFIED or a listing); True when it changed."""
+        name = str((body.get("metadata") or {}).get("name", ""))
+        info = node_info(body)
+        with self._cond:
+            if info is None:
+                return self._forget_node(name)
+            if self._nodes.get(name) == info:
+                return False
+            self._nodes[name] = info
+            self._bump()
+            return True
+
+    def forget_node(self, name: str) -> bool:
+        """Drop a deleted Node; True when it was known."""
+        with self._cond:
+            return self._forget_node(name)
+
+    def _forget_node(self, name: str) -> bool:
+        if self._nodes.pop(name, None) is None:
+            return False
+        self._bump()
+        return True
+
+    def ingest_pod(self, body: Mapping[str, Any]) -> bool:
+        """Store a Pod from a watch event; pods HAMi has not placed or that ended are dropped."""
+        meta = body.get("metadata") or {}
+        key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
+        info = pod_info(body)
+        with self._cond:
+            if info is None:
+                return self._forget_pod(key)
+            old = self._pods.get(key)
+            if old == info:
+                return False
+            if old is not None and old.node != info.node:
+                self._unindex(old, key)
+            self._pods[key] = info
+            self._by_node.setdefault(info.node, {})[key] = info
+            self._bump()
+            return True
+
+    def forget_pod(self, namespace: str, name: str) -> bool:
+        with self._cond:
+            return self._forget_pod((namespace, name))
+
+    def _forget_pod(self, key: tuple[str, str]) -> bool:
+        old = self._pods.pop(key, None)
+        if old is None:
+            return False
+        self._unindex(old, key)
+        self._bump()
+        return True
+
+    def _unindex(self, old: PodInfo, key: tuple[str, str]) -> None:
+        placed = self._by_node.get(old.node)
+        if placed is not None:
+            placed.pop(key, None)
+            if not placed:
+                del self._by_node[old.node]
+
+    def handle_node_event(self, event_type: str | None, body: Mapping[str, Any]) -> bool:
+        """One watch event for a Node (type None: initial listing)."""
+        if event_type == "DELETED":
+            return self.forget_node(str((body.get("metadata") or {}).get("name", "")))
+        return self.ingest_node(body)
+
+    def handle_pod_event(self, event_type: str | None, body: Mapping[str, Any]) -> bool:
+        """One watch event for a Pod (type None: initial listing)."""
+        if event_type == "DELETED":
+            meta = body.get("metadata") or {}
+            return self.forget_pod(str(meta.get("namespace", "")), str(meta.get("name", "")))
+        return self.ingest_pod(body)
+
+    def replace_nodes(self, nodes: Iterable[Mapping[str, Any]]) -> None:
+        """Replace every Node with a complete listing (objects deleted meanwhile disappear)."""
+        new_nodes = {info.name: info for info in map(node_info, nodes) if info is not None}
+        with self._cond:
+            self._nodes = new_nodes
+            self._synced_kinds.add("nodes")
+            self._bump()
+
+    def replace_pods(self, pods: Iterable[Mapping[str, Any]]) -> None:
+        """Replace every Pod with a complete listing (objects deleted meanwhile disappear)."""
+        new_pods = {(info.namespace, info.name): info for info in map(pod_info, pods) if info is not None}
+        by_node: dict[str, dict[tuple[str, str], PodInfo]] = {}
+        for key, info in new_pods.items():
+            by_node.setdefault(info.node, {})[key] = info
+        with self._cond:
+            self._pods, self._by_node = new_pods, by_node
+            self._synced_kinds.add("pods")
+            self._bump()
+
+    def replace_all(self, nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]]) -> None:
+        """Replace everything with a complete listing; the snapshot is then synced."""
+        self.replace_nodes(nodes)
+        self.replace_pods(pods)
+
+    # ---- reading -------------------------------------------------------------------------------
+
+    def view(self) -> ClusterView:
+        """A consistent, immutable copy for one reconcile (O(nodes + pods), no parsing)."""
+        with self._cond:
+            return ClusterView(
+                nodes=MappingProxyType(dict(self._nodes)),
+                pods_by_node=MappingProxyType({node: tuple(p.values()) for node, p in self._by_node.items()}),
+                pods=MappingProxyType(dict(self._pods)),
+                changes=self._changes,
+                synced=self._is_synced(),
+            )
+
+    def wait_for_change(self, since: int, timeout: float) -> int:
+        """Block until ``changes`` exceeds ``since`` or ``timeout`` passes; return ``changes``."""
+        deadline = time.monotonic() + max(0.0, timeout)
+        with self._cond:
+            while self._changes <= since:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._cond.wait(remaining)
+            return self._changes
+
+
+# The operator process's snapshot, fed by handlers_gpu.py.
+SNAPSHOT: Final = ClusterSnapshot()
+
+
+def load_from_api(kube: Kube, snapshot: ClusterSnapshot | None = None) -> ClusterSnapshot:
+    """Fill a snapshot (a new one unless given) from one listing of Nodes and live Pods.
+
+    For ``check``, tests and benchmarks; the operator itself is fed by watches. Two paged LISTs:
+    all Nodes, and Pods in every namespace that are not Succeeded or Failed.
+    """
+    nodes = kube.list("v1", "Node")
+    pods = kube.list("v1", "Pod", field_selector=LIVE_PODS)
+    target = snapshot if snapshot is not None else ClusterSnapshot()
+    target.replace_all(nodes, pods)
+    return target
+
+
+class Reflector:
+    """Keep one kind (Nodes or Pods) of a snapshot current: list, then watch; relist when needed.
+
+    As client-go's reflector does: a complete (paged) listing replaces that kind's content, so
+    objects deleted while nobody watched cannot linger; the watch resumes from the last
+    resourceVersion seen (bookmarks keep it fresh) and a 410 Gone (expired resourceVersion)
+    triggers a new listing. Other errors back off (1 s doubling to 30 s) and resume the watch;
+    three failures in a row relist. ``run`` returns when ``stopped`` is set (checked between
+    events, so within ``watch_timeout`` at worst: run it in a daemon thread).
+    """
+
+    def __init__(
+        self,
+        kube: Kube,
+        snapshot: ClusterSnapshot,
+        kind: str,
+        *,
+        watch_timeout: int = 300,
+        page_size: int = 500,
+        log: logging.Logger | None = None,
+    ) -> None:
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {sorted(KINDS)}")
+        self.kube = kube
+        self.snapshot = snapshot
+        self.kind = kind
+        self.watch_timeout = watch_timeout
+        self.page_size = page_size
+        self.log = log or logging.getLogger("tenant_platform.observe")
+        self.lists = 0
+        self.watches = 0
+        self.events = 0
+        self.errors = 0
+
+    @property
+    def _api(self) -> tuple[str, str, str | None]:
+        return ("v1", "Node", None) if self.kind == "nodes" else ("v1", "Pod", LIVE_PODS)
+
+    def list_once(self) -> str:
+        """One complete paged listing into the snapshot; returns its resourceVersion.
+
+        Pages are consumed one at a time (only the kept fields outlive a page), so the process
+        never holds the whole listing's JSON at once.
+        """
+        api_version, kind, selector = self._api
+        query = {"limit": str(self.page_size)}
+        if selector:
+            query["fieldSelector"] = selector
+        path = self.kube.path(api_version, kind)
+        listed = {"resourceVersion": ""}
+
+        def items() -> Iterator[dict[str, Any]]:
+            while True:
+                page = self.kube.request("GET", path, query=query)
+                meta = page.get("metadata") or {}
+                listed["resourceVersion"] = str(meta.get("resourceVersion", ""))
+                yield from page.get("items") or ()
+                if not meta.get("continue"):
+                    return
+                query["continue"] = str(meta["continue"])
+
+        if self.kind == "nodes":
+            self.snapshot.replace_nodes(items())
+        else:
+            self.snapshot.replace_pods(items())
+        self.lists += 1
+        return listed["resourceVersion"]
+
+    def watch_once(self, resource_version: str, stopped: threading.Event) -> str:
+        """Apply watch events until the server ends the watch; returns the last resourceVersion."""
+        api_version, kind, selector = self._api
+        self.watches += 1
+        for event in self.kube.watch(
+            api_version,
+            kind,
+            resource_version=resource_version,
+            field_selector=selector,
+            timeout_seconds=self.watch_timeout,
+        ):
+            obj = event.get("object") or {}
+            resource_version = str((obj.get("metadata") or {}).get("resourceVersion") or resource_version)
+            kind_ = event.get("type")
+            if kind_ != "BOOKMARK":
+                self.events += 1
+                if self.kind == "nodes":
+                    self.snapshot.handle_node_event(kind_, obj)
+                else:
+                    self.snapshot.handle_pod_event(kind_, obj)
+            if stopped.is_set():
+                break
+        return resource_version
+
+    def run(self, stopped: threading.Event, resource_version: str = "") -> None:
+        """List (unless ``resource_version`` says where to resume), then watch, until stopped."""
+        failures = 0
+        while not stopped.is_set():
+            try:
+                if not resource_version:
+                    resource_version = self.list_once()
+                resource_version = self.watch_once(resource_version, stopped)
+                failures = 0
+            except errors.KubeError as exc:
+                self.errors += 1
+                failures += 1
+                if exc.status == 410 or failures >= 3:
+                    resource_version = ""  # expired, or stuck: start over with a listing
+                if exc.status != 410:
+                    self.log.warning("watching %s failed (%s); retrying", self.kind, exc)
+                    stopped.wait(min(30.0, 2.0 ** (failures - 1)))
+            except Exception:
+                self.errors += 1
+                failures += 1
+                resource_version = ""
+                self.log.exception("watching %s crashed; listing again", self.kind)
+                stopped.wait(min(30.0, 2.0 ** (failures - 1)))
