@@ -234,10 +234,7 @@ def on_delete(body: kopf.Body, name: str, logger: Logger, **_: Any) -> None:
 
 
 def _deletion_started(body: kopf.Body) -> datetime | None:
-    raw = body.get("metadata", {}).get("deletionTimestamp")
-    if not raw:
-        return None
-    return datetime.fromisoformat(str(raw).replace("Z", "+00:00"))
+    return conditions.parse_time(body.get("metadata", {}).get("deletionTimestamp"))
 
 
 def _set_deleting_status(kube: Kube, body: kopf.Body, message: str) -> None:

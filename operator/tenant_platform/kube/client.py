@@ -34,6 +34,7 @@ import urllib3
 
 from tenant_platform.api import constants
 from tenant_platform.kube import errors
+from tenant_platform.status import conditions
 
 Obj = dict[str, Any]
 
@@ -559,7 +560,7 @@ class Kube:
         path = self.path("v1", "ServiceAccount", service_account, namespace, "token")
         result = self.request("POST", path, body=body)
         status = result.get("status", {})
-        expiry = _parse_time(status.get("expirationTimestamp")) or (
+        expiry = conditions.parse_time(status.get("expirationTimestamp")) or (
             datetime.now(UTC) + timedelta(seconds=expiration_seconds)
         )
         return str(status["token"]), expiry
@@ -588,15 +589,6 @@ def parse_warnings(values: Iterable[str]) -> builtins.list[str]:
 
 def _gv_path(api_version: str) -> str:
     return "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
-
-
-def _parse_time(value: Any) -> datetime | None:
-    if not value:
-        return None
-    try:
-        return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    except ValueError:
-        return None
 
 
 def b64(value: str | bytes) -> str:

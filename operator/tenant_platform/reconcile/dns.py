@@ -225,16 +225,9 @@ def changed_at(obj: Obj | None) -> datetime | None:
         for entry in ((obj or {}).get("metadata") or {}).get("managedFields") or []
         if entry.get("manager") == constants.FIELD_MANAGER and entry.get("time")
     ]
-    parsed = [_parse_time(str(t)) for t in times]
+    parsed = [conditions.parse_time(t) for t in times]
     valid = [t for t in parsed if t is not None]
     return max(valid) if valid else None
-
-
-def _parse_time(value: str) -> datetime | None:
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
 
 
 @dataclass(frozen=True)
@@ -280,7 +273,7 @@ def pickup(
         )
     stale = []
     for pod in running:
-        started = _parse_time(str((pod.get("status") or {}).get("startTime") or ""))
+        started = conditions.parse_time((pod.get("status") or {}).get("startTime"))
         if started is None or started < changed:
             stale.append(pod["metadata"]["name"])
     if not stale:

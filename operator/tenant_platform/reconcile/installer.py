@@ -195,13 +195,7 @@ def _ours(obj: Obj, platform: str) -> bool:
 def _expiry(secret: Obj | None) -> datetime | None:
     if not secret:
         return None
-    raw = (secret.get("metadata", {}).get("annotations") or {}).get(ANNOTATION_TOKEN_EXPIRES)
-    if not raw:
-        return None
-    try:
-        return datetime.fromisoformat(raw.replace("Z", "+00:00"))
-    except ValueError:
-        return None
+    return conditions.parse_time((secret.get("metadata", {}).get("annotations") or {}).get(ANNOTATION_TOKEN_EXPIRES))
 
 
 STEP = InstallerStep()

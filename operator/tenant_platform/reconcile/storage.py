@@ -62,15 +62,6 @@ RESULT_TIMED_OUT = "TimedOut"
 MEMORY_KEY = "storageVerification"
 
 
-def _time(value: Any) -> datetime | None:
-    if not value:
-        return None
-    try:
-        return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
 def _stamp_time(moment: datetime) -> str:
     return conditions.format_time(moment)
 
@@ -130,7 +121,7 @@ class StorageStep:
     ) -> StepResult:
         matches = bool(memory and memory.get("storageClassName") == selection.name)
         if memory and matches and memory.get("result") in (RESULT_SUCCEEDED, RESULT_FAILED, RESULT_TIMED_OUT):
-            finished = _time(memory.get("finishedAt")) or ctx.now
+            finished = conditions.parse_time(memory.get("finishedAt")) or ctx.now
             retry_at = finished + RETRY_AFTER
             if memory["result"] == RESULT_SUCCEEDED or ctx.now < retry_at:
                 if not memory.get("cleanedUp", True):
@@ -202,7 +193,7 @@ class StorageStep:
         pvc = kube.get("v1", "PersistentVolumeClaim", pvc_name, namespace)
         writer = kube.get("v1", "Pod", writer_name, namespace)
         reader = kube.get("v1", "Pod", reader_name, namespace)
-        started = _time(memory.get("startedAt")) or ctx.now
+        started = conditions.parse_time(memory.get("startedAt")) or ctx.now
         deadline = started + VERIFY_TIMEOUT
 
         def finish(result: str, message: str) -> StepResult:

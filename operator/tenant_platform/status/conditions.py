@@ -54,6 +54,16 @@ def format_time(now: datetime) -> str:
     return now.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def parse_time(value: Any) -> datetime | None:
+    """An RFC 3339 timestamp as the API writes them (``...Z``), or None when absent or malformed."""
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
 def set_condition(
     conditions: Sequence[dict[str, Any]], new: Condition, *, now: datetime, generation: int
 ) -> list[dict[str, Any]]:
@@ -65,31 +75,23 @@ def set_condition(
             result.append(dict(existing))
             continue
         found = True
-        changed = existing.get("status") != new.status
-        result.append(
-            {
-                "type": new.type,
-                "status": new.status,
-                "reason": new.reason,
-                "message": new.message[:MAX_MESSAGE],
-                "observedGeneration": generation,
-                "lastTransitionTime": format_time(now)
-                if changed
-                else existing.get("lastTransitionTime", format_time(now)),
-            }
-        )
+        unchanged = existing.get("status") == new.status
+        since = existing.get("lastTransitionTime") if unchanged else None
+        result.append(_as_dict(new, generation=generation, since=since or format_time(now)))
     if not found:
-        result.append(
-            {
-                "type": new.type,
-                "status": new.status,
-                "reason": new.reason,
-                "message": new.message[:MAX_MESSAGE],
-                "observedGeneration": generation,
-                "lastTransitionTime": format_time(now),
-            }
-        )
+        result.append(_as_dict(new, generation=generation, since=format_time(now)))
     return result
+
+
+def _as_dict(cond: Condition, *, generation: int, since: str) -> dict[str, Any]:
+    return {
+        "type": cond.type,
+        "status": cond.status,
+        "reason": cond.reason,
+        "message": cond.message[:MAX_MESSAGE],
+        "observedGeneration": generation,
+        "lastTransitionTime": since,
+    }
 
 
 def get(conditions: Iterable[dict[str, Any]], type_: str) -> dict[str, Any] | None:
