@@ -23,7 +23,11 @@ if [[ ! -x .venv/bin/python || "$(cat "$stamp" 2>/dev/null)" != "$want" ]]; then
   "$python" -m venv .venv
   .venv/bin/python -m pip install --quiet --upgrade pip
   # Runtime dependencies at the versions the image installs (requirements.lock); dev tools on top.
-  .venv/bin/python -m pip install --quiet -c requirements.lock -e ".[dev]"
+  # NB: the lock's hashes would switch pip to hash-checking mode, which an editable install
+  # cannot satisfy; the image installs with hashes, here the exact versions are enough.
+  constraints=$(mktemp); trap 'rm -f "$constraints"' EXIT
+  sed -n -E 's/^([A-Za-z0-9_.-]+==[^ ;\\]+).*/\1/p' requirements.lock > "$constraints"
+  .venv/bin/python -m pip install --quiet -c "$constraints" -e ".[dev]"
   echo "$want" > "$stamp"
 fi
 
