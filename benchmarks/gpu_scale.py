@@ -3,10 +3,10 @@
 Creates ``--nodes`` GPU nodes (``--cards`` cards each, HAMi v2.10 register annotation, NFD label,
 ``nvidia.com/gpu`` capacity) and ``--pods`` pods HAMi placed on them (annotations and
 ``spec.nodeName``; they stay Pending: no scheduler or kubelet runs), in parallel threads. Then it
-starts the GPU part of the operator in a child process, exactly as the operator wires it: kopf
-watches Nodes and Pods into the snapshot (handlers_gpu's index and event handlers), and a kopf
-daemon per TenantPlatform runs ``gpu_refresher``, which calls ``reconcile.run`` with only the
-gpu step registered. It reports:
+starts the GPU part of the operator in a child process: the list-and-watch reflectors the
+operator's startup starts (``handlers_gpu.start_watches``) feed the snapshot, and a kopf daemon
+per TenantPlatform runs ``gpu_refresher``, which calls ``reconcile.run`` with only the gpu step
+registered. It reports:
 
 - the child's memory (VmRSS / VmHWM) once in sync and at the end, plus the snapshot's own size
   (tracemalloc, measured in this process on an identical snapshot);
@@ -330,8 +330,8 @@ def render(result: dict[str, Any]) -> str:
 
 def run_child(kubeconfig: str, stats_path: str, debounce: float) -> None:
     """The GPU part of the operator: the snapshot's watches (handlers_gpu.start_watches, as the
-    operator's startup does) and kopf with a per-platform daemon running gpu_refresher, which
-    calls reconcile.run with only the gpu step registered."""
+    operator's startup does) and the debounced gpu_refresher calling reconcile.run with only the
+    gpu step registered (one refresher per platform here, so each platform's latency is timed)."""
     import logging  # noqa: PLC0415
 
     import kopf  # noqa: PLC0415
@@ -373,17 +373,14 @@ def run_child(kubeconfig: str, stats_path: str, debounce: float) -> None:
             stopped=stopped, refresh=lambda: refresh(name), debounce=settings.gpu_debounce, since=since
         )
 
-    # handlers_gpu's own startup activity starts the watches (with the kubeconfig from $KUBECONFIG);
+    # The operator's startup handler starts the same watches (handlers.start_cluster_watches);
     # keep a handle on them for their counters.
     watches: list[handlers_gpu.GpuWatches] = []
-    start_watches = handlers_gpu.start_watches
 
-    def recording_start(*args: Any, **kwargs: Any) -> handlers_gpu.GpuWatches:
-        started_watches = start_watches(*args, **kwargs)
-        watches.append(started_watches)
-        return started_watches
+    @kopf.on.startup()
+    def start_cluster_watches(**_: Any) -> None:
+        watches.append(handlers_gpu.start_watches(kube))
 
-    handlers_gpu.start_watches = recording_start  # type: ignore[assignment]
     kopf.run(standalone=True, clusterwide=True)
     reflectors = {r.kind: r for w in watches for r in w.reflectors}
     Path(stats_path).write_text(
