@@ -325,11 +325,20 @@ MONITORING_CRDS = [
 ]
 
 
-def test_monitoring_gate_follows_the_live_api(control_plane: ControlPlane, unique_name: str) -> None:
+def test_monitoring_gate_follows_the_live_api(unique_name: str) -> None:
     """With the flags on, `helm template --validate` renders ServiceMonitor and PrometheusRule
     only once the cluster serves monitoring.coreos.com/v1 (stand-in CRDs: the gate, not the
-    Prometheus Operator, is under test)."""
-    namespace = unique_name
+    Prometheus Operator, is under test).
+
+    NB: on a control plane of its own. `--validate` runs Helm's install checks, which refuse
+    cluster-scoped objects (our CRD, the operator's ClusterRole) that other tests of the session
+    created without Helm's ownership labels.
+    """
+    with ControlPlane(controller_manager=False) as control_plane:
+        _monitoring_gate(control_plane, unique_name)
+
+
+def _monitoring_gate(control_plane: ControlPlane, namespace: str) -> None:
     on = ["metrics.serviceMonitor.enabled=true", "metrics.prometheusRule.enabled=true"]
     live = ["--validate", f"--kubeconfig={control_plane.kubeconfig_path}"]
     control_plane.kubectl("create", "namespace", namespace)
