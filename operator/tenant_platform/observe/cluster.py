@@ -491,6 +491,8 @@ class Reflector:
                 failures += 1
                 if exc.status == 410 or failures >= 3:
                     resource_version = ""  # expired, or stuck: start over with a listing
+                if stopped.is_set():
+                    return  # the operator is shutting down; the watch ended with it
                 if exc.status != 410:
                     self.log.warning("watching %s failed (%s); retrying", self.kind, exc)
                     stopped.wait(min(30.0, 2.0 ** (failures - 1)))
