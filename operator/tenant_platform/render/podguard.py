@@ -13,24 +13,19 @@ The rules are stated in docs/pod-guard.md; the CEL lives in the templates
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Final, Literal
 
-import jinja2
-import yaml
-
 from tenant_platform.api.models import TenantPlatform
+from tenant_platform.render import templating
 
 Obj = dict[str, Any]
 
 API_VERSION: Final = "admissionregistration.k8s.io/v1"
 POLICY_KIND: Final = "ValidatingAdmissionPolicy"
 BINDING_KIND: Final = "ValidatingAdmissionPolicyBinding"
-TEMPLATES: Final = Path(__file__).parent / "templates"
 
 # Pod Security Standards, baseline: capabilities any container may add (exact, case-sensitive).
 BASELINE_CAPABILITIES: Final = (
@@ -129,28 +124,10 @@ def proxy_image_prefixes(repositories: list[str]) -> list[str]:
     return prefixes
 
 
-@functools.cache
-def _environment() -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
-        undefined=jinja2.StrictUndefined,
-        autoescape=False,  # YAML, not HTML; every value goes through tojson
-        keep_trailing_newline=True,
-    )
-
-
-def _render_yaml(template: str, **values: Any) -> Obj:
-    text = _environment().get_template(template).render(**values)
-    parsed = yaml.safe_load(text)
-    if not isinstance(parsed, dict):
-        raise ValueError(f"{template} did not render one object")
-    return parsed
-
-
 def render_pod_guard_policy(platform: TenantPlatform) -> Obj:
     """The pod guard ValidatingAdmissionPolicy."""
     repositories = valid_proxy_repositories(platform.spec.pod_guard.proxy_image_repositories)
-    return _render_yaml(
+    return templating.render_object(
         "podguard-pod-policy.yaml.j2",
         name=guard_names(platform.name).pod_guard,
         namespaces=list(platform.spec.all_namespaces),
@@ -167,7 +144,7 @@ def render_pod_guard_policy(platform: TenantPlatform) -> Obj:
 
 def render_exec_guard_policy(platform: TenantPlatform) -> Obj:
     """The exec guard ValidatingAdmissionPolicy."""
-    return _render_yaml(
+    return templating.render_object(
         "podguard-exec-policy.yaml.j2",
         name=guard_names(platform.name).exec_guard,
         namespaces=list(platform.spec.all_namespaces),
@@ -176,7 +153,7 @@ def render_exec_guard_policy(platform: TenantPlatform) -> Obj:
 
 def render_binding(policy_name: str, enforcement: Enforcement) -> Obj:
     """A binding of ``policy_name`` (same name) with the actions of ``enforcement``."""
-    return _render_yaml(
+    return templating.render_object(
         "podguard-binding.yaml.j2", name=policy_name, policy_name=policy_name, actions=ACTIONS[enforcement]
     )
 

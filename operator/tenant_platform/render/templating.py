@@ -1,0 +1,33 @@
+"""The one jinja2 environment for render/templates/: StrictUndefined, no autoescape (YAML, not
+HTML; every user value goes through ``tojson``), each template rendering exactly one object that
+is parsed with yaml.safe_load here, so no template text leaves the package."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import yaml
+
+TEMPLATES = Path(__file__).parent / "templates"
+
+
+@functools.cache
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,  # YAML, not HTML; every value goes through tojson
+        keep_trailing_newline=True,
+    )
+
+
+def render_object(template: str, **values: Any) -> dict[str, Any]:
+    """Render ``template`` with ``values`` and parse it; ValueError unless it is one object."""
+    text = _environment().get_template(template).render(**values)
+    parsed = yaml.safe_load(text)
+    if not isinstance(parsed, dict):
+        raise ValueError(f"{template} did not render one object")
+    return parsed
