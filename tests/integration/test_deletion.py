@@ -1,0 +1,70 @@
+"""Deletion never hangs for ever: while cleanup is blocked the platform's Ready condition says
+what blocks it (reason DeletionBlocked); past the deadline the handler gives up, warns, and lets
+kopf release the finalizer."""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import kopf
+import pytest
+
+from tenant_platform import handlers
+from tenant_platform.api import constants
+from tenant_platform.api.models import TenantPlatform
+from tenant_platform.kube.client import Kube, Obj
+from tenant_platform.reconcile import registry
+from tenant_platform.reconcile.base import CleanupResult, StepContext, StepResult
+
+
+class BlockedStep:
+    name = "blocked"
+    condition_types: tuple[str, ...] = ()
+
+    def reconcile(self, ctx: StepContext) -> StepResult:
+        return StepResult(conditions=[])
+
+    def cleanup(self, ctx: StepContext) -> CleanupResult:
+        return CleanupResult(False, "the CoreDNS ConfigMap is locked by a test")
+
+    def render(self, platform: TenantPlatform) -> list[Obj]:
+        return []
+
+
+@pytest.fixture
+def blocked(monkeypatch: pytest.MonkeyPatch, crd: Kube) -> list[tuple[str, str]]:
+    monkeypatch.setattr(registry, "STEPS", [*registry.STEPS, BlockedStep()])
+    monkeypatch.setattr(handlers.STATE, "kube", crd)
+    warnings: list[tuple[str, str]] = []
+    monkeypatch.setattr(kopf, "warn", lambda body, *, reason, message: warnings.append((reason, message)))
+    return warnings
+
+
+def _deleting_body(kube: Kube, name: str, since: datetime) -> dict[str, Any]:
+    body = kube.get(constants.API_VERSION, constants.KIND, name)
+    assert body is not None
+    body["metadata"]["deletionTimestamp"] = since.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return body
+
+
+def test_blocked_cleanup_is_reported_then_given_up(
+    blocked: list[tuple[str, str]], crd: Kube, make_platform: Any, unique_name: str
+) -> None:
+    make_platform(unique_name, unique_name)
+    now = datetime.now(UTC)
+    body = _deleting_body(crd, unique_name, now)
+    with pytest.raises(kopf.TemporaryError):
+        handlers.on_delete(body=body, name=unique_name, logger=logging.getLogger("test"))
+    status = crd.get(constants.API_VERSION, constants.KIND, unique_name)["status"]  # type: ignore[index]
+    ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "DeletionBlocked")
+    assert "blocked: the CoreDNS ConfigMap is locked by a test" in ready["message"]
+    assert not blocked
+
+    # Past the deadline: no exception (kopf releases the finalizer), and a warning says what stayed.
+    old = now - timedelta(seconds=handlers.DELETION_DEADLINE_SECONDS + 60)
+    handlers.on_delete(body=_deleting_body(crd, unique_name, old), name=unique_name, logger=logging.getLogger("t"))
+    assert blocked and blocked[0][0] == "DeletionBlocked"
+    assert "locked by a test" in blocked[0][1]
