@@ -3,11 +3,11 @@ tenant_platform.testing.operator), for the e2e tests of this folder only."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from tests import support
 
 from tenant_platform.kube.client import Kube
 from tenant_platform.testing.controlplane import ControlPlane
@@ -30,13 +30,5 @@ def operator(
 def wait_for(
     predicate: Any, *, timeout: float = 90, interval: float = 0.5, what: str = "condition", context: Any = None
 ) -> Any:
-    """Poll ``predicate`` until truthy; on timeout fail with ``context()`` (e.g. status, log tail)."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = predicate()
-        if last:
-            return last
-        time.sleep(interval)
-    detail = f"\n{context()}" if context else ""
-    raise AssertionError(f"timed out waiting for {what}; last value: {last!r}{detail}")
+    """tests.support.wait_for with the e2e defaults (an operator process reacts in seconds)."""
+    return support.wait_for(predicate, what, timeout, interval=interval, context=context)

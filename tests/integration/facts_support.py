@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import base64
 import json
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from tests import support
 
 from tenant_platform import reconcile
 from tenant_platform.api import constants
@@ -32,22 +33,9 @@ def install_crd(cp: ControlPlane) -> None:
     cp.kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{constants.CRD_NAME}")
 
 
-def wait_for(predicate: Any, what: str, timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
-
-
 def create_namespace(kube: Kube, name: str) -> None:
     """Create a namespace and wait for its default ServiceAccount (pods need it to be admitted)."""
-    if kube.get("v1", "Namespace", name) is None:
-        kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    wait_for(lambda: kube.get("v1", "ServiceAccount", "default", name), f"ServiceAccount {name}/default")
+    support.create_namespace(kube, name, wait_sa=True)
 
 
 def platform_body(name: str, namespace: str, **spec: Any) -> dict[str, Any]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -50,24 +49,6 @@ def run(step: Any, kube: Kube, platform_body: dict[str, Any], **kwargs: Any) -> 
 def only(result: StepResult) -> tuple[str, str, str]:
     (cond,) = result.conditions
     return cond.status, cond.reason, cond.message
-
-
-def wait_for(predicate: Any, what: str, timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
-
-
-def create_namespace(kube: Kube, name: str, *, wait_sa: bool = False) -> None:
-    if kube.get("v1", "Namespace", name) is None:
-        kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    if wait_sa:
-        wait_for(lambda: kube.get("v1", "ServiceAccount", "default", name), f"ServiceAccount {name}/default")
 
 
 def delete_namespace(kube: Kube, name: str) -> None:

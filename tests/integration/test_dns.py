@@ -14,7 +14,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from networking_support import body, context, create_namespace, delete_namespace, only, run, writes
+from networking_support import body, context, delete_namespace, only, run, writes
+from tests.support import create_namespace
 
 from tenant_platform import reconcile
 from tenant_platform.api import constants

@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 from cryptography import x509
-from networking_support import body, create_namespace, delete_namespace, only, run, writes
+from networking_support import body, delete_namespace, only, run, writes
+from tests.support import create_namespace
 
 from tenant_platform import metrics
 from tenant_platform.api import constants

@@ -10,7 +10,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from networking_support import body, create_namespace, delete_namespace, only, run, writes
+from networking_support import body, delete_namespace, only, run, writes
+from tests.support import create_namespace
 
 from tenant_platform.api import constants
 from tenant_platform.kube.client import Kube
