@@ -107,6 +107,20 @@ def child_labels(platform_name: str, component: str) -> dict[str, str]:
     }
 
 
+def labelled_platform(obj: Obj) -> str | None:
+    """The TenantPlatform named by ``obj``'s ``tenancy.dev/tenant-platform`` label, if any."""
+    value = (obj.get("metadata", {}).get("labels") or {}).get(constants.LABEL_PLATFORM)
+    return str(value) if value is not None else None
+
+
+def owner_of(obj: Obj) -> str:
+    """The platform that owns ``obj`` by our labels; "" when it lacks our managed-by label."""
+    labels = obj.get("metadata", {}).get("labels") or {}
+    if labels.get(constants.LABEL_MANAGED_BY) != constants.MANAGED_BY_VALUE:
+        return ""
+    return labelled_platform(obj) or ""
+
+
 def selector(platform_name: str, component: str) -> str:
     return f"{constants.LABEL_PLATFORM}={platform_name},{constants.LABEL_COMPONENT}={component}"
 

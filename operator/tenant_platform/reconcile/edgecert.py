@@ -35,9 +35,9 @@ from tenant_platform.reconcile.base import (
     StepResult,
     api_error_condition,
     apply_children,
+    owner_of,
     stamp,
 )
-from tenant_platform.reconcile.gateway import owner_of
 from tenant_platform.render import certs as render_certs
 from tenant_platform.status import certs, conditions
 

@@ -21,7 +21,14 @@ from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Obj
-from tenant_platform.reconcile.base import CleanupResult, StepContext, StepResult, api_error_condition, apply_children
+from tenant_platform.reconcile.base import (
+    CleanupResult,
+    StepContext,
+    StepResult,
+    api_error_condition,
+    apply_children,
+    owner_of,
+)
 from tenant_platform.render import gateway as render_gateway
 from tenant_platform.status import conditions
 from tenant_platform.status import gateway as check
@@ -55,14 +62,6 @@ def service_of(host: str) -> tuple[str, str] | None:
     if len(parts) >= 3 and parts[2] == "svc":
         return parts[0], parts[1]
     return None
-
-
-def owner_of(obj: Obj) -> str | None:
-    """The platform that owns ``obj`` by our labels; "" when it carries none of ours."""
-    labels = obj.get("metadata", {}).get("labels") or {}
-    if labels.get(constants.LABEL_MANAGED_BY) != constants.MANAGED_BY_VALUE:
-        return ""
-    return str(labels.get(constants.LABEL_PLATFORM) or "")
 
 
 class GatewayStep:

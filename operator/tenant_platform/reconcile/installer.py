@@ -20,6 +20,7 @@ from tenant_platform.reconcile.base import (
     api_error_condition,
     apply_children,
     key,
+    labelled_platform,
     prune_children,
 )
 from tenant_platform.render import installer as render_installer
@@ -145,7 +146,12 @@ class InstallerStep:
         live = ctx.kube.get("v1", "Secret", name, ns)
         expires_at = _expiry(live)
         renew_at = expires_at - ttl * RENEW_FRACTION if expires_at else None
-        if live is not None and renew_at is not None and ctx.now < renew_at and _ours(live, platform.name):
+        if (
+            live is not None
+            and renew_at is not None
+            and ctx.now < renew_at
+            and labelled_platform(live) == platform.name
+        ):
             # Keep the current token: re-send the same intent so the apply stays a no-op.
             intent: Obj = {
                 "apiVersion": "v1",
@@ -186,10 +192,6 @@ class InstallerStep:
         # The identity is part of the namespace's contents: deletionPolicy Retain keeps it (the
         # installed platform needs it for upgrades), Delete removes it with the namespace.
         return CleanupResult(True)
-
-
-def _ours(obj: Obj, platform: str) -> bool:
-    return (obj.get("metadata", {}).get("labels") or {}).get(constants.LABEL_PLATFORM) == platform
 
 
 def _expiry(secret: Obj | None) -> datetime | None:

@@ -20,15 +20,17 @@ from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Obj
-from tenant_platform.reconcile.base import CleanupResult, StepContext, StepResult, api_error_condition
+from tenant_platform.reconcile.base import (
+    CleanupResult,
+    StepContext,
+    StepResult,
+    api_error_condition,
+    labelled_platform,
+)
 from tenant_platform.render import namespaces as render_ns
 from tenant_platform.status import conditions
 
 COMPONENT = "namespaces"
-
-
-def claimant(ns: Obj) -> str | None:
-    return (ns.get("metadata", {}).get("labels") or {}).get(constants.LABEL_PLATFORM)
 
 
 def release_intent(name: str) -> Obj:
@@ -58,7 +60,7 @@ class NamespacesStep:
             except errors.KubeError as exc:
                 problems.append(f"{name}: {exc.message or exc}")
                 continue
-            owner = claimant(live) if live else None
+            owner = labelled_platform(live) if live else None
             if owner and owner != platform.name:
                 conflicts.append(f"{name} (claimed by TenantPlatform {owner})")
                 continue
@@ -130,7 +132,7 @@ class NamespacesStep:
 
     def _release(self, ctx: StepContext, name: str) -> None:
         live = ctx.kube.get("v1", "Namespace", name)
-        if live is None or claimant(live) not in (None, ctx.platform.name):
+        if live is None or labelled_platform(live) not in (None, ctx.platform.name):
             return
         ctx.kube.apply(release_intent(name))
 
@@ -144,7 +146,7 @@ class NamespacesStep:
         for name in names:
             try:
                 live = ctx.kube.get("v1", "Namespace", name)
-                if live is None or claimant(live) not in (None, platform.name):
+                if live is None or labelled_platform(live) not in (None, platform.name):
                     continue
                 ours = (live.get("metadata", {}).get("annotations") or {}).get(render_ns.ANNOTATION_CREATED) == "true"
                 if platform.spec.deletion_policy == "Delete" and ours:

@@ -37,6 +37,7 @@ from tenant_platform.reconcile.base import (
     StepContext,
     StepResult,
     api_error_condition,
+    labelled_platform,
     selector,
     stamp,
 )
@@ -314,8 +315,7 @@ class StorageStep:
                 live = ctx.kube.get("v1", kind, name, namespace)
                 if live is None or live["metadata"].get("deletionTimestamp"):
                     continue
-                labels = live["metadata"].get("labels") or {}
-                if labels.get(constants.LABEL_PLATFORM) != ctx.platform.name:
+                if labelled_platform(live) != ctx.platform.name:
                     continue
                 ctx.kube.delete("v1", kind, name, namespace, uid=live["metadata"].get("uid"))
             except errors.KubeError as exc:
