@@ -274,12 +274,6 @@ class Kube:
             raise errors.from_response(int(resp.status), raw)
         return bytes(raw or b"")
 
-    def request_text(self, path: str) -> str:
-        """GET a plain-text endpoint such as /metrics."""
-        self.counter.add("GET", dry_run=False)
-        raw = self._call("GET", path, query={}, headers={"Accept": "text/plain"}, body=None, timeout=30.0)
-        return raw.decode()
-
     def watch(
         self,
         api_version: str,
