@@ -23,7 +23,7 @@ from tenant_platform.config import Settings
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube, Obj
 from tenant_platform.reconcile import registry
-from tenant_platform.reconcile.base import Step, StepContext, StepResult
+from tenant_platform.reconcile.base import Step, StepContext, StepResult, api_error_condition
 from tenant_platform.status import conditions
 from tenant_platform.status.conditions import Condition
 
@@ -133,7 +133,7 @@ def _run_step(step: Step, ctx: StepContext) -> StepResult:
         log.warning("step %s failed for %s: %s", step.name, ctx.name, exc)
         doing = f"reconcile {step.name}"
         return StepResult(
-            conditions=[_api_condition(t, exc, doing) for t in step.condition_types], failed=True, progressing=True
+            conditions=[api_error_condition(t, exc, doing) for t in step.condition_types], failed=True, progressing=True
         )
     except Exception as exc:
         log.exception("step %s crashed for %s", step.name, ctx.name)
@@ -145,12 +145,6 @@ def _run_step(step: Step, ctx: StepContext) -> StepResult:
             failed=True,
             progressing=True,
         )
-
-
-def _api_condition(type_: str, exc: errors.KubeError, doing: str) -> Condition:
-    from tenant_platform.reconcile.base import api_error_condition  # noqa: PLC0415
-
-    return api_error_condition(type_, exc, doing)
 
 
 def compute_status(
