@@ -131,6 +131,13 @@ def _run_step(step: Step, ctx: StepContext) -> StepResult:
         return step.reconcile(ctx)
     except errors.KubeError as exc:
         log.warning("step %s failed for %s: %s", step.name, ctx.name, exc)
+        action = getattr(step, "action", None)
+        if action is not None:
+            # The step names what it was doing; the pass is retried on the next trigger.
+            doing = action(ctx.platform)
+            return StepResult(
+                conditions=[api_error_condition(t, exc, doing) for t in step.condition_types], failed=True
+            )
         doing = f"reconcile {step.name}"
         return StepResult(
             conditions=[api_error_condition(t, exc, doing) for t in step.condition_types], failed=True, progressing=True

@@ -98,6 +98,11 @@ class Step(Protocol):
         """Every manifest the step would apply, without a cluster (for `tenant-platform render`)."""
         ...
 
+    # Optional: ``def action(self, platform: TenantPlatform) -> str`` names what the step does
+    # ("check the edge certificate"). When a step defines it, an API error escaping the step
+    # becomes "<Forbidden|APIError>: ... failed to <action>" on each of its conditions (failed,
+    # not progressing), so steps need no try/except of their own for that.
+
 
 def child_labels(platform_name: str, component: str) -> dict[str, str]:
     return {
