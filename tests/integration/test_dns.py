@@ -19,11 +19,14 @@ from tests.support import create_namespace
 
 from tenant_platform import reconcile
 from tenant_platform.api import constants
+from tenant_platform.api.reasons import DNS
+from tenant_platform.api.status.dns import Mode
 from tenant_platform.config import Settings
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube
 from tenant_platform.reconcile import dns
 from tenant_platform.render import corefile
+from tenant_platform.status.coredns import CoreDNSTarget
 from tenant_platform.testing.controlplane import ControlPlane
 from tenant_platform.testing.seed import STOCK_COREFILE
 
@@ -106,7 +109,7 @@ def scratch(kube: Kube, unique_name: str) -> Iterator[Callable[..., dns.DnsStep]
                 },
             }
         )
-        return dns.DnsStep(target=dns.CoreDNSTarget(namespace=ns))
+        return dns.DnsStep(target=CoreDNSTarget(namespace=ns))
 
     yield make
     for ns in created:
@@ -145,7 +148,7 @@ def test_corefile_edit_is_idempotent_coexists_and_is_removed_cleanly(
 
     before = writes(kube)
     status, reason, message = only(run(dns.STEP, kube, a))
-    assert (status, reason) == ("True", dns.REASON_CONFIGURED), message
+    assert (status, reason) == ("True", DNS.CONFIGURED), message
     assert "No CoreDNS pod is running" in message  # honest: nothing to ask on this control plane
     assert writes(kube) == before + 1
     text = corefile_of(kube)
@@ -252,7 +255,7 @@ def test_concurrent_edit_is_retried_and_kept(
     racing.other = kube
     racing.conflicts = []
     status, reason, message = only(run(step, racing, body(unique_name, unique_name)))
-    assert (status, reason) == ("True", dns.REASON_CONFIGURED), message
+    assert (status, reason) == ("True", DNS.CONFIGURED), message
     assert len(racing.conflicts) == 1 and racing.conflicts[0].status == 409
     assert racing.counter.by_verb.get("PUT") == 2
     text = corefile_of(kube, step.target.namespace)
@@ -272,9 +275,9 @@ def test_k3s_style_cluster_uses_coredns_custom(
     platform = body(unique_name, unique_name)
     result = run(step, kube, platform)
     status, reason, message = only(result)
-    assert (status, reason) == ("True", dns.REASON_CONFIGURED), message
+    assert (status, reason) == ("True", DNS.CONFIGURED), message
     assert "imports CoreDNS overrides" in message
-    assert result.recorded["dns"]["mode"] == dns.MODE_IMPORT
+    assert result.recorded["dns"]["mode"] == Mode.IMPORT
     custom = kube.get("v1", "ConfigMap", "coredns-custom", ns)["data"]
     key = f"tenant-platform-{unique_name}.override"
     assert custom[key].splitlines()[-1] == f"rewrite name exact {platform['spec']['domain']} {HOST}"
@@ -311,7 +314,7 @@ def test_k0s_style_cluster_is_not_edited_and_gets_the_patch(
     before = writes(kube)
     result = run(step, kube, platform)
     status, reason, message = only(result)
-    assert (status, reason) == ("False", dns.REASON_MANAGED_BY_DISTRIBUTION)
+    assert (status, reason) == ("False", DNS.MANAGED_BY_DISTRIBUTION)
     assert writes(kube) == before
     assert corefile_of(kube, step.target.namespace) == STOCK_COREFILE
     assert "spec:\n  network:\n    coreDNS:\n      patches:" in message
@@ -326,7 +329,7 @@ def test_stale_coredns_pods_are_detected(kube: Kube, scratch: Callable[..., dns.
     ns = step.target.namespace
     running_pod(kube, ns, datetime.now(UTC) - timedelta(hours=1))
     status, reason, message = only(run(step, kube, body(unique_name, unique_name)))
-    assert (status, reason) == ("False", dns.REASON_RELOAD_PLUGIN_MISSING), message
+    assert (status, reason) == ("False", DNS.RELOAD_PLUGIN_MISSING), message
     assert "rollout restart" in message
 
     # With the reload plugin the same pod picks it up by itself: pending, then done.
@@ -335,10 +338,10 @@ def test_stale_coredns_pods_are_detected(kube: Kube, scratch: Callable[..., dns.
     kube.replace(live)
     result = run(step, kube, body(unique_name, unique_name))
     status, reason, _ = only(result)
-    assert (status, reason) == ("False", dns.REASON_RELOAD_PENDING)
+    assert (status, reason) == ("False", DNS.RELOAD_PENDING)
     assert result.progressing and result.requeue_after is not None
     later = datetime.now(UTC) + timedelta(minutes=5)
-    assert only(run(step, kube, body(unique_name, unique_name), now=later))[:2] == ("True", dns.REASON_CONFIGURED)
+    assert only(run(step, kube, body(unique_name, unique_name), now=later))[:2] == ("True", DNS.CONFIGURED)
 
 
 def test_corefile_without_kubernetes_plugin_is_refused(
@@ -348,7 +351,7 @@ def test_corefile_without_kubernetes_plugin_is_refused(
     step = scratch(text)
     before = writes(kube)
     status, reason, message = only(run(step, kube, body(unique_name, unique_name)))
-    assert (status, reason) == ("False", dns.REASON_COREFILE_UNSUPPORTED)
+    assert (status, reason) == ("False", DNS.COREFILE_UNSUPPORTED)
     assert "kubernetes plugin" in message
     assert writes(kube) == before
 
@@ -357,7 +360,7 @@ def test_dry_run_reports_without_writing(kube: Kube, scratch: Callable[..., dns.
     step = scratch()
     before = writes(kube)
     status, reason, _ = only(run(step, kube, body(unique_name, unique_name), dry_run=True))
-    assert (status, reason) == ("False", dns.REASON_WOULD_CONFIGURE)
+    assert (status, reason) == ("False", DNS.WOULD_CONFIGURE)
     assert writes(kube) == before
 
 
@@ -378,13 +381,13 @@ def test_disabled_and_external_remove_our_rewrite(
 def test_external_dns_is_verified_only_in_cluster(kube: Kube, unique_name: str) -> None:
     platform = body(unique_name, unique_name, dns={"management": "External"})
     status, reason, _ = only(run(dns.STEP, kube, platform))
-    assert (status, reason) == ("Unknown", dns.REASON_NOT_VERIFIABLE)
+    assert (status, reason) == ("Unknown", DNS.NOT_VERIFIABLE)
 
     cluster_ip = kube.get("v1", "Service", "istio-ingressgateway", "istio-system")["spec"]["clusterIP"]
     in_cluster = Settings(in_cluster=True)
     answers = {"gateway": [cluster_ip], "elsewhere": ["192.0.2.7"]}
 
-    for answer, expected in (("gateway", dns.REASON_RESOLVES), ("elsewhere", dns.REASON_RESOLVES_ELSEWHERE)):
+    for answer, expected in (("gateway", DNS.RESOLVES), ("elsewhere", DNS.RESOLVES_ELSEWHERE)):
         step = dns.DnsStep(resolver=lambda _host, a=answer: answers[a])
         assert only(run(step, kube, platform, settings=in_cluster))[1] == expected
 
@@ -392,4 +395,4 @@ def test_external_dns_is_verified_only_in_cluster(kube: Kube, unique_name: str) 
         raise OSError(f"Name or service not known: {host}")
 
     status, reason, _ = only(run(dns.DnsStep(resolver=fail), kube, platform, settings=in_cluster))
-    assert (status, reason) == ("False", dns.REASON_DOES_NOT_RESOLVE)
+    assert (status, reason) == ("False", DNS.DOES_NOT_RESOLVE)

@@ -6,8 +6,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from tenant_platform.reconcile import dns
+from tenant_platform.api.reasons import DNS
+from tenant_platform.api.status.dns import Mode
 from tenant_platform.render import corefile as cf
+from tenant_platform.status import coredns
 from tenant_platform.testing.seed import STOCK_COREFILE
 
 HOST = "istio-ingressgateway.istio-system.svc.cluster.local"
@@ -177,9 +179,9 @@ def test_preview_is_a_marked_fragment() -> None:
     assert obj["metadata"]["name"] != "coredns", "applying the preview must never touch the live ConfigMap"
 
 
-# -- distribution detection and pickup (pure functions of reconcile.dns) --------------------------
+# -- distribution detection and pickup (pure functions of status.coredns) ------------------------
 
-TARGET = dns.CoreDNSTarget()
+TARGET = coredns.CoreDNSTarget()
 
 
 def cm(corefile: str, *, labels: dict | None = None, annotations: dict | None = None) -> dict:
@@ -192,11 +194,11 @@ def cm(corefile: str, *, labels: dict | None = None, annotations: dict | None = 
 @pytest.mark.parametrize(
     ("kwargs", "name", "mode"),
     [
-        pytest.param({"corefile_cm": cm(STOCK_COREFILE)}, "generic", dns.MODE_COREFILE, id="kubeadm"),
+        pytest.param({"corefile_cm": cm(STOCK_COREFILE)}, "generic", Mode.COREFILE, id="kubeadm"),
         pytest.param(
             {"corefile_cm": cm(STOCK_COREFILE, labels={"k0s.k0sproject.io/stack": "coredns"})},
             "k0s",
-            dns.MODE_MANAGED,
+            Mode.MANAGED,
             id="k0s stack label",
         ),
         pytest.param(
@@ -205,7 +207,7 @@ def cm(corefile: str, *, labels: dict | None = None, annotations: dict | None = 
                 "node": {"metadata": {"name": "n", "labels": {"node.k0sproject.io/role": "control-plane"}}},
             },
             "k0s",
-            dns.MODE_MANAGED,
+            Mode.MANAGED,
             id="k0s node",
         ),
         pytest.param(
@@ -215,7 +217,7 @@ def cm(corefile: str, *, labels: dict | None = None, annotations: dict | None = 
                 "node": {"metadata": {"name": "n", "labels": {"node.kubernetes.io/instance-type": "k3s"}}},
             },
             "k3s",
-            dns.MODE_IMPORT,
+            Mode.IMPORT,
             id="k3s with coredns-custom",
         ),
         pytest.param(
@@ -226,13 +228,13 @@ def cm(corefile: str, *, labels: dict | None = None, annotations: dict | None = 
                 },
             },
             "generic",
-            dns.MODE_IMPORT,
+            Mode.IMPORT,
             id="import mounted but ConfigMap absent",
         ),
         pytest.param(
             {"corefile_cm": cm(STOCK_COREFILE, annotations={"objectset.rio.cattle.io/applied": "x"})},
             "k3s",
-            dns.MODE_MANAGED,
+            Mode.MANAGED,
             id="old k3s without import",
         ),
         pytest.param(
@@ -242,26 +244,26 @@ def cm(corefile: str, *, labels: dict | None = None, annotations: dict | None = 
                 "node": {"metadata": {"name": "n", "labels": {"kubernetes.azure.com/cluster": "x"}}},
             },
             "aks",
-            dns.MODE_IMPORT,
+            Mode.IMPORT,
             id="aks",
         ),
         pytest.param(
             {"corefile_cm": cm(STOCK_COREFILE, labels={"addonmanager.kubernetes.io/mode": "Reconcile"})},
             "addon-manager",
-            dns.MODE_MANAGED,
+            Mode.MANAGED,
             id="addon manager reconciles",
         ),
         pytest.param(
             {"corefile_cm": None, "rke2_cm": {"metadata": {"name": "rke2-coredns-rke2-coredns"}}},
             "rke2",
-            dns.MODE_MANAGED,
+            Mode.MANAGED,
             id="rke2",
         ),
     ],
 )
 def test_detect_distribution(kwargs: dict, name: str, mode: str) -> None:
     args = {"corefile_cm": None, "custom_cm": None, "deployment": None, "node": None, "rke2_cm": None, **kwargs}
-    dist = dns.detect_distribution(target=TARGET, **args)
+    dist = coredns.detect_distribution(target=TARGET, **args)
     assert (dist.name, dist.mode) == (name, mode), dist.evidence
 
 
@@ -275,26 +277,26 @@ def pod(name: str, started: datetime, phase: str = "Running") -> dict:
 @pytest.mark.parametrize(
     ("pods", "reload", "mode", "now", "expected"),
     [
-        pytest.param([], True, dns.MODE_COREFILE, T0, (dns.REASON_CONFIGURED, "True"), id="no pods"),
-        pytest.param([pod("p", T0 - timedelta(hours=1), "Pending")], False, dns.MODE_COREFILE, T0,
-                     (dns.REASON_CONFIGURED, "True"), id="no running pods"),
-        pytest.param([pod("p", T0 + timedelta(seconds=5))], False, dns.MODE_COREFILE, T0,
-                     (dns.REASON_CONFIGURED, "True"), id="started after the change"),
-        pytest.param([pod("p", T0 - timedelta(hours=1))], False, dns.MODE_COREFILE, T0,
-                     (dns.REASON_RELOAD_PLUGIN_MISSING, "False"), id="stale without reload"),
-        pytest.param([pod("p", T0 - timedelta(hours=1))], True, dns.MODE_COREFILE, T0 + timedelta(seconds=30),
-                     (dns.REASON_RELOAD_PENDING, "False"), id="reload pending"),
-        pytest.param([pod("p", T0 - timedelta(hours=1))], True, dns.MODE_COREFILE, T0 + timedelta(minutes=10),
-                     (dns.REASON_CONFIGURED, "True"), id="reload window passed"),
-        pytest.param([pod("p", T0 - timedelta(hours=1))], True, dns.MODE_IMPORT, T0 + timedelta(minutes=10),
-                     (dns.REASON_RESTART_REQUIRED, "False"), id="imports need a restart"),
+        pytest.param([], True, Mode.COREFILE, T0, (DNS.CONFIGURED, "True"), id="no pods"),
+        pytest.param([pod("p", T0 - timedelta(hours=1), "Pending")], False, Mode.COREFILE, T0,
+                     (DNS.CONFIGURED, "True"), id="no running pods"),
+        pytest.param([pod("p", T0 + timedelta(seconds=5))], False, Mode.COREFILE, T0,
+                     (DNS.CONFIGURED, "True"), id="started after the change"),
+        pytest.param([pod("p", T0 - timedelta(hours=1))], False, Mode.COREFILE, T0,
+                     (DNS.RELOAD_PLUGIN_MISSING, "False"), id="stale without reload"),
+        pytest.param([pod("p", T0 - timedelta(hours=1))], True, Mode.COREFILE, T0 + timedelta(seconds=30),
+                     (DNS.RELOAD_PENDING, "False"), id="reload pending"),
+        pytest.param([pod("p", T0 - timedelta(hours=1))], True, Mode.COREFILE, T0 + timedelta(minutes=10),
+                     (DNS.CONFIGURED, "True"), id="reload window passed"),
+        pytest.param([pod("p", T0 - timedelta(hours=1))], True, Mode.IMPORT, T0 + timedelta(minutes=10),
+                     (DNS.RESTART_REQUIRED, "False"), id="imports need a restart"),
     ],
 )  # fmt: skip
 def test_pickup(pods: list, reload: bool, mode: str, now: datetime, expected: tuple[str, str]) -> None:
     reason, status = expected
-    verdict = dns.pickup(pods=pods, changed=T0, now=now, reload=reload, mode=mode, target=TARGET)
+    verdict = coredns.pickup(pods=pods, changed=T0, now=now, reload=reload, mode=mode, target=TARGET)
     assert (verdict.reason, verdict.status) == (reason, status), verdict.sentence
-    if reason == dns.REASON_RELOAD_PENDING:
+    if reason == DNS.RELOAD_PENDING:
         assert verdict.requeue_after == pytest.approx(120)
 
 
@@ -307,5 +309,5 @@ def test_changed_at_reads_our_managed_fields_entry() -> None:
             ]
         }
     }
-    assert dns.changed_at(obj) == T0
-    assert dns.changed_at({"metadata": {}}) is None
+    assert coredns.changed_at(obj) == T0
+    assert coredns.changed_at({"metadata": {}}) is None

@@ -65,7 +65,20 @@ class EdgeCertificate(StrEnum):
 
 
 class DNS(StrEnum):
-    """DNSReady."""
+    """DNSReady (docs/networking.md); also Common.CONFLICT and Common.DISABLED."""
+
+    CONFIGURED = "Configured"
+    RELOAD_PENDING = "ReloadPending"
+    RELOAD_PLUGIN_MISSING = "ReloadPluginMissing"
+    RESTART_REQUIRED = "RestartRequired"
+    MANAGED_BY_DISTRIBUTION = "ManagedByDistribution"
+    COREDNS_NOT_FOUND = "CoreDNSNotFound"
+    COREFILE_UNSUPPORTED = "CorefileUnsupported"
+    WOULD_CONFIGURE = "WouldConfigure"
+    RESOLVES = "Resolves"
+    RESOLVES_ELSEWHERE = "ResolvesElsewhere"
+    DOES_NOT_RESOLVE = "DoesNotResolve"
+    NOT_VERIFIABLE = "NotVerifiable"
 
 
 class Storage(StrEnum):

@@ -1,0 +1,352 @@
+"""DNSReady, decided (pure): from the facts the DNS step gathered and the spec, what to write and
+what to report.
+
+``evaluate(platform, facts, now=..., target=..., dry_run=...)`` returns a ``DnsVerdict``: the
+DNSReady condition (reason from ``reasons.DNS``), ``status.recorded.dns`` (``DnsRecord``), and
+the writes to make, in order:
+
+- ``CorefileWrite``: put our marked block in the main Corefile right, or remove it. It is an
+  edit, not a text: the step's read-modify-write applies it again to whatever a retry reads.
+- ``OverrideWrite``: set or remove our key in the ``coredns-custom`` import ConfigMap.
+
+``management: CoreDNS``: the distribution (status/coredns.py) decides the mode. ``corefile``
+upserts our block (render/corefile.py) and drops an import key we wrote before; ``import`` writes
+our key and drops a block we wrote before; ``managed`` writes nothing and says what to change.
+Refused without writing: no CoreDNS ConfigMap (CoreDNSNotFound), a Corefile we cannot edit
+safely (CorefileUnsupported), another platform rewriting the same domain (Conflict). A dry run
+writes nothing and reports WouldConfigure when a write is due. Otherwise the condition is the
+pods' pickup of the change (``pickup``). When the verdict writes the object whose change the pods
+must load, it assumes the write lands at ``now`` and sets ``recheck``: the step evaluates again on
+the objects the API server returned, so that the server's time of the change counts.
+
+``External``: verify only, from the resolver's answer gathered in the operator's pod and the
+gateway Service's addresses (NotVerifiable outside the cluster). ``Disabled``: True. Both remove
+a rewrite we wrote earlier (a malformed marker in the Corefile raises CorefileError here).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from tenant_platform.api import constants
+from tenant_platform.api.models import TenantPlatform
+from tenant_platform.api.reasons import DNS, Common
+from tenant_platform.api.status.dns import DnsRecord, Mode
+from tenant_platform.render import corefile
+from tenant_platform.status import conditions
+from tenant_platform.status.conditions import Condition
+from tenant_platform.status.coredns import (
+    CoreDNSTarget,
+    changed_at,
+    corefile_text,
+    detect_distribution,
+    managed_message,
+    pickup,
+)
+from tenant_platform.status.gatewayservice import service_addresses
+from tenant_platform.status.verdict import Event, Verdict
+
+Obj = dict[str, Any]
+TYPE = constants.DNS_READY
+MAX_ATTEMPTS = 5
+"""Read-modify-write attempts of the Corefile per pass before giving up (kept_changing)."""
+RETRY_AFTER = 5.0
+
+
+@dataclass(frozen=True)
+class DnsFacts:
+    """What the DNS step read. Objects it did not read are None (or empty)."""
+
+    corefile_cm: Obj | None = None
+    custom_cm: Obj | None = None
+    deployment: Obj | None = None
+    node: Obj | None = None
+    """One Node, for the distribution's marks."""
+    rke2_cm: Obj | None = None
+    """Read only when the CoreDNS ConfigMap is absent."""
+    pods: list[Obj] = field(default_factory=list)
+    """The CoreDNS pods (CoreDNS management, with a CoreDNS ConfigMap)."""
+    in_cluster: bool = False
+    gateway_service: Obj | None = None
+    """External, in cluster: the Service spec.gateway.serviceHost names."""
+    resolved: list[str] = field(default_factory=list)
+    """External, in cluster: what the domain resolves to from the operator's pod."""
+    resolve_error: str | None = None
+    """External, in cluster: why the domain did not resolve."""
+
+
+@dataclass(frozen=True)
+class CorefileWrite:
+    """Our block in the main Corefile: put right (``rewrite`` = (domain, service host)) or removed."""
+
+    platform: str
+    rewrite: tuple[str, str] | None
+    event: Event | None = None
+    """Posted once the write succeeded."""
+
+    def edit(self, text: str) -> str:
+        """``text`` with the edit made (itself when nothing changes)."""
+        if self.rewrite is None:
+            return corefile.remove_block(text, self.platform)
+        return corefile.upsert_block(text, self.platform, *self.rewrite)
+
+
+@dataclass(frozen=True)
+class OverrideWrite:
+    """Our key in the ``coredns-custom`` ConfigMap: set to ``value``, or removed (None)."""
+
+    key: str
+    value: str | None
+    event: Event | None = None
+
+
+Write = CorefileWrite | OverrideWrite
+
+
+@dataclass
+class DnsVerdict(Verdict):
+    writes: list[Write] = field(default_factory=list)
+    """In order; none in a dry run."""
+    recheck: bool = False
+    """The condition assumed a write at ``now``: evaluate again on what the writes returned."""
+
+
+def evaluate(
+    platform: TenantPlatform,
+    facts: DnsFacts,
+    *,
+    now: datetime,
+    target: CoreDNSTarget | None = None,
+    dry_run: bool = False,
+) -> DnsVerdict:
+    """The DNSReady verdict for ``platform`` from ``facts``."""
+    target = target or CoreDNSTarget()
+    if platform.spec.dns.management == "CoreDNS":
+        return _coredns(platform, facts, now=now, target=target, dry_run=dry_run)
+    return _unmanaged(platform, facts, dry_run=dry_run)
+
+
+def removal_writes(platform: str, corefile_cm: Obj | None, custom_cm: Obj | None) -> list[Write]:
+    """The writes that remove our Corefile block and our import key, where present."""
+    writes: list[Write] = []
+    if corefile_cm is not None and corefile.block_for(corefile_text(corefile_cm), platform) is not None:
+        writes.append(CorefileWrite(platform, None))
+    key = corefile.override_key(platform)
+    if custom_cm is not None and key in (custom_cm.get("data") or {}):
+        writes.append(OverrideWrite(key, None))
+    return writes
+
+
+def kept_changing(target: CoreDNSTarget) -> DnsVerdict:
+    """The Corefile changed under every one of our MAX_ATTEMPTS read-modify-writes: retry soon."""
+    message = (
+        f"The Corefile in ConfigMap {target.namespace}/{target.config_map} changed under the operator {MAX_ATTEMPTS} "
+        "times in a row; it will retry shortly."
+    )
+    return DnsVerdict([conditions.false(TYPE, Common.CONFLICT, message)], progressing=True, requeue_after=RETRY_AFTER)
+
+
+# -- External and Disabled --------------------------------------------------------------------------
+
+
+def _unmanaged(platform: TenantPlatform, facts: DnsFacts, *, dry_run: bool) -> DnsVerdict:
+    management = platform.spec.dns.management
+    writes = [] if dry_run else removal_writes(platform.name, facts.corefile_cm, facts.custom_cm)
+    note = " Removed the CoreDNS rewrite the operator had written." if writes else ""
+    if management == "Disabled":
+        cond = conditions.true(
+            TYPE,
+            Common.DISABLED,
+            "spec.dns.management is Disabled: the operator neither configures nor checks DNS." + note,
+        )
+    else:
+        verified = _verify_external(platform, facts)
+        cond = Condition(verified.type, verified.status, verified.reason, verified.message + note)
+    return DnsVerdict([cond], recorded=_recorded(DnsRecord(management=management)), writes=writes)
+
+
+def _verify_external(platform: TenantPlatform, facts: DnsFacts) -> Condition:
+    spec = platform.spec
+    if not facts.in_cluster:
+        return conditions.unknown(
+            TYPE,
+            DNS.NOT_VERIFIABLE,
+            f"spec.dns.management is External and the operator runs outside the cluster, so it cannot check "
+            f"what pods resolve {spec.domain} to; run it in-cluster, or check from a pod that "
+            f"`getent hosts {spec.domain}` returns the gateway Service's address.",
+        )
+    if facts.resolve_error is not None:
+        return conditions.false(
+            TYPE,
+            DNS.DOES_NOT_RESOLVE,
+            f"{spec.domain} does not resolve from the operator's pod ({facts.resolve_error}); add a DNS record for "
+            "it pointing at the gateway, or set spec.dns.management to CoreDNS.",
+        )
+    expected = service_addresses(facts.gateway_service)
+    addresses = facts.resolved
+    if expected & set(addresses):
+        return conditions.true(
+            TYPE,
+            DNS.RESOLVES,
+            f"{spec.domain} resolves from the operator's pod to {', '.join(addresses)}, an address of the gateway "
+            f"Service {spec.gateway.service_host}.",
+        )
+    return conditions.false(
+        TYPE,
+        DNS.RESOLVES_ELSEWHERE,
+        f"{spec.domain} resolves from the operator's pod to {', '.join(addresses) or 'nothing'}, not to the "
+        f"gateway Service {spec.gateway.service_host} ({', '.join(sorted(expected)) or 'no address found'}); "
+        "fix the DNS record, or set spec.dns.management to CoreDNS.",
+    )
+
+
+# -- CoreDNS ----------------------------------------------------------------------------------------
+
+
+def _recorded(record: DnsRecord) -> dict[str, Any]:
+    return {"dns": record.dump()}
+
+
+def _coredns(
+    platform: TenantPlatform, facts: DnsFacts, *, now: datetime, target: CoreDNSTarget, dry_run: bool
+) -> DnsVerdict:
+    spec = platform.spec
+    t = target
+    cm = facts.corefile_cm
+    dist = detect_distribution(
+        corefile_cm=cm,
+        custom_cm=facts.custom_cm,
+        deployment=facts.deployment,
+        node=facts.node,
+        rke2_cm=facts.rke2_cm,
+        target=t,
+    )
+    record = DnsRecord(management="CoreDNS", distribution=dist.name, mode=dist.mode)
+    if cm is None:
+        if dist.name == "rke2":
+            return _refused(
+                record,
+                DNS.MANAGED_BY_DISTRIBUTION,
+                managed_message(dist, patched_corefile="", platform=platform, target=t),
+            )
+        return _refused(
+            record,
+            DNS.COREDNS_NOT_FOUND,
+            f"ConfigMap {t.namespace}/{t.config_map} does not exist, so the cluster DNS is not CoreDNS as "
+            "the operator knows it; set spec.dns.management to External and configure DNS yourself.",
+        )
+    text = corefile_text(cm)
+    try:
+        desired_text = corefile.upsert_block(text, platform.name, spec.domain, spec.gateway.service_host)
+        reload = corefile.has_reload(text)
+        others = _others_with_domain(text, platform.name, spec.domain)
+    except corefile.CorefileError as exc:
+        return _refused(
+            record,
+            DNS.COREFILE_UNSUPPORTED,
+            f"The Corefile in ConfigMap {t.namespace}/{t.config_map} cannot be edited safely: {exc}. "
+            "Fix it, or set spec.dns.management to External and configure DNS yourself.",
+        )
+    if others:
+        return _refused(
+            record,
+            Common.CONFLICT,
+            f"TenantPlatform {', '.join(others)} already rewrites {spec.domain} in the Corefile; two platforms "
+            "cannot share a domain.",
+        )
+    if dist.mode == Mode.MANAGED:
+        return _refused(
+            record.model_copy(update={"evidence": dist.evidence}),
+            DNS.MANAGED_BY_DISTRIBUTION,
+            managed_message(dist, patched_corefile=desired_text, platform=platform, target=t),
+        )
+
+    writes: list[Write] = []
+    rewritten = False  # whether a write changes the object the pods must load
+    rewrite = (spec.domain, spec.gateway.service_host)
+    if dist.mode == Mode.IMPORT:
+        # Our key in coredns-custom; a block we wrote into the main Corefile before is removed
+        # (the distribution reverts it anyway).
+        key = corefile.override_key(platform.name)
+        where = f"ConfigMap {t.namespace}/{t.custom_config_map}"
+        record = record.model_copy(update={"config_map": f"{t.namespace}/{t.custom_config_map}", "key": key})
+        watched = facts.custom_cm
+        wanted = corefile.render_override(platform.name, *rewrite)
+        if ((watched or {}).get("data") or {}).get(key) != wanted:
+            if dry_run:
+                return _refused(
+                    record,
+                    DNS.WOULD_CONFIGURE,
+                    f"The operator would write key {key} with the rewrite for {spec.domain} into {where} "
+                    f"({dist.evidence}).",
+                )
+            writes.append(
+                OverrideWrite(key, wanted, ("Normal", "CorednsCustomUpdated", f"Wrote key {key} of {where}."))
+            )
+            rewritten = True
+        if not dry_run and corefile.block_for(text, platform.name) is not None:
+            writes.append(CorefileWrite(platform.name, None))
+        reload = True
+        who = dist.name if dist.name != "generic" else "This cluster"
+        head = (
+            f"{who} imports CoreDNS overrides ({dist.evidence}): key "
+            f"{key} of {where} rewrites {spec.domain} to {spec.gateway.service_host}. "
+        )
+    else:
+        # Our block in the main Corefile; our import key (if any) removed.
+        where = f"ConfigMap {t.namespace}/{t.config_map}"
+        record = record.model_copy(update={"config_map": f"{t.namespace}/{t.config_map}"})
+        watched = cm
+        if desired_text != text:
+            if dry_run:
+                return _refused(
+                    record,
+                    DNS.WOULD_CONFIGURE,
+                    f"The operator would add `{corefile.rewrite_line(*rewrite)}` to the Corefile in {where}.",
+                )
+            event = ("Normal", "CorefileUpdated", f"Added the rewrite for {spec.domain} to {where}.")
+            writes.append(CorefileWrite(platform.name, rewrite, event))
+            rewritten = True
+        key = corefile.override_key(platform.name)
+        if not dry_run and key in ((facts.custom_cm or {}).get("data") or {}):
+            writes.append(OverrideWrite(key, None))
+        head = (
+            f"The Corefile in {where} rewrites {spec.domain} to {spec.gateway.service_host} (block "
+            f"'{corefile.begin_marker(platform.name)}'). "
+        )
+    # The pods must load the change to ``watched``: written now, or as read.
+    seen = pickup(
+        pods=facts.pods,
+        changed=now if rewritten else changed_at(watched),
+        now=now,
+        reload=reload,
+        mode=dist.mode,
+        target=t,
+    )
+    return DnsVerdict(
+        [Condition(TYPE, seen.status, seen.reason, head + seen.sentence)],
+        recorded=_recorded(record),
+        progressing=seen.reason == DNS.RELOAD_PENDING,
+        requeue_after=seen.requeue_after,
+        writes=writes,
+        recheck=rewritten,
+    )
+
+
+def _refused(record: DnsRecord, reason: DNS | Common, message: str) -> DnsVerdict:
+    """False, nothing written."""
+    return DnsVerdict([conditions.false(TYPE, reason, message)], recorded=_recorded(record))
+
+
+def _others_with_domain(text: str, platform: str, domain: str) -> list[str]:
+    """Other platforms whose block rewrites ``domain``."""
+    line = f"rewrite name exact {domain} "
+    return sorted(
+        {
+            b.platform
+            for b in corefile.marked_blocks(text)
+            if b.platform != platform and any(x.startswith(line) for x in b.body)
+        }
+    )

@@ -1,0 +1,340 @@
+"""The pure DNSReady evaluator (status/dns.py): one row per reason, then the writes it plans."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any, NamedTuple
+
+import pytest
+
+from tenant_platform.api import constants
+from tenant_platform.api.models import TenantPlatform
+from tenant_platform.api.reasons import DNS, Common
+from tenant_platform.api.status.dns import DnsRecord
+from tenant_platform.render import corefile
+from tenant_platform.status import dns
+from tenant_platform.status.coredns import CoreDNSTarget
+from tenant_platform.status.dns import CorefileWrite, DnsFacts, OverrideWrite
+from tenant_platform.testing.seed import STOCK_COREFILE
+
+NAME = "demo"
+DOMAIN = "demo.example.com"
+HOST = "istio-ingressgateway.istio-system.svc.cluster.local"
+T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+K3S_COREFILE = STOCK_COREFILE.replace(
+    "    loadbalance\n", "    loadbalance\n    import /etc/coredns/custom/*.override\n"
+)
+OURS = corefile.upsert_block(STOCK_COREFILE, NAME, DOMAIN, HOST)
+OVERRIDE_KEY = corefile.override_key(NAME)
+
+
+def platform(**spec: Any) -> TenantPlatform:
+    return TenantPlatform.from_body({"metadata": {"name": NAME}, "spec": {"namespace": NAME, "domain": DOMAIN, **spec}})
+
+
+def stamp(changed: datetime | None) -> list[dict[str, Any]]:
+    if changed is None:
+        return []
+    return [{"manager": constants.FIELD_MANAGER, "time": changed.strftime("%Y-%m-%dT%H:%M:%SZ")}]
+
+
+def coredns_cm(
+    text: str = OURS, *, labels: dict[str, str] | None = None, changed: datetime | None = None
+) -> dict[str, Any]:
+    meta = {"name": "coredns", "namespace": "kube-system", "labels": labels or {}, "managedFields": stamp(changed)}
+    return {"metadata": meta, "data": {"Corefile": text}}
+
+
+def custom_cm(data: dict[str, str], *, changed: datetime | None = None) -> dict[str, Any]:
+    return {"metadata": {"name": "coredns-custom", "managedFields": stamp(changed)}, "data": data}
+
+
+def pod(started: datetime) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "coredns-1"},
+        "status": {"phase": "Running", "startTime": started.strftime("%Y-%m-%dT%H:%M:%SZ")},
+    }
+
+
+STALE = [pod(T0 - timedelta(hours=1))]
+OVERRIDE = corefile.render_override(NAME, DOMAIN, HOST)
+GATEWAY_SERVICE = {"spec": {"clusterIP": "10.0.0.10"}, "status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.9"}]}}}
+EXTERNAL = {"dns": {"management": "External"}}
+
+
+class Row(NamedTuple):
+    name: str
+    facts: DnsFacts
+    spec: dict[str, Any]
+    """Spec tweaks."""
+    options: dict[str, Any]
+    """Keyword arguments of evaluate (``now`` is T0 unless given)."""
+    status: str
+    reason: str
+    fragment: str
+    """Part of the message."""
+
+
+ROWS = [
+    Row(
+        "configured, nothing to ask",
+        DnsFacts(corefile_cm=coredns_cm()),
+        {},
+        {},
+        "True",
+        DNS.CONFIGURED,
+        "No CoreDNS pod is running",
+    ),
+    Row(
+        "reload pending",
+        DnsFacts(corefile_cm=coredns_cm(changed=T0), pods=STALE),
+        {},
+        {"now": T0 + timedelta(seconds=30)},
+        "False",
+        DNS.RELOAD_PENDING,
+        "pick it up through the reload plugin",
+    ),
+    Row(
+        "reload plugin missing",
+        DnsFacts(corefile_cm=coredns_cm(OURS.replace("    reload\n", ""), changed=T0), pods=STALE),
+        {},
+        {},
+        "False",
+        DNS.RELOAD_PLUGIN_MISSING,
+        "rollout restart deployment/coredns",
+    ),
+    Row(
+        "imported override needs a restart",
+        DnsFacts(
+            corefile_cm=coredns_cm(K3S_COREFILE),
+            custom_cm=custom_cm({OVERRIDE_KEY: OVERRIDE}, changed=T0),
+            pods=STALE,
+        ),
+        {},
+        {},
+        "False",
+        DNS.RESTART_REQUIRED,
+        "not to imported files",
+    ),
+    Row(
+        "k0s manages CoreDNS",
+        DnsFacts(corefile_cm=coredns_cm(STOCK_COREFILE, labels={"k0s.k0sproject.io/stack": "coredns"})),
+        {},
+        {},
+        "False",
+        DNS.MANAGED_BY_DISTRIBUTION,
+        "spec:\n  network:\n    coreDNS:\n      patches:",
+    ),
+    Row(
+        "no CoreDNS ConfigMap",
+        DnsFacts(),
+        {},
+        {},
+        "False",
+        DNS.COREDNS_NOT_FOUND,
+        "ConfigMap kube-system/coredns does not exist",
+    ),
+    Row(
+        "Corefile without the kubernetes plugin",
+        DnsFacts(corefile_cm=coredns_cm(".:53 {\n    forward . /etc/resolv.conf\n}\n")),
+        {},
+        {},
+        "False",
+        DNS.COREFILE_UNSUPPORTED,
+        "kubernetes plugin",
+    ),
+    Row(
+        "dry run with the block missing",
+        DnsFacts(corefile_cm=coredns_cm(STOCK_COREFILE)),
+        {},
+        {"dry_run": True},
+        "False",
+        DNS.WOULD_CONFIGURE,
+        f"would add `rewrite name exact {DOMAIN} {HOST}`",
+    ),
+    Row(
+        "another platform rewrites the domain",
+        DnsFacts(corefile_cm=coredns_cm(corefile.upsert_block(STOCK_COREFILE, "other", DOMAIN, HOST))),
+        {},
+        {},
+        "False",
+        Common.CONFLICT,
+        "TenantPlatform other already rewrites",
+    ),
+    Row(
+        "External resolves to the gateway",
+        DnsFacts(in_cluster=True, gateway_service=GATEWAY_SERVICE, resolved=["203.0.113.9"]),
+        EXTERNAL,
+        {},
+        "True",
+        DNS.RESOLVES,
+        "an address of the gateway Service",
+    ),
+    Row(
+        "External resolves elsewhere",
+        DnsFacts(in_cluster=True, gateway_service=GATEWAY_SERVICE, resolved=["192.0.2.7"]),
+        EXTERNAL,
+        {},
+        "False",
+        DNS.RESOLVES_ELSEWHERE,
+        "(10.0.0.10, 203.0.113.9)",
+    ),
+    Row(
+        "External does not resolve",
+        DnsFacts(in_cluster=True, resolve_error="Name or service not known"),
+        EXTERNAL,
+        {},
+        "False",
+        DNS.DOES_NOT_RESOLVE,
+        "does not resolve from the operator's pod (Name or service not known)",
+    ),
+    Row(
+        "External outside the cluster",
+        DnsFacts(),
+        EXTERNAL,
+        {},
+        "Unknown",
+        DNS.NOT_VERIFIABLE,
+        "runs outside the cluster",
+    ),
+    Row(
+        "Disabled",
+        DnsFacts(),
+        {"dns": {"management": "Disabled"}},
+        {},
+        "True",
+        Common.DISABLED,
+        "neither configures nor checks DNS.",
+    ),
+]
+
+
+@pytest.mark.parametrize("row", [pytest.param(row, id=row.name) for row in ROWS])
+def test_reason(row: Row) -> None:
+    verdict = dns.evaluate(platform(**row.spec), row.facts, **{"now": T0, **row.options})
+    cond = verdict.condition
+    assert (cond.type, cond.status, cond.reason) == (constants.DNS_READY, row.status, row.reason), cond.message
+    assert row.fragment in cond.message
+    assert not verdict.writes
+    assert row.reason == DNS.RELOAD_PENDING or (not verdict.progressing and verdict.requeue_after is None)
+
+
+def test_every_dns_reason_has_a_row() -> None:
+    assert {row.reason for row in ROWS} >= set(DNS)
+
+
+def test_reload_pending_is_progressing_until_the_grace_ends() -> None:
+    facts = DnsFacts(corefile_cm=coredns_cm(changed=T0), pods=STALE)
+    verdict = dns.evaluate(platform(), facts, now=T0 + timedelta(seconds=30))
+    assert verdict.progressing and verdict.requeue_after == pytest.approx(120)
+
+
+@pytest.mark.parametrize(
+    ("facts", "recorded"),
+    [
+        pytest.param(
+            DnsFacts(corefile_cm=coredns_cm()),
+            {
+                "management": "CoreDNS",
+                "distribution": "generic",
+                "mode": "corefile",
+                "configMap": "kube-system/coredns",
+            },
+            id="corefile",
+        ),
+        pytest.param(
+            DnsFacts(corefile_cm=coredns_cm(K3S_COREFILE), custom_cm=custom_cm({OVERRIDE_KEY: OVERRIDE})),
+            {
+                "management": "CoreDNS",
+                "distribution": "generic",
+                "mode": "import",
+                "configMap": "kube-system/coredns-custom",
+                "key": OVERRIDE_KEY,
+            },
+            id="import",
+        ),
+        pytest.param(
+            DnsFacts(corefile_cm=coredns_cm(labels={"addonmanager.kubernetes.io/mode": "Reconcile"})),
+            {
+                "management": "CoreDNS",
+                "distribution": "addon-manager",
+                "mode": "managed",
+                "evidence": "ConfigMap kube-system/coredns is labelled addonmanager.kubernetes.io/mode=Reconcile",
+            },
+            id="managed",
+        ),
+        pytest.param(
+            DnsFacts(), {"management": "CoreDNS", "distribution": "generic", "mode": "managed"}, id="not found"
+        ),
+    ],
+)
+def test_recorded(facts: DnsFacts, recorded: dict[str, Any]) -> None:
+    verdict = dns.evaluate(platform(), facts, now=T0)
+    assert verdict.recorded == {"dns": recorded}
+    assert DnsRecord.load(recorded).dump() == recorded
+
+
+def test_corefile_mode_plans_the_block_and_drops_an_old_import_key() -> None:
+    facts = DnsFacts(corefile_cm=coredns_cm(STOCK_COREFILE), custom_cm=custom_cm({OVERRIDE_KEY: "x", "a": "b"}))
+    verdict = dns.evaluate(platform(), facts, now=T0)
+    upsert, drop = verdict.writes
+    assert isinstance(upsert, CorefileWrite) and upsert.edit(STOCK_COREFILE) == OURS
+    assert upsert.event == (
+        "Normal",
+        "CorefileUpdated",
+        f"Added the rewrite for {DOMAIN} to ConfigMap kube-system/coredns.",
+    )
+    assert drop == OverrideWrite(OVERRIDE_KEY, None)
+    assert verdict.recheck  # the server's time of the change counts
+    assert verdict.condition.reason == DNS.CONFIGURED
+
+
+def test_import_mode_writes_our_key_then_removes_a_block_we_wrote_before() -> None:
+    facts = DnsFacts(
+        corefile_cm=coredns_cm(corefile.upsert_block(K3S_COREFILE, NAME, DOMAIN, HOST)),
+        custom_cm=custom_cm({"someone.override": "log\n"}),
+        pods=STALE,
+    )
+    verdict = dns.evaluate(platform(), facts, now=T0)
+    key, block = verdict.writes
+    wrote = f"Wrote key {OVERRIDE_KEY} of ConfigMap kube-system/coredns-custom."
+    assert key == OverrideWrite(OVERRIDE_KEY, OVERRIDE, ("Normal", "CorednsCustomUpdated", wrote))
+    assert isinstance(block, CorefileWrite)
+    assert block.edit(corefile.upsert_block(K3S_COREFILE, NAME, DOMAIN, HOST)) == K3S_COREFILE
+    # Assumed written now: the pod started before it and imports need a restart.
+    assert verdict.recheck and verdict.condition.reason == DNS.RESTART_REQUIRED
+
+
+def test_nothing_to_write_when_right() -> None:
+    facts = DnsFacts(corefile_cm=coredns_cm(changed=T0), pods=[pod(T0 + timedelta(seconds=5))])
+    verdict = dns.evaluate(platform(), facts, now=T0 + timedelta(minutes=1))
+    assert not verdict.writes and not verdict.recheck
+    assert "All 1 running CoreDNS pods started after the change" in verdict.condition.message
+
+
+@pytest.mark.parametrize("management", ["Disabled", "External"])
+def test_disabled_and_external_remove_our_rewrite(management: str) -> None:
+    facts = DnsFacts(corefile_cm=coredns_cm(), custom_cm=custom_cm({OVERRIDE_KEY: OVERRIDE}))
+    verdict = dns.evaluate(platform(dns={"management": management}), facts, now=T0)
+    assert verdict.writes == [CorefileWrite(NAME, None), OverrideWrite(OVERRIDE_KEY, None)]
+    assert not verdict.recheck
+    assert verdict.condition.message.endswith(" Removed the CoreDNS rewrite the operator had written.")
+    assert verdict.recorded == {"dns": {"management": management}}
+
+    dry = dns.evaluate(platform(dns={"management": management}), facts, now=T0, dry_run=True)
+    assert not dry.writes and "Removed" not in dry.condition.message
+
+
+def test_dry_run_never_writes() -> None:
+    facts = DnsFacts(corefile_cm=coredns_cm(K3S_COREFILE), custom_cm=custom_cm({}), deployment=None, pods=STALE)
+    verdict = dns.evaluate(platform(), facts, now=T0, dry_run=True)
+    assert not verdict.writes
+    assert verdict.condition.reason == DNS.WOULD_CONFIGURE
+    assert "would write key" in verdict.condition.message
+
+
+def test_kept_changing_is_a_conflict_retried_shortly() -> None:
+    verdict = dns.kept_changing(CoreDNSTarget(namespace="scratch"))
+    assert (verdict.condition.reason, verdict.condition.status) == (Common.CONFLICT, "False")
+    assert "ConfigMap scratch/coredns changed under the operator 5 times" in verdict.condition.message
+    assert verdict.progressing and verdict.requeue_after == 5.0 and verdict.recorded == {}
