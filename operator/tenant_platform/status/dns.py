@@ -39,6 +39,7 @@ from tenant_platform.status import conditions
 from tenant_platform.status.conditions import Condition
 from tenant_platform.status.coredns import (
     CoreDNSTarget,
+    Distribution,
     changed_at,
     corefile_text,
     detect_distribution,
@@ -223,7 +224,7 @@ def _coredns(
         rke2_cm=facts.rke2_cm,
         target=t,
     )
-    record = DnsRecord(management="CoreDNS", distribution=dist.name, mode=dist.mode)
+    record = _record(dist)
     if cm is None:
         if dist.name == "rke2":
             return _refused(
@@ -240,7 +241,6 @@ def _coredns(
     text = corefile_text(cm)
     try:
         desired_text = corefile.upsert_block(text, platform.name, spec.domain, spec.gateway.service_host)
-        reload = corefile.has_reload(text)
         others = _others_with_domain(text, platform.name, spec.domain)
     except corefile.CorefileError as exc:
         return _refused(
@@ -258,81 +258,112 @@ def _coredns(
         )
     if dist.mode == Mode.MANAGED:
         return _refused(
-            record.model_copy(update={"evidence": dist.evidence}),
+            _record(dist, evidence=dist.evidence),
             DNS.MANAGED_BY_DISTRIBUTION,
             managed_message(dist, patched_corefile=desired_text, platform=platform, target=t),
         )
 
-    writes: list[Write] = []
-    rewritten = False  # whether a write changes the object the pods must load
-    rewrite = (spec.domain, spec.gateway.service_host)
-    if dist.mode == Mode.IMPORT:
-        # Our key in coredns-custom; a block we wrote into the main Corefile before is removed
-        # (the distribution reverts it anyway).
-        key = corefile.override_key(platform.name)
-        where = f"ConfigMap {t.namespace}/{t.custom_config_map}"
-        record = record.model_copy(update={"config_map": f"{t.namespace}/{t.custom_config_map}", "key": key})
-        watched = facts.custom_cm
-        wanted = corefile.render_override(platform.name, *rewrite)
-        if ((watched or {}).get("data") or {}).get(key) != wanted:
-            if dry_run:
-                return _refused(
-                    record,
-                    DNS.WOULD_CONFIGURE,
-                    f"The operator would write key {key} with the rewrite for {spec.domain} into {where} "
-                    f"({dist.evidence}).",
-                )
-            writes.append(
-                OverrideWrite(key, wanted, ("Normal", "CorednsCustomUpdated", f"Wrote key {key} of {where}."))
-            )
-            rewritten = True
-        if not dry_run and corefile.block_for(text, platform.name) is not None:
-            writes.append(CorefileWrite(platform.name, None))
-        reload = True
-        who = dist.name if dist.name != "generic" else "This cluster"
-        head = (
-            f"{who} imports CoreDNS overrides ({dist.evidence}): key "
-            f"{key} of {where} rewrites {spec.domain} to {spec.gateway.service_host}. "
-        )
-    else:
-        # Our block in the main Corefile; our import key (if any) removed.
-        where = f"ConfigMap {t.namespace}/{t.config_map}"
-        record = record.model_copy(update={"config_map": f"{t.namespace}/{t.config_map}"})
-        watched = cm
-        if desired_text != text:
-            if dry_run:
-                return _refused(
-                    record,
-                    DNS.WOULD_CONFIGURE,
-                    f"The operator would add `{corefile.rewrite_line(*rewrite)}` to the Corefile in {where}.",
-                )
-            event = ("Normal", "CorefileUpdated", f"Added the rewrite for {spec.domain} to {where}.")
-            writes.append(CorefileWrite(platform.name, rewrite, event))
-            rewritten = True
-        key = corefile.override_key(platform.name)
-        if not dry_run and key in ((facts.custom_cm or {}).get("data") or {}):
-            writes.append(OverrideWrite(key, None))
-        head = (
-            f"The Corefile in {where} rewrites {spec.domain} to {spec.gateway.service_host} (block "
-            f"'{corefile.begin_marker(platform.name)}'). "
-        )
+    place = (_in_imports if dist.mode == Mode.IMPORT else _in_corefile)(platform, facts, dist, t)
+    if dry_run and place.rewritten:
+        return _refused(place.record, DNS.WOULD_CONFIGURE, place.would)
     # The pods must load the change to ``watched``: written now, or as read.
     seen = pickup(
         pods=facts.pods,
-        changed=now if rewritten else changed_at(watched),
+        changed=now if place.rewritten else changed_at(place.watched),
         now=now,
-        reload=reload,
+        reload=place.reload,
         mode=dist.mode,
         target=t,
     )
     return DnsVerdict(
-        [Condition(TYPE, seen.status, seen.reason, head + seen.sentence)],
-        recorded=_recorded(record),
+        [Condition(TYPE, seen.status, seen.reason, place.head + seen.sentence)],
+        recorded=_recorded(place.record),
         progressing=seen.reason == DNS.RELOAD_PENDING,
         requeue_after=seen.requeue_after,
-        writes=writes,
-        recheck=rewritten,
+        writes=[] if dry_run else place.writes,
+        recheck=place.rewritten,
     )
+
+
+@dataclass(frozen=True)
+class _Placement:
+    """Where our rewrite lives in one mode, and the writes that put it right."""
+
+    record: DnsRecord
+    watched: Obj | None
+    """The object whose change the CoreDNS pods must load."""
+    writes: list[Write]
+    """Our rewrite first when due, then the removal of what the other mode wrote before."""
+    rewritten: bool
+    """The writes change ``watched``."""
+    would: str
+    """What a dry run reports when ``rewritten``."""
+    head: str
+    """The condition message's first sentence."""
+    reload: bool
+    """Whether the pods reload the change by themselves (the reload plugin, Corefile only)."""
+
+
+def _in_imports(platform: TenantPlatform, facts: DnsFacts, dist: Distribution, t: CoreDNSTarget) -> _Placement:
+    """Our key in coredns-custom; a block we wrote into the main Corefile before is removed (the
+    distribution reverts it anyway)."""
+    spec = platform.spec
+    key = corefile.override_key(platform.name)
+    where = f"ConfigMap {t.namespace}/{t.custom_config_map}"
+    wanted = corefile.render_override(platform.name, spec.domain, spec.gateway.service_host)
+    writes: list[Write] = []
+    rewritten = ((facts.custom_cm or {}).get("data") or {}).get(key) != wanted
+    if rewritten:
+        event = ("Normal", "CorednsCustomUpdated", f"Wrote key {key} of {where}.")
+        writes.append(OverrideWrite(key, wanted, event))
+    if corefile.block_for(corefile_text(facts.corefile_cm), platform.name) is not None:
+        writes.append(CorefileWrite(platform.name, None))
+    who = dist.name if dist.name != "generic" else "This cluster"
+    return _Placement(
+        record=_record(dist, config_map=f"{t.namespace}/{t.custom_config_map}", key=key),
+        watched=facts.custom_cm,
+        writes=writes,
+        rewritten=rewritten,
+        would=f"The operator would write key {key} with the rewrite for {spec.domain} into {where} ({dist.evidence}).",
+        head=(
+            f"{who} imports CoreDNS overrides ({dist.evidence}): key "
+            f"{key} of {where} rewrites {spec.domain} to {spec.gateway.service_host}. "
+        ),
+        reload=True,
+    )
+
+
+def _in_corefile(platform: TenantPlatform, facts: DnsFacts, dist: Distribution, t: CoreDNSTarget) -> _Placement:
+    """Our block in the main Corefile; our import key (if any) removed."""
+    spec = platform.spec
+    rewrite = (spec.domain, spec.gateway.service_host)
+    where = f"ConfigMap {t.namespace}/{t.config_map}"
+    text = corefile_text(facts.corefile_cm)
+    writes: list[Write] = []
+    rewritten = corefile.upsert_block(text, platform.name, *rewrite) != text
+    if rewritten:
+        event = ("Normal", "CorefileUpdated", f"Added the rewrite for {spec.domain} to {where}.")
+        writes.append(CorefileWrite(platform.name, rewrite, event))
+    key = corefile.override_key(platform.name)
+    if key in ((facts.custom_cm or {}).get("data") or {}):
+        writes.append(OverrideWrite(key, None))
+    return _Placement(
+        record=_record(dist, config_map=f"{t.namespace}/{t.config_map}"),
+        watched=facts.corefile_cm,
+        writes=writes,
+        rewritten=rewritten,
+        would=f"The operator would add `{corefile.rewrite_line(*rewrite)}` to the Corefile in {where}.",
+        head=(
+            f"The Corefile in {where} rewrites {spec.domain} to {spec.gateway.service_host} (block "
+            f"'{corefile.begin_marker(platform.name)}'). "
+        ),
+        reload=corefile.has_reload(text),
+    )
+
+
+def _record(dist: Distribution, **where: str) -> DnsRecord:
+    """``status.recorded.dns`` under management CoreDNS."""
+    return DnsRecord(management="CoreDNS", distribution=dist.name, mode=dist.mode, **where)
 
 
 def _refused(record: DnsRecord, reason: DNS | Common, message: str) -> DnsVerdict:
