@@ -9,8 +9,8 @@ goes where the cluster's distribution expects it (status/coredns.py ``detect_dis
   ConfigMap kube-system/coredns, inside the server block holding the ``kubernetes`` plugin, above
   that plugin (render/corefile.py). Read-modify-write with the object's resourceVersion as the
   precondition (PUT): a concurrent edit makes the API server answer 409, and we re-read and retry
-  (``MAX_ATTEMPTS``, then Conflict and a retry shortly), so nobody's edit is lost. No write at all
-  when our block is already right.
+  (``status.dns.MAX_ATTEMPTS``, then Conflict and a retry shortly), so nobody's edit is lost. No
+  write at all when our block is already right.
 - ``import`` (k3s, AKS, and any cluster whose Corefile imports ``*.override`` files from the
   ``coredns-custom`` ConfigMap): our own key ``tenant-platform-<platform>.override`` in
   ``coredns-custom`` (created if absent), written with a merge patch of that key only. These
