@@ -77,11 +77,8 @@ class PodInfo:
 
 
 def _annotation(annotations: Mapping[str, Any], suffix: str) -> str | None:
-    for prefix in names.PREFIXES:
-        value = annotations.get(prefix + suffix)
-        if value is not None:
-            return str(value)
-    return None
+    found = names.hami_annotation(annotations, suffix)
+    return str(found[1]) if found is not None else None
 
 
 def _label_managers(managed_fields: Iterable[Mapping[str, Any]]) -> dict[str, frozenset[str]]:
