@@ -115,6 +115,8 @@ class NodeCapacity:
 
 @dataclass
 class Totals:
+    """Memory (MiB), cores (percent) and sharing slots of schedulable cards: total and used."""
+
     mem_total: int = 0
     mem_used: int = 0
     cores_total: int = 0

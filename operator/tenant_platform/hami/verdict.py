@@ -291,7 +291,7 @@ def recorded_facts(facts: GpuFacts, *, capacities: Sequence[NodeCapacity], names
 
 @dataclass
 class Findings:
-    """Everything GPUReady is decided from (built by the gpu step)."""
+    """Everything GPUReady is decided from (``evaluate`` builds it from the facts)."""
 
     labels_enabled: bool
     hami_enabled: bool
