@@ -144,10 +144,10 @@ def snapshot_footprint(kube: Kube) -> dict[str, Any]:
     """The snapshot's own size and the gpu step's time over it, measured in this process."""
     from tenant_platform.api.models import TenantPlatform  # noqa: PLC0415
     from tenant_platform.config import Settings  # noqa: PLC0415
+    from tenant_platform.hami import allocations, register  # noqa: PLC0415
     from tenant_platform.observe import cluster  # noqa: PLC0415
     from tenant_platform.reconcile import gpu  # noqa: PLC0415
     from tenant_platform.reconcile.base import StepContext  # noqa: PLC0415
-    from tenant_platform.status import hami  # noqa: PLC0415
 
     nodes = kube.list("v1", "Node")
     pods = kube.list("v1", "Pod", field_selector="status.phase!=Succeeded,status.phase!=Failed")
@@ -164,8 +164,8 @@ def snapshot_footprint(kube: Kube) -> dict[str, Any]:
     assert body is not None
     platform = TenantPlatform.from_body(body)
     timings = []
-    hami.parse_register.cache_clear()
-    hami.parse_pod_devices.cache_clear()
+    register.parse_register.cache_clear()
+    allocations.parse_pod_devices.cache_clear()
     for _ in range(3):
         ctx = StepContext(
             platform=platform, kube=kube, settings=Settings(), now=datetime.now(UTC), dry_run=True, observed=snapshot

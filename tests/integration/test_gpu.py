@@ -22,11 +22,12 @@ from tenant_platform import metrics, reconcile
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.config import Settings
+from tenant_platform.hami import capacity
+from tenant_platform.hami.fit import GpuRequest, node_fit
 from tenant_platform.kube.client import Kube
 from tenant_platform.observe import cluster
 from tenant_platform.reconcile import gpu, registry
 from tenant_platform.reconcile.base import StepContext, StepResult
-from tenant_platform.status import hami
 from tenant_platform.testing import seed
 from tenant_platform.testing.controlplane import ControlPlane
 
@@ -399,7 +400,7 @@ def test_status_gpu_is_exactly_what_the_cluster_holds(world: World) -> None:
 
     # The lab case: a fourth 30% request does not fit on a0 (it does on a1).
     view = world.snapshot().view()
-    lab = hami.node_capacity(
+    lab = capacity.node_capacity(
         node_a,
         register=view.nodes[node_a].annotations["hami.io/node-nvidia-register"],
         pods=view.pods_by_node[node_a],
@@ -407,7 +408,7 @@ def test_status_gpu_is_exactly_what_the_cluster_holds(world: World) -> None:
         lock_timeout=timedelta(minutes=5),
         owner=view.pod,
     )
-    fit = hami.node_fit(lab, hami.GpuRequest(mem_mib=2048, cores=30))
+    fit = node_fit(lab, GpuRequest(mem_mib=2048, cores=30))
     assert fit.reasons == {a0: "needs 30% cores, 10% free"}
     assert fit.cards == (a1,)  # a1 has 50% cores left
 

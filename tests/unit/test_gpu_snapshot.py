@@ -368,13 +368,3 @@ def test_reflector_relists_after_410_and_resumes_otherwise() -> None:
     assert reflector.events == 1
     assert list(snap.view().pods) == [("ml", "a")]
     assert snap.view().synced is False  # pods only: nodes were never listed
-
-
-def test_status_listing_keeps_problem_nodes_when_capped() -> None:
-    from tenant_platform.reconcile import gpu  # noqa: PLC0415
-
-    entries = [{"name": f"n{i}", "labelled": True, "registered": True, "unhealthyCards": 0} for i in range(6)]
-    entries[4]["unhealthyCards"] = 1
-    entries[5]["lock"] = {"held": True, "stale": True}
-    assert [e["name"] for e in gpu._listed(entries, 3)] == ["n0", "n4", "n5"]
-    assert gpu._listed(entries, 10) == entries

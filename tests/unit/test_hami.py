@@ -1,4 +1,4 @@
-"""HAMi parsers, capacity arithmetic, lock states, fit checks and GPUReady: pure, table-driven."""
+"""HAMi parsers (hami/register, allocations, locks, config), capacity and fit checks: pure, table-driven."""
 
 from __future__ import annotations
 
@@ -8,8 +8,12 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from tenant_platform.status import hami
-from tenant_platform.status.hami import Card, CardState, CardUse, ContainerDevice, GpuRequest, HamiParseError
+from tenant_platform.hami import allocations, capacity, config, fit, locks, names, register
+from tenant_platform.hami.allocations import CardUse, ContainerDevice
+from tenant_platform.hami.capacity import CardState
+from tenant_platform.hami.fit import GpuRequest
+from tenant_platform.hami.names import HamiParseError
+from tenant_platform.hami.register import Card
 
 NOW = datetime(2025, 6, 1, 8, 20, 0, tzinfo=UTC)
 FIVE_MIN = timedelta(minutes=5)
@@ -137,7 +141,7 @@ def no_owner(namespace: str, name: str) -> None:
     ],
 )
 def test_parse_register(value: str, fmt: str, expected: list[Card]) -> None:
-    parsed = hami.parse_register(value)
+    parsed = register.parse_register(value)
     assert parsed.format == fmt
     assert list(parsed.cards) == expected
 
@@ -165,7 +169,7 @@ def test_parse_register(value: str, fmt: str, expected: list[Card]) -> None:
 )
 def test_parse_register_malformed(value: str, reason: str) -> None:
     with pytest.raises(HamiParseError, match=reason):
-        hami.parse_register(value)
+        register.parse_register(value)
 
 
 @pytest.mark.parametrize(
@@ -182,13 +186,13 @@ def test_parse_register_malformed(value: str, reason: str) -> None:
     ],
 )
 def test_hami_annotation_prefixes(annotations: dict[str, str], expected: tuple[str, str] | None) -> None:
-    assert hami.hami_annotation(annotations, hami.REGISTER) == expected
+    assert names.hami_annotation(annotations, names.REGISTER) == expected
 
 
 def test_legacy_prefix_node_is_parsed_like_current() -> None:
-    legacy = hami.node_capacity(
+    legacy = capacity.node_capacity(
         "n",
-        register=hami.hami_annotation({"4pd.io/node-nvidia-register": V24}, hami.REGISTER)[1],  # type: ignore[index]
+        register=names.hami_annotation({"4pd.io/node-nvidia-register": V24}, names.REGISTER)[1],  # type: ignore[index]
         pods=[],
         now=NOW,
         lock_timeout=FIVE_MIN,
@@ -235,7 +239,7 @@ def dev(uuid: str, mem: int, cores: int) -> ContainerDevice:
     ],
 )
 def test_parse_pod_devices(value: str, expected: tuple[tuple[ContainerDevice, ...], ...]) -> None:
-    assert hami.parse_pod_devices(value) == expected
+    assert allocations.parse_pod_devices(value) == expected
 
 
 @pytest.mark.parametrize(
@@ -250,7 +254,7 @@ def test_parse_pod_devices(value: str, expected: tuple[tuple[ContainerDevice, ..
 )
 def test_parse_pod_devices_malformed(value: str, reason: str) -> None:
     with pytest.raises(HamiParseError, match=reason):
-        hami.parse_pod_devices(value)
+        allocations.parse_pod_devices(value)
 
 
 @pytest.mark.parametrize(
@@ -263,7 +267,7 @@ def test_parse_pod_devices_malformed(value: str, reason: str) -> None:
     ],
 )
 def test_strip_mig_suffix(uuid: str, expected: str) -> None:
-    assert hami.strip_mig_suffix(uuid) == expected
+    assert allocations.strip_mig_suffix(uuid) == expected
 
 
 # -- per-pod usage with the init-container rule ----------------------------------------------------
@@ -349,8 +353,8 @@ def test_strip_mig_suffix(uuid: str, expected: str) -> None:
 def test_pod_card_usage(
     value: str, init: int, apps: int, exit_codes: tuple[int | None, ...], expected: dict[str, CardUse]
 ) -> None:
-    usage = hami.pod_card_usage(
-        hami.parse_pod_devices(value), init_containers=init, app_containers=apps, init_exit_codes=exit_codes
+    usage = allocations.pod_card_usage(
+        allocations.parse_pod_devices(value), init_containers=init, app_containers=apps, init_exit_codes=exit_codes
     )
     assert usage == expected
 
@@ -375,7 +379,7 @@ def test_pod_card_usage(
     ],
 )
 def test_parse_lock(value: str, expected: tuple[datetime, str, str]) -> None:
-    assert hami.parse_lock(value) == expected
+    assert locks.parse_lock(value) == expected
 
 
 @pytest.mark.parametrize(
@@ -389,7 +393,7 @@ def test_parse_lock(value: str, expected: tuple[datetime, str, str]) -> None:
 )
 def test_parse_lock_malformed(value: str, reason: str) -> None:
     with pytest.raises(HamiParseError, match=reason):
-        hami.parse_lock(value)
+        locks.parse_lock(value)
 
 
 OWNER_ALLOCATING = Pod(namespace="default", name="gpu-pod")
@@ -430,28 +434,28 @@ def test_lock_state(value: str, owner: Pod | None, state: str) -> None:
     def lookup(namespace: str, name: str) -> Pod | None:
         return owner if owner is not None and (owner.namespace, owner.name) == (namespace, name) else None
 
-    lock = hami.lock_state(value, now=NOW, timeout=FIVE_MIN, owner=lookup)
+    lock = locks.lock_state(value, now=NOW, timeout=FIVE_MIN, owner=lookup)
     assert lock.state == state
     assert lock.stale is (state != "active")
 
 
 def test_lock_status_and_expiry() -> None:
-    lock = hami.lock_state(
+    lock = locks.lock_state(
         "2025-06-01T08:19:00Z,default,gpu-pod", now=NOW, timeout=FIVE_MIN, owner=lambda ns, n: OWNER_ALLOCATING
     )
-    assert lock.to_status() == {
+    assert lock.to_status().dump() == {
         "held": True,
         "since": "2025-06-01T08:19:00Z",
         "pod": "default/gpu-pod",
         "state": "active",
         "stale": False,
     }
-    assert hami.lock_expires_in(lock, now=NOW, timeout=FIVE_MIN) == 240.0
-    expired = hami.lock_state("2025-06-01T08:00:00Z,default,gpu-pod", now=NOW, timeout=FIVE_MIN, owner=no_owner)
-    assert expired.to_status()["reason"] == "older than 5m"
-    assert hami.lock_expires_in(expired, now=NOW, timeout=FIVE_MIN) is None
-    malformed = hami.lock_state("a,b", now=NOW, timeout=FIVE_MIN, owner=no_owner)
-    assert malformed.to_status() == {
+    assert locks.lock_expires_in(lock, now=NOW, timeout=FIVE_MIN) == 240.0
+    expired = locks.lock_state("2025-06-01T08:00:00Z,default,gpu-pod", now=NOW, timeout=FIVE_MIN, owner=no_owner)
+    assert expired.to_status().dump()["reason"] == "older than 5m"
+    assert locks.lock_expires_in(expired, now=NOW, timeout=FIVE_MIN) is None
+    malformed = locks.lock_state("a,b", now=NOW, timeout=FIVE_MIN, owner=no_owner)
+    assert malformed.to_status().dump() == {
         "held": True,
         "pod": "",
         "state": "malformed",
@@ -467,21 +471,21 @@ ONE_CARD = register_json(
 )
 
 
-def lab_node(*pods: Pod) -> hami.NodeCapacity:
-    return hami.node_capacity("lab", register=ONE_CARD, pods=pods, now=NOW, lock_timeout=FIVE_MIN, owner=no_owner)
+def lab_node(*pods: Pod) -> capacity.NodeCapacity:
+    return capacity.node_capacity("lab", register=ONE_CARD, pods=pods, now=NOW, lock_timeout=FIVE_MIN, owner=no_owner)
 
 
 def test_lab_case_three_pods_at_30_percent() -> None:
     pods = [Pod(name=f"p{i}", allocated="GPU-lab,NVIDIA,2048,30:;") for i in range(3)]
     node = lab_node(*pods)
-    status = node.to_status(labelled=True)
+    status = node.to_status(labelled=True).dump()
     assert status["coresPercent"] == {"total": 100, "used": 90, "free": 10}
     assert status["memoryMiB"] == {"total": 24576, "used": 6144, "free": 18432}
     assert status["slots"] == {"total": 10, "used": 3}
-    fourth = hami.node_fit(node, GpuRequest(mem_mib=2048, cores=30))
+    fourth = fit.node_fit(node, GpuRequest(mem_mib=2048, cores=30))
     assert not fourth.fits
     assert fourth.reasons == {"GPU-lab": "needs 30% cores, 10% free"}
-    assert hami.node_fit(node, GpuRequest(mem_mib=2048, cores=10)).fits
+    assert fit.node_fit(node, GpuRequest(mem_mib=2048, cores=10)).fits
 
 
 def test_node_capacity_exact_status() -> None:
@@ -508,7 +512,7 @@ def test_node_capacity_exact_status() -> None:
         Pod(name="broken", allocated="GPU-a,NVIDIA,lots,10:;"),
         Pod(name="cordoned", allocated="GPU-c,NVIDIA,1000,10:;"),
     ]
-    node = hami.node_capacity(
+    node = capacity.node_capacity(
         "n1",
         register=register,
         pods=pods,
@@ -517,7 +521,7 @@ def test_node_capacity_exact_status() -> None:
         owner=no_owner,
         cordon="GPU-c",
     )
-    assert node.to_status(labelled=True) == {
+    assert node.to_status(labelled=True).dump() == {
         "name": "n1",
         "labelled": True,
         "registered": True,
@@ -544,10 +548,10 @@ def test_node_capacity_exact_status() -> None:
     ],
 )
 def test_node_capacity_without_cards(register: str | None, expected: dict[str, object]) -> None:
-    node = hami.node_capacity(
+    node = capacity.node_capacity(
         "n", register=register, pods=[Pod(allocated="x")], now=NOW, lock_timeout=FIVE_MIN, owner=no_owner
     )
-    status = node.to_status(labelled=False)
+    status = node.to_status(labelled=False).dump()
     for key, value in expected.items():
         if key == "unparseable":
             assert str(status[key]).startswith(str(value))
@@ -558,11 +562,11 @@ def test_node_capacity_without_cards(register: str | None, expected: dict[str, o
 
 def test_totals_models_and_summary() -> None:
     a = lab_node(Pod(allocated="GPU-lab,NVIDIA,4096,50:;"))
-    b = hami.node_capacity(
+    b = capacity.node_capacity(
         "b", register=V210, pods=[], now=NOW, lock_timeout=FIVE_MIN, owner=no_owner, lock="2025-06-01T08:00:00Z"
     )
-    total = hami.total_status([a, b])
-    assert total == {
+    total = capacity.total_status([a, b])
+    assert total.dump() == {
         "nodes": 2,
         "cards": 3,
         "models": {"NVIDIA A100-SXM4-80GB": 2, "NVIDIA L4": 1},
@@ -571,8 +575,8 @@ def test_totals_models_and_summary() -> None:
         "coresPercent": {"total": 200, "used": 50, "free": 150},
         "unhealthyCards": 1,
     }
-    assert hami.summary_line(total) == "3 cards / 102400 MiB free"
-    assert hami.model_rollup([a, b]) == {
+    assert capacity.summary_line(total) == "3 cards / 102400 MiB free"
+    assert capacity.model_rollup([a, b]) == {
         "NVIDIA A100-SXM4-80GB": {
             "cards": 2,
             "memory_total_mib": 81920,
@@ -631,7 +635,7 @@ def test_totals_models_and_summary() -> None:
     ],
 )
 def test_card_fit(state: CardState, request_: GpuRequest, reason: str | None) -> None:
-    why = hami.card_fit(state, request_)
+    why = fit.card_fit(state, request_)
     if reason is None:
         assert why is None
     else:
@@ -639,40 +643,40 @@ def test_card_fit(state: CardState, request_: GpuRequest, reason: str | None) ->
 
 
 def test_node_fit_needs_distinct_cards() -> None:
-    node = hami.node_capacity("b", register=V210, pods=[], now=NOW, lock_timeout=FIVE_MIN, owner=no_owner)
-    assert hami.node_fit(node, GpuRequest(cards=1, mem_mib=1000)).cards == ("GPU-aaa",)
-    assert not hami.node_fit(node, GpuRequest(cards=2, mem_mib=1000)).fits
+    node = capacity.node_capacity("b", register=V210, pods=[], now=NOW, lock_timeout=FIVE_MIN, owner=no_owner)
+    assert fit.node_fit(node, GpuRequest(cards=1, mem_mib=1000)).cards == ("GPU-aaa",)
+    assert not fit.node_fit(node, GpuRequest(cards=2, mem_mib=1000)).fits
 
 
 @pytest.mark.parametrize(
     ("limits", "names", "expected"),
     [
-        pytest.param({"cpu": "1"}, hami.DEFAULT_NAMES, None, id="no gpu"),
+        pytest.param({"cpu": "1"}, names.DEFAULT_NAMES, None, id="no gpu"),
         pytest.param(
             {"nvidia.com/gpu": "2", "nvidia.com/gpumem": "3000", "nvidia.com/gpucores": "30"},
-            hami.DEFAULT_NAMES,
+            names.DEFAULT_NAMES,
             GpuRequest(cards=2, mem_mib=3000, cores=30),
             id="all three",
         ),
         pytest.param(
-            {"nvidia.com/gpucores": "30"}, hami.DEFAULT_NAMES, GpuRequest(cards=1, cores=30), id="cores only: one card"
+            {"nvidia.com/gpucores": "30"}, names.DEFAULT_NAMES, GpuRequest(cards=1, cores=30), id="cores only: one card"
         ),
         pytest.param(
             {"nvidia.com/gpumem": "1000", "nvidia.com/gpumem-percentage": "50"},
-            hami.DEFAULT_NAMES,
+            names.DEFAULT_NAMES,
             GpuRequest(mem_mib=1000),
             id="gpumem wins over percentage",
         ),
         pytest.param(
             {"example.com/vgpu": "1", "example.com/vmem": "2000"},
-            hami.ResourceNames(count="example.com/vgpu", memory="example.com/vmem"),
+            names.ResourceNames(count="example.com/vgpu", memory="example.com/vmem"),
             GpuRequest(cards=1, mem_mib=2000),
             id="names from the ConfigMap",
         ),
     ],
 )
-def test_request_from_limits(limits: dict[str, str], names: hami.ResourceNames, expected: GpuRequest | None) -> None:
-    assert hami.request_from_limits(limits, names) == expected
+def test_request_from_limits(limits: dict[str, str], names: names.ResourceNames, expected: GpuRequest | None) -> None:
+    assert fit.request_from_limits(limits, names) == expected
 
 
 # -- resource names --------------------------------------------------------------------------------
@@ -685,22 +689,22 @@ def test_request_from_limits(limits: dict[str, str], names: hami.ResourceNames, 
             "nvidia:\n  resourceCountName: example.com/vgpu\n  resourceMemoryName: example.com/vmem\n"
             "  resourceMemoryPercentageName: example.com/vmem-pct\n  resourceCoreName: example.com/vcores\n"
             "  resourcePriorityName: example.com/prio\n  defaultMemory: 0\n",
-            hami.ResourceNames(
+            names.ResourceNames(
                 "example.com/vgpu", "example.com/vmem", "example.com/vmem-pct", "example.com/vcores", "example.com/prio"
             ),
             id="all names",
         ),
         pytest.param(
             "nvidia:\n  resourceCoreName: example.com/vcores\n",
-            hami.ResourceNames(cores="example.com/vcores"),
+            names.ResourceNames(cores="example.com/vcores"),
             id="partial",
         ),
-        pytest.param("", hami.ResourceNames(), id="empty"),
-        pytest.param("mlu:\n  resourceCountName: x/y\n", hami.ResourceNames(), id="no nvidia section"),
+        pytest.param("", names.ResourceNames(), id="empty"),
+        pytest.param("mlu:\n  resourceCountName: x/y\n", names.ResourceNames(), id="no nvidia section"),
     ],
 )
-def test_resource_names_from_config(text: str, expected: hami.ResourceNames) -> None:
-    assert hami.resource_names_from_config(text) == expected
+def test_resource_names_from_config(text: str, expected: names.ResourceNames) -> None:
+    assert config.resource_names_from_config(text) == expected
 
 
 @pytest.mark.parametrize(
@@ -715,14 +719,14 @@ def test_resource_names_from_config(text: str, expected: hami.ResourceNames) -> 
 )
 def test_resource_names_from_config_malformed(text: str) -> None:
     with pytest.raises(HamiParseError):
-        hami.resource_names_from_config(text)
+        config.resource_names_from_config(text)
 
 
 # -- detection -------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
-    ("labels", "annotations", "capacity", "count", "expected"),
+    ("labels", "annotations", "resources", "count", "expected"),
     [
         pytest.param({}, {}, {"nvidia.com/gpu": "80"}, "nvidia.com/gpu", True, id="capacity"),
         pytest.param({}, {}, {"nvidia.com/gpu": "0"}, "nvidia.com/gpu", False, id="zero capacity"),
@@ -738,9 +742,10 @@ def test_resource_names_from_config_malformed(text: str) -> None:
     ],
 )
 def test_is_gpu_node(
-    labels: dict[str, str], annotations: dict[str, str], capacity: dict[str, str], count: str, expected: bool
+    labels: dict[str, str], annotations: dict[str, str], resources: dict[str, str], count: str, expected: bool
 ) -> None:
-    assert hami.is_gpu_node(labels=labels, annotations=annotations, capacity=capacity, count_resource=count) is expected
+    found = capacity.is_gpu_node(labels=labels, annotations=annotations, capacity=resources, count_resource=count)
+    assert found is expected
 
 
 @pytest.mark.parametrize(
@@ -756,128 +761,9 @@ def test_is_gpu_node(
     ],
 )
 def test_forbidden_label(key: str, forbidden: bool) -> None:
-    assert hami.forbidden_label(key) is forbidden
+    assert names.forbidden_label(key) is forbidden
 
 
 @pytest.mark.parametrize(("value", "expected"), [("8", 8), ("2k", 2000), ("1Ki", 1024), ("", 0), (None, 0), ("x", 0)])
 def test_quantity_int(value: str | None, expected: int) -> None:
-    assert hami.quantity_int(value) == expected
-
-
-# -- GPUReady --------------------------------------------------------------------------------------
-
-
-def findings(**overrides: object) -> hami.Findings:
-    base: dict[str, object] = {"labels_enabled": True, "hami_enabled": True, "gpu_nodes": 1}
-    base.update(overrides)
-    return hami.Findings(**base)  # type: ignore[arg-type]
-
-
-HEALTHY = lab_node()
-UNREGISTERED = hami.NodeCapacity("silent", registered=False)
-UNPARSEABLE = hami.node_capacity("weird", register="[", pods=[], now=NOW, lock_timeout=FIVE_MIN, owner=no_owner)
-UNHEALTHY = hami.node_capacity("sick", register=V210, pods=[], now=NOW, lock_timeout=FIVE_MIN, owner=no_owner)
-STALE = hami.node_capacity(
-    "locked",
-    register=ONE_CARD,
-    pods=[],
-    now=NOW,
-    lock_timeout=FIVE_MIN,
-    owner=no_owner,
-    lock="2025-06-01T08:19:00Z,ml,gone",
-)
-
-
-@pytest.mark.parametrize(
-    ("overrides", "status", "reason", "fragments"),
-    [
-        pytest.param(
-            {"labels_enabled": False, "hami_enabled": False, "gpu_nodes": 3}, "True", "Disabled", [], id="disabled"
-        ),
-        pytest.param({"gpu_nodes": 0}, "True", "NoGPUNodes", ["optional"], id="no gpu nodes"),
-        pytest.param(
-            {"nodes": [HEALTHY], "labelled": frozenset({"lab"}), "allocatable": {"lab": 10}},
-            "True",
-            "GPUNodesReady",
-            ["1 GPU node(s), 1 labelled", "1 cards / 24576 MiB free"],
-            id="ready",
-        ),
-        pytest.param(
-            {"hami_enabled": False, "labelled": frozenset({"a"})},
-            "True",
-            "GPUNodesReady",
-            ["1 labelled"],
-            id="labels only",
-        ),
-        pytest.param(
-            {"conflicts": ["Node a: label gpu=on is held by TenantPlatform x; this platform wants gpu=yes."]},
-            "False",
-            "Conflict",
-            ["held by TenantPlatform x", "Neither platform overwrites"],
-            id="conflict",
-        ),
-        pytest.param(
-            {"pending": ["a: set gpu=on"]}, "False", "LabelsPending", ["a: set gpu=on", "dry run"], id="dry run"
-        ),
-        pytest.param(
-            {"nodes": [UNPARSEABLE], "allocatable": {"weird": 10}},
-            "False",
-            "UnparseableAnnotation",
-            ["weird (invalid JSON"],
-            id="unparseable",
-        ),
-        pytest.param(
-            {"nodes": [UNREGISTERED], "labelled": frozenset({"silent"})},
-            "False",
-            "NoDevicesRegistered",
-            ["silent register no devices"],
-            id="labelled node registers nothing",
-        ),
-        pytest.param(
-            {"nodes": [UNREGISTERED], "labelled": frozenset()},
-            "True",
-            "GPUNodesReady",
-            [],
-            id="unlabelled node registering nothing is fine",
-        ),
-        pytest.param(
-            {"nodes": [HEALTHY], "allocatable": {"lab": 0}},
-            "False",
-            "NoAllocatableGPUs",
-            ["lab", "no allocatable nvidia.com/gpu"],
-            id="no allocatable gpus",
-        ),
-        pytest.param(
-            {"nodes": [UNHEALTHY], "allocatable": {"sick": 10}},
-            "False",
-            "UnhealthyCards",
-            ["sick (1 of 2)"],
-            id="unhealthy card",
-        ),
-        pytest.param(
-            {"nodes": [STALE], "allocatable": {"locked": 10}},
-            "False",
-            "StaleNodeLock",
-            ["locked (dangling", "by ml/gone", "hami.io/mutex.lock"],
-            id="stale lock names the node",
-        ),
-        pytest.param(
-            {"nodes": [UNHEALTHY, STALE], "allocatable": {"sick": 10, "locked": 10}, "conflicts": ["C."]},
-            "False",
-            "Conflict",
-            ["C.", "sick (1 of 2)", "locked (dangling"],
-            id="every problem is named, the first wins the reason",
-        ),
-    ],
-)
-def test_gpu_condition(overrides: dict[str, object], status: str, reason: str, fragments: list[str]) -> None:
-    condition = hami.gpu_condition(findings(**overrides))
-    assert (condition.type, condition.status, condition.reason) == ("GPUReady", status, reason)
-    for fragment in fragments:
-        assert fragment in condition.message
-
-
-def test_many_nodes_are_abbreviated() -> None:
-    nodes = [hami.NodeCapacity(f"n{i}", registered=False) for i in range(8)]
-    condition = hami.gpu_condition(findings(nodes=nodes, labelled=frozenset(n.name for n in nodes)))
-    assert "n0, n1, n2, n3, n4 and 3 more" in condition.message
+    assert capacity.quantity_int(value) == expected

@@ -94,7 +94,16 @@ class ObjectStore(StrEnum):
 
 
 class GPU(StrEnum):
-    """GPUReady."""
+    """GPUReady (hami/verdict.py; docs/gpu.md explains each and what to do)."""
+
+    READY = "GPUNodesReady"
+    NO_GPU_NODES = "NoGPUNodes"
+    LABELS_PENDING = "LabelsPending"
+    UNPARSEABLE = "UnparseableAnnotation"
+    NO_DEVICES = "NoDevicesRegistered"
+    NO_ALLOCATABLE = "NoAllocatableGPUs"
+    UNHEALTHY = "UnhealthyCards"
+    STALE_LOCK = "StaleNodeLock"
 
 
 CATALOGUE: Final[dict[str, type[StrEnum]]] = {

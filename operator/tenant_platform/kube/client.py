@@ -391,11 +391,16 @@ class Kube:
 
     # ---- writes -----------------------------------------------------------------------------
 
-    def apply(self, obj: Obj, *, dry_run: bool = False, force: bool = True) -> Obj:
-        """Server-side apply ``obj`` (full intent) under our field manager."""
+    def apply(
+        self, obj: Obj, *, dry_run: bool = False, force: bool = True, field_manager: str = constants.FIELD_MANAGER
+    ) -> Obj:
+        """Server-side apply ``obj`` (full intent) under ``field_manager`` (default: our one).
+
+        ``force`` takes over fields other managers own; without it a conflict is a 409 naming them.
+        """
         meta = obj["metadata"]
         path = self.path(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"))
-        query = {"fieldManager": constants.FIELD_MANAGER, "force": "true" if force else "false"}
+        query = {"fieldManager": field_manager, "force": "true" if force else "false"}
         if dry_run:
             query["dryRun"] = "All"
         return self.request(

@@ -4,7 +4,8 @@ The operator keeps it current with two ``Reflector`` threads (list, then watch, 
 started by handlers_gpu.py); ``check``, tests and benchmarks fill one with ``load_from_api``.
 Steps take an immutable ``view()``.
 
-Only what the GPU step needs is kept, never whole bodies:
+Only what the GPU step needs is kept, never whole bodies (HAMi's annotation and label names
+come from hami/names.py):
 - Nodes that may be GPU nodes (any extended resource in capacity, a GPU-present label, a HAMi
   annotation) or that carry labels one of our per-platform field managers owns (so they can be
   released when the node stops qualifying). Per node: uid, labels (minus the voluminous NFD/GFD
@@ -29,35 +30,14 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
 from tenant_platform.api import constants
+from tenant_platform.hami import names
 from tenant_platform.kube import errors
 
 if TYPE_CHECKING:
     from tenant_platform.kube.client import Kube
 
-HAMI_PREFIXES: Final = ("hami.io/", "4pd.io/")
-NODE_ANNOTATIONS: Final = frozenset(
-    prefix + suffix
-    for prefix in HAMI_PREFIXES
-    for suffix in ("node-nvidia-register", "mutex.lock", "device-cordon", "node-handshake")
-)
-POD_ANNOTATIONS: Final = frozenset(
-    prefix + suffix for prefix in HAMI_PREFIXES for suffix in ("vgpu-node", "vgpu-devices-allocated", "bind-phase")
-)
-# Of the NFD and GFD label families (often hundreds per node) only these are kept.
-KEPT_VENDOR_LABELS: Final = frozenset(
-    {
-        "nvidia.com/gpu.present",
-        "nvidia.com/gpu.product",
-        "nvidia.com/gpu.count",
-        "nvidia.com/gpu.memory",
-        "feature.node.kubernetes.io/pci-10de.present",
-    }
-)
-DROPPED_LABEL_PREFIXES: Final = ("nvidia.com/", "feature.node.kubernetes.io/")
-GPU_PRESENT_LABELS: Final = ("nvidia.com/gpu.present", "feature.node.kubernetes.io/pci-10de.present")
 # Our per-platform field managers for node labels: "tenant-platform-operator/<platform>".
 LABEL_MANAGER_PREFIX: Final = constants.FIELD_MANAGER + "/"
-TERMINATED: Final = frozenset({"Succeeded", "Failed"})
 KINDS: Final = frozenset({"nodes", "pods"})
 # Pods that ended are of no interest; the API server filters them out of lists and watches (a
 # pod that ends arrives as DELETED).
@@ -97,11 +77,8 @@ class PodInfo:
 
 
 def _annotation(annotations: Mapping[str, Any], suffix: str) -> str | None:
-    for prefix in HAMI_PREFIXES:
-        value = annotations.get(prefix + suffix)
-        if value is not None:
-            return str(value)
-    return None
+    found = names.hami_annotation(annotations, suffix)
+    return str(found[1]) if found is not None else None
 
 
 def _label_managers(managed_fields: Iterable[Mapping[str, Any]]) -> dict[str, frozenset[str]]:
@@ -129,14 +106,14 @@ def node_info(body: Mapping[str, Any]) -> NodeInfo | None:
     raw_annotations = meta.get("annotations") or {}
     capacity = _extended(status.get("capacity"))
     managers = _label_managers(meta.get("managedFields") or ())
-    annotations = {k: str(v) for k, v in sorted(raw_annotations.items()) if k in NODE_ANNOTATIONS}
-    present = any(str(raw_labels.get(key, "")).lower() == "true" for key in GPU_PRESENT_LABELS)
+    annotations = {k: str(v) for k, v in sorted(raw_annotations.items()) if k in names.NODE_ANNOTATIONS}
+    present = any(str(raw_labels.get(key, "")).lower() == "true" for key in names.GPU_PRESENT_LABELS)
     if not (capacity or annotations or present or managers):
         return None
     labels = {
         k: str(v)
         for k, v in sorted(raw_labels.items())
-        if k in KEPT_VENDOR_LABELS or not k.startswith(DROPPED_LABEL_PREFIXES)
+        if k in names.KEPT_VENDOR_LABELS or not k.startswith(names.VENDOR_LABEL_PREFIXES)
     }
     return NodeInfo(
         name=str(meta.get("name", "")),
@@ -153,10 +130,10 @@ def pod_info(body: Mapping[str, Any]) -> PodInfo | None:
     """What we keep of a Pod body, or None when HAMi has not placed it or it has terminated."""
     meta = body.get("metadata") or {}
     annotations = meta.get("annotations") or {}
-    node = _annotation(annotations, "vgpu-node")
+    node = _annotation(annotations, names.POD_NODE)
     status = body.get("status") or {}
     phase = str(status.get("phase") or "Pending")
-    if not node or phase in TERMINATED:
+    if not node or phase in names.TERMINATED_PHASES:
         return None
     spec = body.get("spec") or {}
     exit_codes: list[int | None] = []
@@ -168,8 +145,8 @@ def pod_info(body: Mapping[str, Any]) -> PodInfo | None:
         name=str(meta.get("name", "")),
         node=node,
         phase=phase,
-        bind_phase=_annotation(annotations, "bind-phase") or "",
-        allocated=_annotation(annotations, "vgpu-devices-allocated") or "",
+        bind_phase=_annotation(annotations, names.POD_BIND_PHASE) or "",
+        allocated=_annotation(annotations, names.POD_ALLOCATED) or "",
         init_containers=len(spec.get("initContainers") or ()),
         app_containers=len(spec.get("containers") or ()),
         init_exit_codes=tuple(exit_codes),

@@ -1,0 +1,116 @@
+"""Typed ``status.gpu`` (the GPUReady concern's section) and the GPU facts in ``status.recorded``.
+
+``GpuStatus`` has three shapes, as the step writes them: ``{"summary": "disabled"}`` when both
+labels and HAMi reporting are off; node names and labels only when HAMi reporting is off; and
+per-node HAMi capacity, totals and resource names otherwise. Optional fields that are None are
+left out of the JSON (``dump``), which is how each shape drops what it does not report.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from tenant_platform.api.status import StatusModel
+
+
+class SlotCount(StatusModel):
+    total: int
+    used: int
+
+
+class Amount(StatusModel):
+    """Memory (MiB) or cores (percent of a card): total, used and free."""
+
+    total: int
+    used: int
+    free: int
+
+
+class NodeLockStatus(StatusModel):
+    """HAMi's node lock (``hami.io/mutex.lock``); ``{"held": false}`` when there is none."""
+
+    held: bool
+    since: str | None = None
+    pod: str | None = None
+    """``<namespace>/<pod>``, or "" for a legacy lock that names no pod."""
+    state: str | None = None
+    stale: bool | None = None
+    reason: str | None = None
+
+
+class GpuNodeStatus(StatusModel):
+    """One GPU node in ``status.gpu.nodes`` (name and labelled only without HAMi reporting)."""
+
+    name: str
+    labelled: bool
+    registered: bool | None = None
+    cards: int | None = None
+    models: dict[str, int] | None = None
+    slots: SlotCount | None = None
+    memory_mib: Amount | None = Field(default=None, alias="memoryMiB")
+    cores_percent: Amount | None = None
+    unhealthy_cards: int | None = None
+    pods: int | None = None
+    lock: NodeLockStatus | None = None
+    cordoned_cards: int | None = None
+    unparseable: str | None = None
+    ignored_pods: list[str] | None = None
+
+
+class GpuTotal(StatusModel):
+    """The cluster roll-up (``nodes`` only without HAMi reporting)."""
+
+    nodes: int
+    cards: int | None = None
+    models: dict[str, int] | None = None
+    slots: SlotCount | None = None
+    memory_mib: Amount | None = Field(default=None, alias="memoryMiB")
+    cores_percent: Amount | None = None
+    unhealthy_cards: int | None = None
+
+
+class GpuLabelsStatus(StatusModel):
+    wanted: dict[str, str]
+    labelled_nodes: int
+
+
+class ResourceNamesStatus(StatusModel):
+    """HAMi's extended-resource names (also recorded as ``gpuResourceNames``)."""
+
+    count: str
+    memory: str
+    memory_percentage: str
+    cores: str
+    priority: str
+
+
+class ResourceNamesSource(ResourceNamesStatus):
+    """The names and where they came from (the ConfigMap, or "defaults" and why)."""
+
+    source: str
+
+
+class GpuStatus(StatusModel):
+    """``status.gpu``."""
+
+    nodes: list[GpuNodeStatus] | None = None
+    total: GpuTotal | None = None
+    summary: str
+    labels: GpuLabelsStatus | None = None
+    nodes_omitted: int | None = None
+    resource_names: ResourceNamesSource | None = None
+
+
+class GpuNodeRecord(StatusModel):
+    """One GPU node in ``status.recorded.gpuNodes``: its main model and number of cards."""
+
+    name: str
+    model: str
+    cards: int
+
+
+class GpuRecorded(StatusModel):
+    """What the gpu step records (``gpuResourceNames`` only with HAMi reporting)."""
+
+    gpu_nodes: list[GpuNodeRecord]
+    gpu_resource_names: ResourceNamesStatus | None = None

@@ -1,0 +1,287 @@
+"""GPU node detection and HAMi capacity: per node, per model and in total.
+
+``node_capacity`` counts what the HAMi pods placed on a node hold on each registered card, the
+way HAMi's scheduler does: every pod with ``hami.io/vgpu-node`` that is not Succeeded or Failed,
+its ``vgpu-devices-allocated`` decoded (bind phase not required), UUIDs not in the register
+ignored. Memory, cores and slots count schedulable cards only (healthy and not cordoned). A
+malformed register makes the node ``unparseable``; a malformed pod annotation skips that pod.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from tenant_platform.api.status.gpu import Amount, GpuNodeStatus, GpuTotal, NodeLockStatus, SlotCount
+from tenant_platform.hami.allocations import PodLike, parse_pod_devices, pod_card_usage
+from tenant_platform.hami.locks import NodeLock, PodLookup, lock_state
+from tenant_platform.hami.names import (
+    DEFAULT_NAMES,
+    GPU_PRESENT_LABELS,
+    REGISTER,
+    TERMINATED_PHASES,
+    HamiParseError,
+    hami_annotation,
+)
+from tenant_platform.hami.register import Card, parse_cordon, parse_register
+
+
+@dataclass(frozen=True, slots=True)
+class CardState:
+    card: Card
+    cordoned: bool = False
+    used_mem: int = 0
+    used_cores: int = 0
+    used_slots: int = 0
+
+    @property
+    def schedulable(self) -> bool:
+        """HAMi places nothing on unhealthy or cordoned cards."""
+        return self.card.healthy and not self.cordoned
+
+    @property
+    def free_mem(self) -> int:
+        return self.card.devmem - self.used_mem
+
+    @property
+    def free_cores(self) -> int:
+        return self.card.devcore - self.used_cores
+
+
+@dataclass(frozen=True)
+class NodeCapacity:
+    """One node's HAMi capacity. Memory, cores and slots count schedulable cards only."""
+
+    name: str
+    registered: bool
+    cards: tuple[CardState, ...] = ()
+    pods: int = 0
+    lock: NodeLock | None = None
+    unparseable: str | None = None
+    ignored_pods: tuple[str, ...] = ()
+    register_format: str = ""
+
+    @property
+    def schedulable(self) -> tuple[CardState, ...]:
+        return tuple(c for c in self.cards if c.schedulable)
+
+    @property
+    def unhealthy(self) -> tuple[CardState, ...]:
+        return tuple(c for c in self.cards if not c.card.healthy)
+
+    @property
+    def cordoned(self) -> tuple[CardState, ...]:
+        return tuple(c for c in self.cards if c.cordoned)
+
+    @property
+    def models(self) -> dict[str, int]:
+        return dict(sorted(Counter(c.card.model for c in self.cards).items()))
+
+    @property
+    def main_model(self) -> str:
+        counts = Counter(c.card.model for c in self.cards)
+        if not counts:
+            return ""
+        return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
+
+    def totals(self) -> Totals:
+        totals = Totals()
+        for state in self.schedulable:
+            totals.add(state)
+        return totals
+
+    def to_status(self, *, labelled: bool) -> GpuNodeStatus:
+        totals = self.totals()
+        return GpuNodeStatus(
+            name=self.name,
+            labelled=labelled,
+            registered=self.registered,
+            cards=len(self.cards),
+            models=self.models,
+            slots=totals.slots(),
+            memory_mib=totals.memory(),
+            cores_percent=totals.cores(),
+            unhealthy_cards=len(self.unhealthy),
+            pods=self.pods,
+            lock=self.lock.to_status() if self.lock else NodeLockStatus(held=False),
+            cordoned_cards=len(self.cordoned) or None,
+            unparseable=self.unparseable,
+            ignored_pods=list(self.ignored_pods) or None,
+        )
+
+
+@dataclass
+class Totals:
+    """Memory (MiB), cores (percent) and sharing slots of schedulable cards: total and used."""
+
+    mem_total: int = 0
+    mem_used: int = 0
+    cores_total: int = 0
+    cores_used: int = 0
+    slots_total: int = 0
+    slots_used: int = 0
+
+    def add(self, state: CardState) -> None:
+        self.mem_total += state.card.devmem
+        self.mem_used += state.used_mem
+        self.cores_total += state.card.devcore
+        self.cores_used += state.used_cores
+        self.slots_total += state.card.count
+        self.slots_used += state.used_slots
+
+    def merge(self, other: Totals) -> None:
+        self.mem_total += other.mem_total
+        self.mem_used += other.mem_used
+        self.cores_total += other.cores_total
+        self.cores_used += other.cores_used
+        self.slots_total += other.slots_total
+        self.slots_used += other.slots_used
+
+    def slots(self) -> SlotCount:
+        return SlotCount(total=self.slots_total, used=self.slots_used)
+
+    def memory(self) -> Amount:
+        return Amount(total=self.mem_total, used=self.mem_used, free=self.mem_total - self.mem_used)
+
+    def cores(self) -> Amount:
+        return Amount(total=self.cores_total, used=self.cores_used, free=self.cores_total - self.cores_used)
+
+
+def node_capacity(
+    name: str,
+    *,
+    register: str | None,
+    pods: Iterable[PodLike],
+    now: datetime,
+    lock_timeout: timedelta,
+    owner: PodLookup,
+    lock: str | None = None,
+    cordon: str | None = None,
+) -> NodeCapacity:
+    """Compute one node's capacity from its annotations and the HAMi pods placed on it.
+
+    ``register`` None: the node registers no devices. A malformed register makes the node
+    ``unparseable`` (no cards, the reason kept); a malformed pod annotation skips that pod only.
+    Pods that are Succeeded or Failed, and UUIDs not in the register, are ignored, as HAMi does.
+    """
+    node_lock = lock_state(lock, now=now, timeout=lock_timeout, owner=owner) if lock is not None else None
+    if register is None:
+        return NodeCapacity(name, registered=False, lock=node_lock)
+    try:
+        parsed = parse_register(register)
+    except HamiParseError as exc:
+        return NodeCapacity(name, registered=True, lock=node_lock, unparseable=str(exc))
+    cordoned = parse_cordon(cordon)
+    used: dict[str, list[int]] = {card.id: [0, 0, 0] for card in parsed.cards}
+    count = 0
+    ignored: list[str] = []
+    for pod in pods:
+        if pod.phase in TERMINATED_PHASES:
+            continue
+        try:
+            containers = parse_pod_devices(pod.allocated)
+        except HamiParseError as exc:
+            ignored.append(f"{pod.namespace}/{pod.name}: {exc}")
+            continue
+        count += 1
+        usage = pod_card_usage(
+            containers,
+            init_containers=pod.init_containers,
+            app_containers=pod.app_containers,
+            init_exit_codes=pod.init_exit_codes,
+        )
+        for uuid, use in usage.items():
+            slot = used.get(uuid)
+            if slot is None:
+                continue  # not a card of this node: HAMi ignores it too
+            slot[0] += use.mem_mib
+            slot[1] += use.cores
+            slot[2] += use.slots
+    states = tuple(
+        CardState(card, card.id in cordoned, used[card.id][0], used[card.id][1], used[card.id][2])
+        for card in parsed.cards
+    )
+    return NodeCapacity(
+        name,
+        registered=True,
+        cards=states,
+        pods=count,
+        lock=node_lock,
+        ignored_pods=tuple(sorted(ignored)),
+        register_format=parsed.format,
+    )
+
+
+def total_status(nodes: Sequence[NodeCapacity]) -> GpuTotal:
+    """The cluster roll-up: nodes, cards, models, memory, cores, slots, unhealthy cards."""
+    totals = Totals()
+    models: Counter[str] = Counter()
+    unhealthy = 0
+    cards = 0
+    for node in nodes:
+        totals.merge(node.totals())
+        models.update(c.card.model for c in node.cards)
+        unhealthy += len(node.unhealthy)
+        cards += len(node.cards)
+    return GpuTotal(
+        nodes=len(nodes),
+        cards=cards,
+        models=dict(sorted(models.items())),
+        slots=totals.slots(),
+        memory_mib=totals.memory(),
+        cores_percent=totals.cores(),
+        unhealthy_cards=unhealthy,
+    )
+
+
+def model_rollup(nodes: Sequence[NodeCapacity]) -> dict[str, dict[str, int]]:
+    """Per model: cards, memory total/free (MiB), cores free (%), over schedulable cards."""
+    out: dict[str, dict[str, int]] = {}
+    for node in nodes:
+        for state in node.cards:
+            entry = out.setdefault(
+                state.card.model, {"cards": 0, "memory_total_mib": 0, "memory_free_mib": 0, "cores_free_percent": 0}
+            )
+            entry["cards"] += 1
+            if state.schedulable:
+                entry["memory_total_mib"] += state.card.devmem
+                entry["memory_free_mib"] += state.free_mem
+                entry["cores_free_percent"] += state.free_cores
+    return dict(sorted(out.items()))
+
+
+def summary_line(total: GpuTotal) -> str:
+    """The GPUs printer column: ``<cards> cards / <free> MiB free``."""
+    free = total.memory_mib.free if total.memory_mib is not None else 0
+    return f"{total.cards or 0} cards / {free} MiB free"
+
+
+# -- GPU node detection -------------------------------------------------------------------------
+
+
+def quantity_int(value: Any) -> int:
+    """An integer quantity such as ``8`` or ``2k``; 0 for anything else (never raises)."""
+    text = str(value or "").strip()
+    multipliers = {"k": 1000, "M": 1000**2, "G": 1000**3, "Ki": 1024, "Mi": 1024**2, "Gi": 1024**3}
+    for suffix, factor in sorted(multipliers.items(), key=lambda kv: -len(kv[0])):
+        if text.endswith(suffix) and text[: -len(suffix)].isdigit():
+            return int(text[: -len(suffix)]) * factor
+    return int(text) if text.isdigit() else 0
+
+
+def is_gpu_node(
+    *,
+    labels: Mapping[str, str],
+    annotations: Mapping[str, str],
+    capacity: Mapping[str, Any],
+    count_resource: str = DEFAULT_NAMES.count,
+) -> bool:
+    """GPU capacity, NVIDIA feature-discovery labels, or a HAMi register annotation."""
+    if quantity_int(capacity.get(count_resource)) > 0:
+        return True
+    if any(labels.get(key, "").lower() == "true" for key in GPU_PRESENT_LABELS):
+        return True
+    return hami_annotation(annotations, REGISTER) is not None

@@ -1,0 +1,128 @@
+"""HAMi's node lock (``hami.io/mutex.lock``) and whether it is stale.
+
+The value is ``<RFC3339>,<namespace>,<pod>`` since v2.4 (the legacy value is the timestamp
+alone), written by the scheduler's Bind and released by the device plugin. HAMi never sweeps
+locks: another pod's Bind takes one over only when it expired or its owner pod is gone, so a
+lock left behind blocks new GPU pods on that node until it expires. ``lock_state`` classifies
+one, in the operator's order: malformed, expired, dangling, leaked, else active.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Literal
+
+from tenant_platform.api.status.gpu import NodeLockStatus
+from tenant_platform.hami.allocations import PodLike
+from tenant_platform.hami.names import BIND_DONE, TERMINATED_PHASES, HamiParseError
+
+LockStateName = Literal["active", "expired", "dangling", "leaked", "malformed"]
+
+PodLookup = Callable[[str, str], PodLike | None]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeLock:
+    since: datetime | None
+    namespace: str
+    pod: str
+    state: LockStateName
+    reason: str = ""
+    """Why the lock is malformed or stale, as a phrase."""
+
+    @property
+    def stale(self) -> bool:
+        return self.state != "active"
+
+    def to_status(self) -> NodeLockStatus:
+        return NodeLockStatus(
+            held=True,
+            since=rfc3339(self.since) if self.since is not None else None,
+            pod=f"{self.namespace}/{self.pod}" if self.pod else "",
+            state=self.state,
+            stale=self.stale,
+            reason=self.reason or None,
+        )
+
+    def phrase(self) -> str:
+        """``held since <time>, by <ns>/<pod>, <reason>``: what the GPUReady message says of it."""
+        parts = []
+        if self.since is not None:
+            parts.append(f"held since {rfc3339(self.since)}")
+        if self.pod:
+            parts.append(f"by {self.namespace}/{self.pod}")
+        if self.reason:
+            parts.append(self.reason)
+        return ", ".join(parts)
+
+
+def parse_lock(value: str) -> tuple[datetime, str, str]:
+    """``<RFC3339>,<namespace>,<pod>`` (v2.4+) or a bare timestamp (legacy) -> (since, ns, pod)."""
+    parts = value.split(",")
+    if len(parts) not in (1, 3):
+        raise HamiParseError(f"lock value has {len(parts)} comma-separated parts; expected 1 or 3")
+    stamp = parts[0].strip()
+    try:
+        since = datetime.fromisoformat(stamp.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise HamiParseError(f"lock time {stamp!r} is not RFC 3339") from None
+    if since.tzinfo is None:
+        raise HamiParseError(f"lock time {stamp!r} has no time zone")
+    if len(parts) == 1:
+        return since, "", ""
+    namespace, pod = parts[1].strip(), parts[2].strip()
+    if not namespace or not pod:
+        raise HamiParseError("lock value names no pod")
+    return since, namespace, pod
+
+
+def lock_state(value: str, *, now: datetime, timeout: timedelta, owner: PodLookup) -> NodeLock:
+    """Classify a node lock, in this order: malformed, expired, dangling, leaked, else active.
+
+    - expired: older than ``timeout`` (HAMi lets the next Bind take it over);
+    - dangling: its pod is gone or terminated (HAMi still waits for the timeout);
+    - leaked: its pod already finished binding (bind-phase success/failed) or runs, yet the lock
+      is still held (the device plugin never released it);
+    - a legacy lock (timestamp only) names no pod, so only its age can make it stale.
+    """
+    try:
+        since, namespace, pod_name = parse_lock(value)
+    except HamiParseError as exc:
+        return NodeLock(None, "", "", "malformed", str(exc))
+    age = now - since
+    if age > timeout:
+        return NodeLock(since, namespace, pod_name, "expired", f"older than {duration(timeout)}")
+    if not pod_name:
+        return NodeLock(since, namespace, pod_name, "active")
+    pod = owner(namespace, pod_name)
+    if pod is None:
+        return NodeLock(since, namespace, pod_name, "dangling", "its pod no longer exists")
+    if pod.phase in TERMINATED_PHASES:
+        return NodeLock(since, namespace, pod_name, "dangling", f"its pod has {pod.phase.lower()}")
+    if pod.bind_phase in BIND_DONE:
+        return NodeLock(since, namespace, pod_name, "leaked", f"its pod's bind-phase is already {pod.bind_phase}")
+    if pod.phase == "Running":
+        return NodeLock(since, namespace, pod_name, "leaked", "its pod is already running")
+    return NodeLock(since, namespace, pod_name, "active")
+
+
+def lock_expires_in(lock: NodeLock, *, now: datetime, timeout: timedelta) -> float | None:
+    """Seconds until an active lock turns expired (no watch event marks that moment)."""
+    if lock.state != "active" or lock.since is None:
+        return None
+    return max(0.0, (lock.since + timeout - now).total_seconds())
+
+
+def rfc3339(moment: datetime) -> str:
+    text = moment.isoformat()
+    return text.replace("+00:00", "Z")
+
+
+def duration(delta: timedelta) -> str:
+    """``5m`` or ``90s``: how the spec writes a lock timeout."""
+    seconds = int(delta.total_seconds())
+    if seconds % 60 == 0 and seconds >= 60:
+        return f"{seconds // 60}m"
+    return f"{seconds}s"

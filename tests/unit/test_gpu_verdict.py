@@ -1,0 +1,433 @@
+"""The GPUReady verdict (hami/verdict.py): pure and table-driven, one row per reason.
+
+``gpu_condition`` decides from findings; ``evaluate`` from gathered facts (snapshot-like nodes
+and pods) and the spec, and also builds status.gpu and the recorded GPU facts.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from tenant_platform.api import reasons
+from tenant_platform.api.models import TenantPlatform
+from tenant_platform.hami import capacity, verdict
+from tenant_platform.hami.capacity import CardState
+from tenant_platform.hami.labels import LabelOutcome
+from tenant_platform.hami.locks import NodeLock
+from tenant_platform.hami.register import Card
+from tenant_platform.hami.verdict import GpuFacts
+
+NOW = datetime(2025, 6, 1, 8, 20, 0, tzinfo=UTC)
+FIVE_MIN = timedelta(minutes=5)
+V210 = (
+    '[{"id":"GPU-aaa","count":10,"devmem":81920,"devcore":100,"type":"NVIDIA A100-SXM4-80GB","mode":"hami-core",'
+    '"health":true},{"id":"GPU-bbb","index":1,"count":10,"devmem":81920,"devcore":100,"type":"NVIDIA A100-SXM4-80GB",'
+    '"numa":1,"mode":"hami-core"}]'
+)
+ONE_CARD = json.dumps(
+    [{"id": "GPU-lab", "count": 10, "devmem": 24576, "devcore": 100, "type": "NVIDIA L4", "health": True}]
+)
+
+
+@dataclass(frozen=True)
+class Pod:
+    """A PodLike for tests."""
+
+    namespace: str = "ml"
+    name: str = "p"
+    phase: str = "Pending"
+    bind_phase: str = "allocating"
+    allocated: str = ""
+    init_containers: int = 0
+    app_containers: int = 1
+    init_exit_codes: tuple[int | None, ...] = ()
+
+
+def no_owner(namespace: str, name: str) -> None:
+    return None
+
+
+def lab_node(*pods: Pod) -> capacity.NodeCapacity:
+    return capacity.node_capacity("lab", register=ONE_CARD, pods=pods, now=NOW, lock_timeout=FIVE_MIN, owner=no_owner)
+
+
+# -- GPUReady --------------------------------------------------------------------------------------
+
+
+def findings(**overrides: object) -> verdict.Findings:
+    base: dict[str, object] = {"labels_enabled": True, "hami_enabled": True, "gpu_nodes": 1}
+    base.update(overrides)
+    return verdict.Findings(**base)  # type: ignore[arg-type]
+
+
+HEALTHY = lab_node()
+UNREGISTERED = capacity.NodeCapacity("silent", registered=False)
+UNPARSEABLE = capacity.node_capacity("weird", register="[", pods=[], now=NOW, lock_timeout=FIVE_MIN, owner=no_owner)
+UNHEALTHY = capacity.node_capacity("sick", register=V210, pods=[], now=NOW, lock_timeout=FIVE_MIN, owner=no_owner)
+STALE = capacity.node_capacity(
+    "locked",
+    register=ONE_CARD,
+    pods=[],
+    now=NOW,
+    lock_timeout=FIVE_MIN,
+    owner=no_owner,
+    lock="2025-06-01T08:19:00Z,ml,gone",
+)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "status", "reason", "fragments"),
+    [
+        pytest.param(
+            {"labels_enabled": False, "hami_enabled": False, "gpu_nodes": 3}, "True", "Disabled", [], id="disabled"
+        ),
+        pytest.param({"gpu_nodes": 0}, "True", "NoGPUNodes", ["optional"], id="no gpu nodes"),
+        pytest.param(
+            {"nodes": [HEALTHY], "labelled": frozenset({"lab"}), "allocatable": {"lab": 10}},
+            "True",
+            "GPUNodesReady",
+            ["1 GPU node(s), 1 labelled", "1 cards / 24576 MiB free"],
+            id="ready",
+        ),
+        pytest.param(
+            {"hami_enabled": False, "labelled": frozenset({"a"})},
+            "True",
+            "GPUNodesReady",
+            ["1 labelled"],
+            id="labels only",
+        ),
+        pytest.param(
+            {"conflicts": ["Node a: label gpu=on is held by TenantPlatform x; this platform wants gpu=yes."]},
+            "False",
+            "Conflict",
+            ["held by TenantPlatform x", "Neither platform overwrites"],
+            id="conflict",
+        ),
+        pytest.param(
+            {"pending": ["a: set gpu=on"]}, "False", "LabelsPending", ["a: set gpu=on", "dry run"], id="dry run"
+        ),
+        pytest.param(
+            {"nodes": [UNPARSEABLE], "allocatable": {"weird": 10}},
+            "False",
+            "UnparseableAnnotation",
+            ["weird (invalid JSON"],
+            id="unparseable",
+        ),
+        pytest.param(
+            {"nodes": [UNREGISTERED], "labelled": frozenset({"silent"})},
+            "False",
+            "NoDevicesRegistered",
+            ["silent register no devices"],
+            id="labelled node registers nothing",
+        ),
+        pytest.param(
+            {"nodes": [UNREGISTERED], "labelled": frozenset()},
+            "True",
+            "GPUNodesReady",
+            [],
+            id="unlabelled node registering nothing is fine",
+        ),
+        pytest.param(
+            {"nodes": [HEALTHY], "allocatable": {"lab": 0}},
+            "False",
+            "NoAllocatableGPUs",
+            ["lab", "no allocatable nvidia.com/gpu"],
+            id="no allocatable gpus",
+        ),
+        pytest.param(
+            {"nodes": [UNHEALTHY], "allocatable": {"sick": 10}},
+            "False",
+            "UnhealthyCards",
+            ["sick (1 of 2)"],
+            id="unhealthy card",
+        ),
+        pytest.param(
+            {"nodes": [STALE], "allocatable": {"locked": 10}},
+            "False",
+            "StaleNodeLock",
+            ["locked (dangling", "by ml/gone", "hami.io/mutex.lock"],
+            id="stale lock names the node",
+        ),
+        pytest.param(
+            {"nodes": [UNHEALTHY, STALE], "allocatable": {"sick": 10, "locked": 10}, "conflicts": ["C."]},
+            "False",
+            "Conflict",
+            ["C.", "sick (1 of 2)", "locked (dangling"],
+            id="every problem is named, the first wins the reason",
+        ),
+    ],
+)
+def test_gpu_condition(overrides: dict[str, object], status: str, reason: str, fragments: list[str]) -> None:
+    condition = verdict.gpu_condition(findings(**overrides))
+    assert (condition.type, condition.status, condition.reason) == ("GPUReady", status, reason)
+    for fragment in fragments:
+        assert fragment in condition.message
+
+
+def test_many_nodes_are_abbreviated() -> None:
+    nodes = [capacity.NodeCapacity(f"n{i}", registered=False) for i in range(8)]
+    condition = verdict.gpu_condition(findings(nodes=nodes, labelled=frozenset(n.name for n in nodes)))
+    assert "n0, n1, n2, n3, n4 and 3 more" in condition.message
+
+
+# -- evaluate: facts + spec -> Verdict -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Node:
+    """A NodeLike for tests (what observe's snapshot keeps of a Node)."""
+
+    name: str
+    uid: str = "uid-1"
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    capacity: Mapping[str, str] = field(default_factory=dict)
+    allocatable: Mapping[str, str] = field(default_factory=dict)
+    label_managers: Mapping[str, frozenset[str]] = field(default_factory=dict)
+
+
+def gpu_node(
+    name: str = "lab",
+    *,
+    register: str | None = ONE_CARD,
+    lock: str | None = None,
+    allocatable: str = "10",
+    labels: Mapping[str, str] | None = None,
+) -> Node:
+    annotations = {}
+    if register is not None:
+        annotations["hami.io/node-nvidia-register"] = register
+    if lock is not None:
+        annotations["hami.io/mutex.lock"] = lock
+    return Node(
+        name,
+        labels={"gpu": "on"} if labels is None else labels,
+        annotations=annotations,
+        capacity={"nvidia.com/gpu": allocatable},
+        allocatable={"nvidia.com/gpu": allocatable},
+    )
+
+
+def platform(**gpu: Any) -> TenantPlatform:
+    body = {
+        "apiVersion": "tenancy.dev/v1alpha1",
+        "kind": "TenantPlatform",
+        "metadata": {"name": "p", "uid": "u"},
+        "spec": {"namespace": "p-ns", "domain": "p.example.com", "gpu": gpu},
+    }
+    return TenantPlatform.from_body(body)
+
+
+def facts(*nodes: Node, pods: tuple[Pod, ...] = (), synced: bool = True) -> GpuFacts:
+    by_key = {(p.namespace, p.name): p for p in pods}
+    return GpuFacts(
+        nodes={n.name: n for n in nodes},
+        pods_by_node={},
+        pod=lambda namespace, name: by_key.get((namespace, name)),
+        synced=synced,
+    )
+
+
+OFF = {"nodeLabels": {"enabled": False}, "hami": {"enabled": False}}
+CPU_ONLY = Node("cpu", labels={"kubernetes.io/os": "linux"})
+CONFLICT = "Node lab: label gpu=off is held by TenantPlatform other; this platform wants gpu=on."
+
+# (name, nodes, spec tweaks, labelling outcome, expected status, reason, message fragment)
+EVALUATE_ROWS = [
+    ("disabled", (gpu_node(),), OFF, LabelOutcome(), "True", reasons.Common.DISABLED, "both turned off"),
+    ("no gpu nodes", (CPU_ONLY,), {}, LabelOutcome(), "True", reasons.GPU.NO_GPU_NODES, "GPUs are optional"),
+    (
+        "ready",
+        (gpu_node(), CPU_ONLY),
+        {},
+        LabelOutcome(),
+        "True",
+        reasons.GPU.READY,
+        "1 GPU node(s), 1 labelled; HAMi reports 1 cards / 24576 MiB free.",
+    ),
+    ("conflict", (gpu_node(),), {}, LabelOutcome(conflicts=[CONFLICT]), "False", reasons.Common.CONFLICT, CONFLICT),
+    (
+        "labels pending (dry run)",
+        (gpu_node(labels={}),),
+        {},
+        LabelOutcome(pending=["lab: set gpu=on"]),
+        "False",
+        reasons.GPU.LABELS_PENDING,
+        "Would change GPU node labels: lab: set gpu=on (dry run).",
+    ),
+    (
+        "unparseable register",
+        (gpu_node(register="["),),
+        {},
+        LabelOutcome(),
+        "False",
+        reasons.GPU.UNPARSEABLE,
+        "on node(s) lab (invalid JSON",
+    ),
+    (
+        "labelled node registers nothing",
+        (gpu_node(register=None),),
+        {},
+        LabelOutcome(),
+        "False",
+        reasons.GPU.NO_DEVICES,
+        "Labelled GPU node(s) lab register no devices with HAMi",
+    ),
+    (
+        "no allocatable gpus",
+        (gpu_node(allocatable="0", labels={"gpu": "on", "nvidia.com/gpu.present": "true"}),),
+        {},
+        LabelOutcome(),
+        "False",
+        reasons.GPU.NO_ALLOCATABLE,
+        "advertise no allocatable nvidia.com/gpu",
+    ),
+    (
+        "unhealthy cards",
+        (gpu_node(register=V210),),
+        {},
+        LabelOutcome(),
+        "False",
+        reasons.GPU.UNHEALTHY,
+        "Unhealthy GPU cards on node(s) lab (1 of 2)",
+    ),
+    (
+        "stale node lock",
+        (gpu_node(lock="2025-06-01T08:19:00Z,ml,gone"),),
+        {},
+        LabelOutcome(),
+        "False",
+        reasons.GPU.STALE_LOCK,
+        "lab (dangling: held since 2025-06-01T08:19:00Z, by ml/gone, its pod no longer exists)",
+    ),
+]
+
+
+@pytest.mark.parametrize("row", [pytest.param(row, id=str(row[0])) for row in EVALUATE_ROWS])
+def test_evaluate(row: tuple[Any, ...]) -> None:
+    _, nodes, tweaks, labels, status, reason, fragment = row
+    decided = verdict.evaluate(platform(**tweaks), facts(*nodes), labels=labels, now=NOW)
+    condition = decided.verdict.condition
+    assert (condition.type, condition.status, condition.reason) == ("GPUReady", status, reason)
+    assert fragment in condition.message
+
+
+def test_every_gpu_reason_has_a_row() -> None:
+    covered = {row[5] for row in EVALUATE_ROWS}
+    assert set(reasons.GPU) <= covered
+    assert {reasons.Common.DISABLED, reasons.Common.CONFLICT} <= covered
+
+
+def test_disabled_status_is_the_summary_only() -> None:
+    decided = verdict.evaluate(platform(**OFF), facts(gpu_node()), labels=LabelOutcome(), now=NOW)
+    assert decided.verdict.sections == {"gpu": {"summary": "disabled"}}
+    assert decided.verdict.recorded == {"gpuNodes": [{"name": "lab", "model": "", "cards": 0}]}
+    assert decided.capacities == ()
+
+
+def test_labels_only_status_and_recorded() -> None:
+    node = gpu_node(labels={"gpu": "on", "nvidia.com/gpu.product": "Tesla-T4", "nvidia.com/gpu.count": "2"})
+    decided = verdict.evaluate(platform(hami={"enabled": False}), facts(node), labels=LabelOutcome(), now=NOW)
+    assert decided.verdict.sections == {
+        "gpu": {
+            "nodes": [{"name": "lab", "labelled": True}],
+            "total": {"nodes": 1},
+            "summary": "1 GPU nodes",
+            "labels": {"wanted": {"gpu": "on"}, "labelledNodes": 1},
+        }
+    }
+    assert decided.verdict.recorded == {"gpuNodes": [{"name": "lab", "model": "Tesla-T4", "cards": 2}]}
+
+
+def test_hami_status_and_recorded() -> None:
+    pods = (Pod(name="a", allocated="GPU-lab,NVIDIA,4096,50:;"),)
+    gathered = GpuFacts(
+        nodes={"lab": gpu_node(labels={})},
+        pods_by_node={"lab": pods},
+        pod=lambda namespace, name: None,
+        names_source="ConfigMap kube-system/hami-scheduler-device",
+    )
+    applied = LabelOutcome(applied={"lab": {"gpu": "on"}})
+    decided = verdict.evaluate(platform(), gathered, labels=applied, now=NOW)
+    names = {
+        "count": "nvidia.com/gpu",
+        "memory": "nvidia.com/gpumem",
+        "memoryPercentage": "nvidia.com/gpumem-percentage",
+        "cores": "nvidia.com/gpucores",
+        "priority": "nvidia.com/priority",
+    }
+    amounts = {
+        "slots": {"total": 10, "used": 1},
+        "memoryMiB": {"total": 24576, "used": 4096, "free": 20480},
+        "coresPercent": {"total": 100, "used": 50, "free": 50},
+    }
+    assert decided.verdict.sections == {
+        "gpu": {
+            "nodes": [
+                {
+                    "name": "lab",
+                    "labelled": True,  # applied this pass
+                    "registered": True,
+                    "cards": 1,
+                    "models": {"NVIDIA L4": 1},
+                    **amounts,
+                    "unhealthyCards": 0,
+                    "pods": 1,
+                    "lock": {"held": False},
+                }
+            ],
+            "total": {"nodes": 1, "cards": 1, "models": {"NVIDIA L4": 1}, **amounts, "unhealthyCards": 0},
+            "summary": "1 cards / 20480 MiB free",
+            "labels": {"wanted": {"gpu": "on"}, "labelledNodes": 1},
+            "resourceNames": {**names, "source": "ConfigMap kube-system/hami-scheduler-device"},
+        }
+    }
+    assert decided.verdict.recorded == {
+        "gpuNodes": [{"name": "lab", "model": "NVIDIA L4", "cards": 1}],
+        "gpuResourceNames": names,
+    }
+    assert decided.verdict.requeue_after is None
+    assert not decided.verdict.progressing
+
+
+def test_requeue_when_an_active_lock_expires() -> None:
+    owner = Pod(namespace="ml", name="binding")
+    decided = verdict.evaluate(
+        platform(),
+        facts(gpu_node(lock="2025-06-01T08:19:00Z,ml,binding"), pods=(owner,)),
+        labels=LabelOutcome(),
+        now=NOW,
+    )
+    assert decided.verdict.condition.reason == reasons.GPU.READY
+    assert decided.verdict.requeue_after == 241.0  # expires in 240 s
+
+
+def test_before_the_first_listing_an_unseen_lock_owner_is_still_binding() -> None:
+    decided = verdict.evaluate(
+        platform(),
+        facts(gpu_node(lock="2025-06-01T08:19:00Z,ml,unseen"), synced=False),
+        labels=LabelOutcome(),
+        now=NOW,
+    )
+    assert decided.verdict.condition.reason == reasons.GPU.READY
+    assert decided.verdict.progressing
+    assert decided.verdict.requeue_after == verdict.UNSYNCED_REQUEUE
+
+
+def test_status_listing_keeps_problem_nodes_when_capped() -> None:
+    card = Card("GPU-a", 0, 10, 100, 100, "T4", 0, True, "")
+    sick = Card("GPU-a", 0, 10, 100, 100, "T4", 0, False, "")
+    nodes = [capacity.NodeCapacity(f"n{i}", registered=True, cards=(CardState(card),)) for i in range(6)]
+    nodes[4] = capacity.NodeCapacity("n4", registered=True, cards=(CardState(sick),))
+    nodes[5] = capacity.NodeCapacity(
+        "n5", registered=True, cards=(CardState(card),), lock=NodeLock(NOW, "ml", "p", "dangling")
+    )
+    labelled = frozenset(n.name for n in nodes)
+    assert [n.name for n in verdict.listed(nodes, labelled, 3)] == ["n0", "n4", "n5"]
+    assert verdict.listed(nodes, labelled, 10) == nodes
