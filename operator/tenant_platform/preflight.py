@@ -26,10 +26,12 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+import pydantic
 import yaml
 
 from tenant_platform import reconcile
 from tenant_platform.api import constants, reasons
+from tenant_platform.api.status.handoff import Recorded
 from tenant_platform.config import Settings, load_settings
 from tenant_platform.kube.client import Kube, Obj
 from tenant_platform.render import values as render_values
@@ -298,5 +300,9 @@ def facts_document(kube: Kube, name: str) -> str:
             f"{constants.KIND} {name} has no recorded facts yet: is the operator running? "
             "(tenant-platform check shows what it would find)"
         )
+    try:
+        facts = Recorded.parse(recorded)
+    except pydantic.ValidationError as exc:
+        raise PreflightError(f"{constants.KIND} {name} has recorded facts this version cannot read: {exc}") from exc
     namespace = str((body.get("spec") or {}).get("namespace", ""))
-    return render_values.render_values(platform_name=name, namespace=namespace, recorded=recorded)
+    return render_values.render_values(platform_name=name, namespace=namespace, recorded=facts)

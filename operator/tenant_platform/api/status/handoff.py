@@ -18,7 +18,7 @@ from pydantic import ConfigDict, Field
 
 from tenant_platform.api.status import StatusModel
 from tenant_platform.api.status.apiaddresses import KubernetesAPI
-from tenant_platform.api.status.objectstore import ObjectStoreFacts
+from tenant_platform.api.status.objectstore import RecordedObjectStore
 from tenant_platform.api.status.storage import StorageVerification
 
 
@@ -94,7 +94,7 @@ class Recorded(StatusModel):
     storage_verification: StorageVerification | None = None
     kubernetes_api: KubernetesAPI | None = Field(None, alias="kubernetesAPI")
     image_pull_secrets: list[str] | None = None
-    object_store: ObjectStoreFacts | None = None
+    object_store: RecordedObjectStore | None = None
     # Owned by other steps (read through the small readers above).
     installer: InstallerFacts | None = None
     gateway: GatewayFacts | None = None

@@ -8,7 +8,7 @@ from typing import Literal
 from tenant_platform.api.status import StatusModel
 
 
-class ObjectStoreFacts(StatusModel):
+class RecordedObjectStore(StatusModel):
     """``status.recorded.objectStore``. Builtin, or S3 without its settings, records the mode only."""
 
     mode: Literal["Builtin", "S3"]
@@ -21,4 +21,4 @@ class ObjectStoreFacts(StatusModel):
 class ObjectStoreRecorded(StatusModel):
     """The object-store step's part of ``status.recorded``."""
 
-    object_store: ObjectStoreFacts
+    object_store: RecordedObjectStore
