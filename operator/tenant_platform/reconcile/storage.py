@@ -59,14 +59,14 @@ def gather(ctx: StepContext) -> storage_status.StorageFacts:
     return storage_status.StorageFacts(classes=classes, memory=memory)
 
 
-def gather_test(ctx: StepContext, attempt: int) -> storage_status.TestObjects:
+def gather_test(ctx: StepContext, attempt: int) -> storage_status.WriteTestObjects:
     """The PVC and pods of write test ``attempt`` (None where absent)."""
     platform = ctx.platform
     namespace = platform.spec.namespace
     pvc_name = render_storage.pvc_name(platform.name, attempt)
     writer_name = render_storage.pod_name(platform.name, attempt, "write")
     reader_name = render_storage.pod_name(platform.name, attempt, "read")
-    return storage_status.TestObjects(
+    return storage_status.WriteTestObjects(
         attempt=attempt,
         pvc_name=pvc_name,
         writer_name=writer_name,
@@ -129,7 +129,7 @@ class StorageStep:
             )
 
     def _act(
-        self, ctx: StepContext, action: Action, objects: storage_status.TestObjects, *, storage_class: str
+        self, ctx: StepContext, action: Action, objects: storage_status.WriteTestObjects, *, storage_class: str
     ) -> None:
         common: dict[str, Any] = {
             "platform_name": ctx.platform.name,

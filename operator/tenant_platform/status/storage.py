@@ -32,7 +32,7 @@ import pydantic
 
 from tenant_platform.api import constants, reasons
 from tenant_platform.api.models import Storage
-from tenant_platform.api.status.storage import FINISHED, StorageRecorded, StorageVerification, TestResult
+from tenant_platform.api.status.storage import FINISHED, StorageRecorded, StorageVerification, VerificationResult
 from tenant_platform.status import conditions
 from tenant_platform.status.conditions import Condition
 
@@ -189,7 +189,7 @@ class StorageFacts:
 
 
 @dataclass(frozen=True)
-class TestObjects:
+class WriteTestObjects:
     """The live objects of one write test (None: absent), read once the attempt is known."""
 
     attempt: int
@@ -274,11 +274,11 @@ def _just_created(name: str) -> dict[str, Any]:
 def final_condition(selection: Selection, memory: StorageVerification, retry_at: datetime) -> Condition:
     """StorageReady for a finished test; a failure says when it runs again."""
     message = memory.message or ""
-    if memory.result == TestResult.SUCCEEDED:
+    if memory.result == VerificationResult.SUCCEEDED:
         return conditions.true(constants.STORAGE_READY, reasons.Storage.VERIFIED, message or selection.message)
     reason = (
         reasons.Storage.VERIFICATION_TIMED_OUT
-        if memory.result == TestResult.TIMED_OUT
+        if memory.result == VerificationResult.TIMED_OUT
         else reasons.Storage.VERIFICATION_FAILED
     )
     return conditions.false(
@@ -324,10 +324,12 @@ def evaluate(spec: Storage, facts: StorageFacts, *, now: datetime, dry_run: bool
     matches = memory is not None and memory.storage_class_name == selection.name
     if memory is not None and matches and memory.result in FINISHED:
         retry_at = (conditions.parse_time(memory.finished_at) or now) + RETRY_AFTER
-        if memory.result == TestResult.SUCCEEDED or now < retry_at:
+        if memory.result == VerificationResult.SUCCEEDED or now < retry_at:
             # The verdict stands: a success until the class changes, a failure until retry_at.
             cond = final_condition(selection, memory, retry_at)
-            requeue = None if memory.result == TestResult.SUCCEEDED else max((retry_at - now).total_seconds(), 1.0)
+            requeue = (
+                None if memory.result == VerificationResult.SUCCEEDED else max((retry_at - now).total_seconds(), 1.0)
+            )
             if memory.cleaned_up is False:
                 return _cleanup(selection, memory, cond, requeue)
             return StorageVerdict(selection, Report(cond, memory, requeue_after=requeue))
@@ -335,7 +337,7 @@ def evaluate(spec: Storage, facts: StorageFacts, *, now: datetime, dry_run: bool
 
     delete: int | None = None
     if_not_deleted: Report | None = None
-    if memory is not None and memory.result == TestResult.RUNNING and not matches:
+    if memory is not None and memory.result == VerificationResult.RUNNING and not matches:
         # A test of another class: drop it and start over.
         delete = memory.attempt
         if_not_deleted = Report(
@@ -351,55 +353,55 @@ def evaluate(spec: Storage, facts: StorageFacts, *, now: datetime, dry_run: bool
             requeue_after=POLL_SECONDS,
         )
         memory = None
-    if memory is None or memory.result != TestResult.RUNNING:
+    if memory is None or memory.result != VerificationResult.RUNNING:
         memory = StorageVerification(
             storage_class_name=selection.name,
             attempt=int(now.timestamp()),
-            result=TestResult.RUNNING,
+            result=VerificationResult.RUNNING,
             started_at=conditions.format_time(now),
         )
     return StorageVerdict(selection, None, delete=delete, if_not_deleted=if_not_deleted, test=memory)
 
 
 def evaluate_test(
-    selection: Selection, memory: StorageVerification, objects: TestObjects, *, namespace: str, now: datetime
+    selection: Selection, memory: StorageVerification, objects: WriteTestObjects, *, namespace: str, now: datetime
 ) -> StorageVerdict:
     """Phase two: finish the running test ``memory`` or name its next writes, from its live objects."""
     pvc, writer, reader = objects.pvc, objects.writer, objects.reader
     deadline = (conditions.parse_time(memory.started_at) or now) + VERIFY_TIMEOUT
 
-    def finish(result: TestResult, message: str) -> StorageVerdict:
+    def finish(result: VerificationResult, message: str) -> StorageVerdict:
         done = memory.model_copy(
             update={"result": result, "finished_at": conditions.format_time(now), "message": message}
         )
-        requeue = None if result == TestResult.SUCCEEDED else RETRY_AFTER.total_seconds()
+        requeue = None if result == VerificationResult.SUCCEEDED else RETRY_AFTER.total_seconds()
         return _cleanup(selection, done, final_condition(selection, done, now + RETRY_AFTER), requeue)
 
     reader_phase, writer_phase = _phase(reader), _phase(writer)
     if reader_phase == "Succeeded":
         return finish(
-            TestResult.SUCCEEDED,
+            VerificationResult.SUCCEEDED,
             f"{selection.message} Write test passed at {conditions.format_time(now)}: pod {objects.writer_name} "
             f"wrote a marker to PVC {objects.pvc_name} and a new pod, {objects.reader_name}, read it back; the test "
             "objects were deleted.",
         )
     if reader_phase == "Failed":
         return finish(
-            TestResult.FAILED,
+            VerificationResult.FAILED,
             f"Storage write test failed on StorageClass {selection.name}: the marker written by pod "
             f"{objects.writer_name} was not read back intact: {describe_pod(reader)}. Volumes of this class may not "
             "keep data when pods are replaced; check the provisioner.",
         )
     if writer_phase == "Failed":
         return finish(
-            TestResult.FAILED,
+            VerificationResult.FAILED,
             f"Storage write test failed on StorageClass {selection.name}: {describe_pod(writer)} while writing to "
             f"PVC {objects.pvc_name}. Check that the volume is writable by a non-root pod (fsGroup 65534).",
         )
     if now >= deadline:
         state = f"{describe_pvc(pvc)}; {describe_pod(reader or writer)}"
         return finish(
-            TestResult.TIMED_OUT,
+            VerificationResult.TIMED_OUT,
             f"Storage write test on StorageClass {selection.name} did not finish within "
             f"{int(VERIFY_TIMEOUT.total_seconds() // 60)} minutes (started {memory.started_at}): {state}. "
             "Check that the provisioner creates volumes and that pods in the tenant namespace can be "

@@ -12,7 +12,7 @@ from enum import StrEnum
 from tenant_platform.api.status import StatusModel
 
 
-class TestResult(StrEnum):
+class VerificationResult(StrEnum):
     """Where a write test stands."""
 
     RUNNING = "Running"
@@ -21,7 +21,9 @@ class TestResult(StrEnum):
     TIMED_OUT = "TimedOut"
 
 
-FINISHED: frozenset[TestResult] = frozenset({TestResult.SUCCEEDED, TestResult.FAILED, TestResult.TIMED_OUT})
+FINISHED: frozenset[VerificationResult] = frozenset(
+    {VerificationResult.SUCCEEDED, VerificationResult.FAILED, VerificationResult.TIMED_OUT}
+)
 
 
 class StorageVerification(StatusModel):
@@ -30,7 +32,7 @@ class StorageVerification(StatusModel):
     storage_class_name: str
     attempt: int
     """The Unix time the test started; the test objects' names end in it."""
-    result: TestResult
+    result: VerificationResult
     started_at: str
     finished_at: str | None = None
     message: str | None = None
@@ -40,7 +42,7 @@ class StorageVerification(StatusModel):
     @property
     def leftover(self) -> bool:
         """Objects of this test may still exist: it is running, or deleting them failed."""
-        return self.result == TestResult.RUNNING or self.cleaned_up is False
+        return self.result == VerificationResult.RUNNING or self.cleaned_up is False
 
 
 class StorageRecorded(StatusModel):
