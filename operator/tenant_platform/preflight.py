@@ -26,10 +26,12 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+import pydantic
 import yaml
 
 from tenant_platform import reconcile
-from tenant_platform.api import constants
+from tenant_platform.api import constants, reasons
+from tenant_platform.api.status.handoff import Recorded
 from tenant_platform.config import Settings, load_settings
 from tenant_platform.kube.client import Kube, Obj
 from tenant_platform.render import values as render_values
@@ -89,58 +91,58 @@ REMEDIATIONS: dict[tuple[str | None, str], str] = {
         "or set spec.edgeCertificate.issuer to SelfSigned."
     ),
     # Storage.
-    (constants.STORAGE_READY, "StorageClassNotFound"): (
+    (constants.STORAGE_READY, reasons.Storage.STORAGE_CLASS_NOT_FOUND): (
         "Create the StorageClass named in spec.storage.storageClassName, or set that field to an existing class "
         "(kubectl get storageclass)."
     ),
-    (constants.STORAGE_READY, "NoDefaultStorageClass"): (
+    (constants.STORAGE_READY, reasons.Storage.NO_DEFAULT_STORAGE_CLASS): (
         "Set spec.storage.storageClassName, or mark one class default: kubectl annotate storageclass NAME "
         "storageclass.kubernetes.io/is-default-class=true."
     ),
-    (constants.STORAGE_READY, "AmbiguousDefaultStorageClass"): (
+    (constants.STORAGE_READY, reasons.Storage.AMBIGUOUS_DEFAULT_STORAGE_CLASS): (
         "Set spec.storage.storageClassName to the class the platform should use, or remove the default "
         "annotation from all classes but one."
     ),
-    (constants.STORAGE_READY, "VerificationPending"): (
+    (constants.STORAGE_READY, reasons.Storage.VERIFICATION_PENDING): (
         "Wait for the write test; if it stays pending, check the provisioner and that pods in the tenant "
         "namespace get scheduled."
     ),
-    (constants.STORAGE_READY, "VerificationFailed"): (
+    (constants.STORAGE_READY, reasons.Storage.VERIFICATION_FAILED): (
         "Check the provisioner and the volume's permissions; kubectl describe the test pod while it runs."
     ),
-    (constants.STORAGE_READY, "VerificationTimedOut"): (
+    (constants.STORAGE_READY, reasons.Storage.VERIFICATION_TIMED_OUT): (
         "Check that the provisioner creates volumes (kubectl get pvc -n NAMESPACE) and that pods can be "
         "scheduled and can pull the test image."
     ),
     # Pull secrets.
-    (constants.PULL_SECRETS_READY, "PullSecretNotFound"): (
+    (constants.PULL_SECRETS_READY, reasons.PullSecrets.PULL_SECRET_NOT_FOUND): (
         "Create it in the tenant namespace: kubectl create secret docker-registry NAME -n NAMESPACE "
         "--docker-server=REGISTRY --docker-username=USER --docker-password=... (create the namespace first, "
         "or let the operator create it)."
     ),
-    (constants.PULL_SECRETS_READY, "WrongSecretType"): (
+    (constants.PULL_SECRETS_READY, reasons.PullSecrets.WRONG_SECRET_TYPE): (
         "Recreate the Secret with type kubernetes.io/dockerconfigjson (kubectl create secret docker-registry)."
     ),
-    (constants.PULL_SECRETS_READY, "Unparseable"): (
+    (constants.PULL_SECRETS_READY, reasons.PullSecrets.UNPARSEABLE): (
         "Recreate the Secret with kubectl create secret docker-registry, or from a valid "
         "~/.docker/config.json with --from-file=.dockerconfigjson=PATH."
     ),
-    (constants.PULL_SECRETS_READY, "NoRegistries"): (
+    (constants.PULL_SECRETS_READY, reasons.PullSecrets.NO_REGISTRIES): (
         "Recreate the Secret with at least one registry under auths (kubectl create secret docker-registry)."
     ),
     # Object store.
-    (constants.OBJECT_STORE_READY, "CredentialsSecretNotFound"): (
+    (constants.OBJECT_STORE_READY, reasons.ObjectStore.CREDENTIALS_SECRET_NOT_FOUND): (
         "Create the credentials Secret in the tenant namespace: kubectl create secret generic NAME -n NAMESPACE "
         "--from-literal=AWS_ACCESS_KEY_ID=... --from-literal=AWS_SECRET_ACCESS_KEY=..."
     ),
-    (constants.OBJECT_STORE_READY, "CredentialsKeysMissing"): (
+    (constants.OBJECT_STORE_READY, reasons.ObjectStore.CREDENTIALS_KEYS_MISSING): (
         "Add the missing keys to the Secret, or set spec.objectStore.s3.credentialsSecret.accessKeyIdKey and "
         "secretAccessKeyKey to the keys it has."
     ),
-    (constants.OBJECT_STORE_READY, "S3SettingsMissing"): (
+    (constants.OBJECT_STORE_READY, reasons.ObjectStore.S3_SETTINGS_MISSING): (
         "Fill in spec.objectStore.s3 (endpoint, bucket, credentialsSecret), or set spec.objectStore.mode to Builtin."
     ),
-    (constants.OBJECT_STORE_READY, "InvalidEndpoint"): (
+    (constants.OBJECT_STORE_READY, reasons.ObjectStore.INVALID_ENDPOINT): (
         "Set spec.objectStore.s3.endpoint to a URL such as https://s3.example.com."
     ),
     # Non-condition checks (keyed by check name, result).
@@ -298,5 +300,9 @@ def facts_document(kube: Kube, name: str) -> str:
             f"{constants.KIND} {name} has no recorded facts yet: is the operator running? "
             "(tenant-platform check shows what it would find)"
         )
+    try:
+        facts = Recorded.parse(recorded)
+    except pydantic.ValidationError as exc:
+        raise PreflightError(f"{constants.KIND} {name} has recorded facts this version cannot read: {exc}") from exc
     namespace = str((body.get("spec") or {}).get("namespace", ""))
-    return render_values.render_values(platform_name=name, namespace=namespace, recorded=recorded)
+    return render_values.render_values(platform_name=name, namespace=namespace, recorded=facts)

@@ -30,6 +30,7 @@ from tenant_platform.kube.client import Kube
 from tenant_platform.reconcile import storage
 from tenant_platform.reconcile.base import StepContext
 from tenant_platform.render import storage as render_storage
+from tenant_platform.status import storage as storage_status
 from tenant_platform.testing.controlplane import ControlPlane
 
 GA = "storageclass.kubernetes.io/is-default-class"
@@ -237,10 +238,10 @@ def test_a_test_that_never_finishes_times_out_and_cleans_up(kube: Kube, make_pla
     reconcile_once(kube, unique_name, now=start)
     assert len(verify_objects(kube, ns)[1]) == 1
 
-    outcome = reconcile_once(kube, unique_name, now=start + storage.VERIFY_TIMEOUT - timedelta(seconds=1))
+    outcome = reconcile_once(kube, unique_name, now=start + storage_status.VERIFY_TIMEOUT - timedelta(seconds=1))
     assert condition(outcome.status, constants.STORAGE_READY)["reason"] == "VerificationPending"
 
-    outcome = reconcile_once(kube, unique_name, now=start + storage.VERIFY_TIMEOUT + timedelta(seconds=1))
+    outcome = reconcile_once(kube, unique_name, now=start + storage_status.VERIFY_TIMEOUT + timedelta(seconds=1))
     cond = condition(outcome.status, constants.STORAGE_READY)
     assert (cond["status"], cond["reason"]) == ("False", "VerificationTimedOut")
     assert "did not finish within 10 minutes" in cond["message"]
@@ -248,7 +249,7 @@ def test_a_test_that_never_finishes_times_out_and_cleans_up(kube: Kube, make_pla
     assert verify_objects(kube, ns) == ([], [])
 
     # After the retry interval a new test starts.
-    later = start + storage.VERIFY_TIMEOUT + storage.RETRY_AFTER + timedelta(seconds=2)
+    later = start + storage_status.VERIFY_TIMEOUT + storage_status.RETRY_AFTER + timedelta(seconds=2)
     outcome = reconcile_once(kube, unique_name, now=later)
     assert condition(outcome.status, constants.STORAGE_READY)["reason"] == "VerificationPending"
     assert len(verify_objects(kube, ns)[1]) == 1

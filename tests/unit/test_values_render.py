@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 
+import pydantic
+import pytest
 import yaml
 
+from tenant_platform.api.status.handoff import Recorded
 from tenant_platform.render import values
 
 RECORDED = {
@@ -33,10 +36,11 @@ RECORDED = {
     "gpuNodes": [{"name": "gpu-1", "model": "NVIDIA H200", "cards": 8}],
     "somethingNew": {"b": 1, "a": 2},
 }
+FACTS = Recorded.parse(RECORDED)
 
 
 def test_every_recorded_fact_is_in_the_document() -> None:
-    doc = yaml.safe_load(values.render_values(platform_name="tp", namespace="kamiwaza", recorded=RECORDED))
+    doc = yaml.safe_load(values.render_values(platform_name="tp", namespace="kamiwaza", recorded=FACTS))
     for key, value in RECORDED.items():
         assert doc[key] == value, key
     assert doc["namespace"] == "kamiwaza"
@@ -44,7 +48,7 @@ def test_every_recorded_fact_is_in_the_document() -> None:
 
 
 def test_known_facts_come_first_in_a_fixed_order_then_the_rest_alphabetically() -> None:
-    doc = values.values_document(namespace="kamiwaza", recorded=RECORDED)
+    doc = values.values_document(namespace="kamiwaza", recorded=FACTS)
     keys = list(doc)
     assert keys[:3] == ["domain", "namespace", "storageClassName"]
     assert keys.index("kubernetesAPI") < keys.index("gateway") < keys.index("gpuNodes") < keys.index("somethingNew")
@@ -55,36 +59,113 @@ def test_text_is_the_same_whatever_the_key_order_of_nested_mappings() -> None:
     # The API server returns status with sorted keys; a reconcile pass builds them in insertion order.
     roundtrip = json.loads(json.dumps(RECORDED, sort_keys=True))
     reordered = dict(reversed(list(roundtrip.items())))
-    a = values.render_values(platform_name="tp", namespace="kamiwaza", recorded=RECORDED)
-    b = values.render_values(platform_name="tp", namespace="kamiwaza", recorded=reordered)
+    a = values.render_values(platform_name="tp", namespace="kamiwaza", recorded=FACTS)
+    b = values.render_values(platform_name="tp", namespace="kamiwaza", recorded=Recorded.parse(reordered))
     assert a == b
     assert a.startswith("# Install values recorded by tenant-platform-operator for TenantPlatform tp.\n")
 
 
 def test_empty_facts_still_give_a_valid_document() -> None:
-    doc = yaml.safe_load(values.render_values(platform_name="tp", namespace="ns", recorded={"domain": "a.example"}))
+    doc = yaml.safe_load(
+        values.render_values(platform_name="tp", namespace="ns", recorded=Recorded.parse({"domain": "a.example"}))
+    )
     assert doc == {"domain": "a.example", "namespace": "ns", "global": {"imagePullSecrets": []}}
 
 
 def test_namespace_comes_from_the_spec_not_from_recorded() -> None:
-    doc = values.values_document(namespace="right", recorded={"namespace": "wrong", "global": {"x": 1}})
+    doc = values.values_document(namespace="right", recorded=Recorded.parse({"namespace": "wrong", "global": {"x": 1}}))
     assert doc["namespace"] == "right"
     assert doc["global"] == {"imagePullSecrets": []}
 
 
 def test_config_map_shape() -> None:
     cm = values.render_config_map(
-        platform_name="tp", namespace="kamiwaza", config_map_name="tp-install-values", recorded=RECORDED
+        platform_name="tp", namespace="kamiwaza", config_map_name="tp-install-values", recorded=FACTS
     )
     assert cm["apiVersion"] == "v1" and cm["kind"] == "ConfigMap"
     assert cm["metadata"] == {"name": "tp-install-values", "namespace": "kamiwaza"}
     assert list(cm["data"]) == [values.VALUES_KEY]
     assert cm["data"][values.VALUES_KEY] == values.render_values(
-        platform_name="tp", namespace="kamiwaza", recorded=RECORDED
+        platform_name="tp", namespace="kamiwaza", recorded=FACTS
     )
 
 
 def test_user_strings_cannot_break_out_of_the_yaml() -> None:
     tricky = {"domain": "a.example", "gpuNodes": [{"name": "n", "model": "x: y\n- z # comment"}]}
-    doc = yaml.safe_load(values.render_values(platform_name="tp", namespace="ns", recorded=tricky))
+    doc = yaml.safe_load(values.render_values(platform_name="tp", namespace="ns", recorded=Recorded.parse(tricky)))
     assert doc["gpuNodes"][0]["model"] == "x: y\n- z # comment"
+
+
+# ---- the typed hand-off: parsing never loses or changes a fact -----------------------------------
+
+FULL = {
+    **RECORDED,
+    "storageVerification": {
+        "storageClassName": "local-path",
+        "attempt": 1767225600,
+        "result": "Succeeded",
+        "startedAt": "2026-01-01T00:00:00Z",
+        "finishedAt": "2026-01-01T00:01:00Z",
+        "message": "Write test passed.",
+        "cleanedUp": True,
+    },
+    "objectStore": {
+        "mode": "S3",
+        "endpoint": "https://s3.example.com",
+        "bucket": "b",
+        "region": "",
+        "credentialsSecret": "s3-creds",
+    },
+    "installer": {"serviceAccountName": "installer", "namespace": "kamiwaza", "kubeconfigSecret": "installer-kc"},
+    "gateway": {**RECORDED["gateway"], "management": "Managed"},  # type: ignore[dict-item]
+    "edgeCertificate": {
+        "secretName": "edge",
+        "namespace": "istio-system",
+        "issuerMode": "SelfSigned",
+        "selfSigned": True,
+        "notBefore": "2026-01-01T00:00:00Z",
+        "notAfter": "2027-01-01T00:00:00Z",
+        "dnsNames": ["kamiwaza.example.com", "*.kamiwaza.example.com"],
+        "subject": "CN=kamiwaza.example.com",
+        "issuer": "CN=kamiwaza.example.com",
+        "publiclyTrusted": False,
+        "trustConfigMap": "tp-edge-trust",
+    },
+    "dns": {"management": "CoreDNS", "distribution": "kubeadm", "mode": "corefile", "configMap": "kube-system/coredns"},
+    "gpuResourceNames": {"count": "nvidia.com/gpu", "memory": "nvidia.com/gpumem", "cores": "nvidia.com/gpucores"},
+}
+
+
+@pytest.mark.parametrize(
+    "recorded", [RECORDED, FULL, {"domain": "a.example"}, {}], ids=["sample", "full", "domain", "empty"]
+)
+def test_parsing_the_recorded_facts_gives_them_back_unchanged(recorded: dict) -> None:
+    facts = Recorded.parse(recorded)
+    assert facts.dump() == recorded
+    assert values.values_document(namespace="ns", recorded=facts) == values.values_document(
+        namespace="ns", recorded=Recorded.parse(json.loads(json.dumps(recorded, sort_keys=True)))
+    )
+
+
+def test_the_hand_off_reads_typed_facts() -> None:
+    facts = Recorded.parse(FULL)
+    assert facts.storage_verification is not None and facts.storage_verification.attempt == 1767225600
+    assert facts.kubernetes_api is not None and facts.kubernetes_api.endpoint_ports == [6443]
+    assert facts.object_store is not None and facts.object_store.credentials_secret == "s3-creds"
+    assert facts.gpu_nodes is not None and facts.gpu_nodes[0].cards == 8
+    assert facts.pull_secret_names == ["kamiwaza-pull", "mirror-pull"]
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [
+        {"imagePullSecrets": "one"},
+        {"kubernetesAPI": {"serviceCIDRs": []}},
+        {"objectStore": {"mode": "Elsewhere"}},
+        {"gpuNodes": [{"model": "no name"}]},
+    ],
+    ids=["names not a list", "addresses incomplete", "unknown mode", "node without name"],
+)
+def test_a_malformed_fact_is_refused(broken: dict) -> None:
+    with pytest.raises(pydantic.ValidationError):
+        Recorded.parse(broken)

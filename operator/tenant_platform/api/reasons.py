@@ -84,13 +84,36 @@ class DNS(StrEnum):
 class Storage(StrEnum):
     """StorageReady."""
 
+    STORAGE_CLASS_FOUND = "StorageClassFound"
+    STORAGE_CLASS_NOT_FOUND = "StorageClassNotFound"
+    NO_DEFAULT_STORAGE_CLASS = "NoDefaultStorageClass"
+    AMBIGUOUS_DEFAULT_STORAGE_CLASS = "AmbiguousDefaultStorageClass"
+    VERIFIED = "Verified"
+    VERIFICATION_PENDING = "VerificationPending"
+    VERIFICATION_FAILED = "VerificationFailed"
+    VERIFICATION_TIMED_OUT = "VerificationTimedOut"
+
 
 class PullSecrets(StrEnum):
     """PullSecretsReady."""
 
+    NONE_REQUIRED = "NoneRequired"
+    PULL_SECRETS_FOUND = "PullSecretsFound"
+    PULL_SECRET_NOT_FOUND = "PullSecretNotFound"
+    WRONG_SECRET_TYPE = "WrongSecretType"
+    UNPARSEABLE = "Unparseable"
+    NO_REGISTRIES = "NoRegistries"
+
 
 class ObjectStore(StrEnum):
     """ObjectStoreReady."""
+
+    BUILTIN = "Builtin"
+    S3_CREDENTIALS_FOUND = "S3CredentialsFound"
+    S3_SETTINGS_MISSING = "S3SettingsMissing"
+    INVALID_ENDPOINT = "InvalidEndpoint"
+    CREDENTIALS_SECRET_NOT_FOUND = "CredentialsSecretNotFound"
+    CREDENTIALS_KEYS_MISSING = "CredentialsKeysMissing"
 
 
 class GPU(StrEnum):

@@ -8,11 +8,12 @@ This step owns no condition: the addresses are facts, not a prerequisite an admi
 our spec. What looks wrong (no EndpointSlice, no cluster IP) goes to ``status.checks.kubernetesAPI``
 as a warning, and ``tenant-platform check`` lists it as WARN. The facts are read on every pass,
 so the drift timer keeps them current when control-plane nodes change.
+
+Shape: ``gather`` reads the Service and the slices; status/apiaddresses.py ``evaluate`` decides the
+recorded facts and the check, purely; the step reports them.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.kube.client import Obj
@@ -20,7 +21,20 @@ from tenant_platform.reconcile.base import CleanupResult, StepContext, StepResul
 from tenant_platform.status import apiaddresses
 
 COMPONENT = "apiaddresses"
-CHECK_NAME = "kubernetesAPI"
+CHECK_NAME = apiaddresses.CHECK_NAME
+
+
+def gather(ctx: StepContext) -> apiaddresses.APIAddressesFacts:
+    """The ``kubernetes`` Service and the EndpointSlices labelled for it, in ``default``."""
+    return apiaddresses.APIAddressesFacts(
+        service=ctx.kube.get("v1", "Service", apiaddresses.SERVICE_NAME, apiaddresses.SERVICE_NAMESPACE),
+        slices=ctx.kube.list(
+            "discovery.k8s.io/v1",
+            "EndpointSlice",
+            apiaddresses.SERVICE_NAMESPACE,
+            label_selector=f"{apiaddresses.SERVICE_NAME_LABEL}={apiaddresses.SERVICE_NAME}",
+        ),
+    )
 
 
 class APIAddressesStep:
@@ -31,23 +45,8 @@ class APIAddressesStep:
         return []
 
     def reconcile(self, ctx: StepContext) -> StepResult:
-        service = ctx.kube.get("v1", "Service", apiaddresses.SERVICE_NAME, apiaddresses.SERVICE_NAMESPACE)
-        slices = ctx.kube.list(
-            "discovery.k8s.io/v1",
-            "EndpointSlice",
-            apiaddresses.SERVICE_NAMESPACE,
-            label_selector=f"{apiaddresses.SERVICE_NAME_LABEL}={apiaddresses.SERVICE_NAME}",
-        )
-        found = apiaddresses.compute(service, slices)
-        status: dict[str, Any] = {}
-        if found.warnings or found.notes:
-            status["checks"] = {
-                CHECK_NAME: {
-                    "result": "Warn" if found.warnings else "Pass",
-                    "message": " ".join([*found.warnings, *found.notes]),
-                }
-            }
-        return StepResult(conditions=[], recorded={"kubernetesAPI": found.recorded()}, status=status)
+        verdict = apiaddresses.evaluate(gather(ctx))
+        return StepResult(conditions=verdict.conditions, recorded=verdict.recorded, status=verdict.sections)
 
     def cleanup(self, ctx: StepContext) -> CleanupResult:
         return CleanupResult(True)

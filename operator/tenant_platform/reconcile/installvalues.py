@@ -1,8 +1,11 @@
 """The install hand-off: a ConfigMap in the tenant namespace with every recorded fact.
 
-Registered LAST, so ``ctx.recorded`` holds what every other step recorded in this pass; the
-values document (render/values.py) is therefore exactly ``status.recorded`` of the same pass, and
-``tenant-platform facts`` renders the same text from a live object. The ConfigMap is named
+Registered LAST (reconcile/registry.py), so ``ctx.recorded`` holds what every other step recorded
+in this pass. ``gather`` parses those facts, with the domain, through the typed
+``api.status.handoff.Recorded`` (a fact that does not parse is a bug in the step that recorded
+it, and fails this step); the values document (render/values.py, pure) is therefore exactly
+``status.recorded`` of the same pass, and ``tenant-platform facts`` renders the same text from a
+live object's ``status.recorded`` through the same model. The ConfigMap is named
 ``spec.installValues.configMapName`` (default ``<platform>-install-values``), key ``values.yaml``,
 labelled as ours, applied only when its content changes (no-op passes write nothing), and a
 ConfigMap we made under an earlier name is pruned. Status: ``installValues`` {configMap}.
@@ -19,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from tenant_platform.api.models import TenantPlatform
+from tenant_platform.api.status.handoff import Recorded
 from tenant_platform.kube.client import Obj
 from tenant_platform.reconcile.base import CleanupResult, StepContext, StepResult, apply_children
 from tenant_platform.render import values as render_values
@@ -26,21 +30,26 @@ from tenant_platform.render import values as render_values
 COMPONENT = "installvalues"
 
 
-def recorded_facts(platform: TenantPlatform, recorded: dict[str, Any]) -> dict[str, Any]:
-    """What ``status.recorded`` holds at the end of the pass (reconcile.compute_status adds the domain)."""
-    return {"domain": platform.spec.domain, **recorded}
+def recorded_facts(platform: TenantPlatform, recorded: dict[str, Any]) -> Recorded:
+    """What ``status.recorded`` holds at the end of the pass (reconcile.compute_status adds the domain), typed."""
+    return Recorded.parse({"domain": platform.spec.domain, **recorded})
+
+
+def gather(ctx: StepContext) -> Recorded:
+    """The facts the other steps recorded in this pass."""
+    return recorded_facts(ctx.platform, ctx.recorded)
 
 
 class InstallValuesStep:
     name = COMPONENT
     condition_types: tuple[str, ...] = ()
 
-    def desired(self, platform: TenantPlatform, recorded: dict[str, Any]) -> Obj:
+    def desired(self, platform: TenantPlatform, recorded: Recorded) -> Obj:
         return render_values.render_config_map(
             platform_name=platform.name,
             namespace=platform.spec.namespace,
             config_map_name=platform.install_values_name,
-            recorded=recorded_facts(platform, recorded),
+            recorded=recorded,
         )
 
     def render(self, platform: TenantPlatform) -> list[Obj]:
@@ -48,7 +57,7 @@ class InstallValuesStep:
         facts: dict[str, Any] = {"imagePullSecrets": list(platform.spec.image_pull_secrets)}
         if platform.spec.storage.storage_class_name:
             facts["storageClassName"] = platform.spec.storage.storage_class_name
-        return [self.desired(platform, facts)]
+        return [self.desired(platform, recorded_facts(platform, facts))]
 
     def reconcile(self, ctx: StepContext) -> StepResult:
         platform = ctx.platform
@@ -56,7 +65,7 @@ class InstallValuesStep:
         outcome = apply_children(
             ctx,
             COMPONENT,
-            [self.desired(platform, ctx.recorded)],
+            [self.desired(platform, gather(ctx))],
             prune_kinds=[("v1", "ConfigMap")],
             prune_namespaces=[platform.spec.namespace],
         )

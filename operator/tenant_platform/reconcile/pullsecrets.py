@@ -8,7 +8,8 @@ registry. Report which registry hosts each covers (never the credentials). Recor
 Where the operator runs in the cluster, the registry hosts are also probed (reconcile/probes.py):
 the outcome is a best-effort ``status.checks.registryProbes`` entry, never part of the condition.
 
-Only Secrets named in the spec are read, one GET each: the operator never lists Secrets.
+Shape: ``gather`` reads only the Secrets named in the spec, one GET each (the operator never
+lists Secrets); status/pullsecrets.py ``evaluate`` decides, purely; the step probes and reports.
 """
 
 from __future__ import annotations
@@ -20,10 +21,18 @@ from tenant_platform.api.models import TenantPlatform
 from tenant_platform.kube.client import Obj
 from tenant_platform.reconcile import probes
 from tenant_platform.reconcile.base import CleanupResult, StepContext, StepResult
-from tenant_platform.status import conditions
 from tenant_platform.status import pullsecrets as pull_status
 
 COMPONENT = "pullsecrets"
+
+
+def gather(ctx: StepContext) -> pull_status.PullSecretsFacts:
+    """Each Secret named in the spec, one GET each (first mention only; the operator never lists Secrets)."""
+    namespace = ctx.platform.spec.namespace
+    names = list(dict.fromkeys(ctx.platform.spec.image_pull_secrets))
+    return pull_status.PullSecretsFacts(
+        secrets=[(name, ctx.kube.get("v1", "Secret", name, namespace)) for name in names]
+    )
 
 
 class PullSecretsStep:
@@ -34,46 +43,11 @@ class PullSecretsStep:
         return []
 
     def reconcile(self, ctx: StepContext) -> StepResult:
-        platform = ctx.platform
-        names = list(dict.fromkeys(platform.spec.image_pull_secrets))
-        namespace = platform.spec.namespace
-        type_ = constants.PULL_SECRETS_READY
-        if not names:
-            cond = conditions.true(
-                type_,
-                pull_status.REASON_NONE_REQUIRED,
-                "spec.imagePullSecrets is empty: images are pulled without credentials.",
-            )
-            return StepResult(conditions=[cond], recorded={"imagePullSecrets": []})
-
-        verdicts = [
-            pull_status.check_secret(name, namespace, ctx.kube.get("v1", "Secret", name, namespace)) for name in names
-        ]
-        bad = [v for v in verdicts if not v.ok]
-        good = [v for v in verdicts if v.ok]
-        covers = "; ".join(f"{v.name} covers {', '.join(v.hosts)}" for v in good)
-        if bad:
-            message = "Pull secret problems: " + "; ".join(v.problem for v in bad) + "."
-            if any(v.reason == pull_status.REASON_NOT_FOUND for v in bad):
-                message += (
-                    f" Create each missing Secret in namespace {namespace} with kubectl create secret "
-                    "docker-registry (type kubernetes.io/dockerconfigjson)."
-                )
-            if covers:
-                message += f" Usable: {covers}."
-            cond = conditions.false(type_, bad[0].reason, message)
-        else:
-            cond = conditions.true(
-                type_,
-                pull_status.REASON_FOUND,
-                f"Pull secrets in namespace {namespace} are usable: {covers}.",
-            )
-
+        verdict = pull_status.evaluate(ctx.platform, gather(ctx))
         status: dict[str, Any] = {}
-        hosts = sorted({h for v in good for h in v.hosts})
-        if ctx.settings.in_cluster and hosts:
-            status["checks"] = {probes.CHECK_NAME: probes.probe_registries(hosts)}
-        return StepResult(conditions=[cond], recorded={"imagePullSecrets": names}, status=status)
+        if ctx.settings.in_cluster and verdict.registry_hosts:
+            status["checks"] = {probes.CHECK_NAME: probes.probe_registries(verdict.registry_hosts)}
+        return StepResult(conditions=[verdict.condition], recorded=verdict.recorded.dump(), status=status)
 
     def cleanup(self, ctx: StepContext) -> CleanupResult:
         return CleanupResult(True)

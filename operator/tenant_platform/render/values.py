@@ -7,7 +7,8 @@ nested mappings are written with sorted keys (the API server returns a custom re
 with sorted keys, a pass builds them in insertion order), and the top level follows one fixed
 order, known facts first, then any other fact alphabetically.
 
-The document carries every recorded fact under the name it has in ``status.recorded``, plus
+The facts arrive typed (api/status/handoff.py ``Recorded``, parsed from ``status.recorded``). The
+document carries every recorded fact under the name it has in ``status.recorded``, plus
 ``global.imagePullSecrets`` in the ``[{name: ...}]`` form Helm charts take, because the checklist
 lists the pull secrets there.
 """
@@ -18,6 +19,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import yaml
+
+from tenant_platform.api.status.handoff import Recorded
 
 VALUES_KEY = "values.yaml"
 
@@ -46,13 +49,13 @@ def _sorted(value: Any) -> Any:
     return value
 
 
-def values_document(*, namespace: str, recorded: Mapping[str, Any]) -> dict[str, Any]:
+def values_document(*, namespace: str, recorded: Recorded) -> dict[str, Any]:
     """The values as a mapping: ``namespace``, every recorded fact, then ``global``.
 
     ``recorded`` is ``status.recorded`` (it includes ``domain``). A ``namespace`` key inside
     ``recorded`` is ignored: the tenant namespace comes from the spec.
     """
-    facts = {k: v for k, v in recorded.items() if k not in ("namespace", "global")}
+    facts = {k: v for k, v in recorded.dump().items() if k not in ("namespace", "global")}
     facts["namespace"] = namespace
     doc: dict[str, Any] = {}
     for key in KNOWN_ORDER:
@@ -61,12 +64,11 @@ def values_document(*, namespace: str, recorded: Mapping[str, Any]) -> dict[str,
     for key in sorted(facts):
         if key not in doc:
             doc[key] = _sorted(facts[key])
-    pull_secrets = [str(name) for name in facts.get("imagePullSecrets") or []]
-    doc["global"] = {"imagePullSecrets": [{"name": name} for name in pull_secrets]}
+    doc["global"] = {"imagePullSecrets": [{"name": name} for name in recorded.pull_secret_names]}
     return doc
 
 
-def render_values(*, platform_name: str, namespace: str, recorded: Mapping[str, Any]) -> str:
+def render_values(*, platform_name: str, namespace: str, recorded: Recorded) -> str:
     """The values document as YAML text, with a short header naming its source."""
     header = (
         f"# Install values recorded by tenant-platform-operator for TenantPlatform {platform_name}.\n"
@@ -83,7 +85,7 @@ def render_values(*, platform_name: str, namespace: str, recorded: Mapping[str, 
 
 
 def render_config_map(
-    *, platform_name: str, namespace: str, config_map_name: str, recorded: Mapping[str, Any]
+    *, platform_name: str, namespace: str, config_map_name: str, recorded: Recorded
 ) -> dict[str, Any]:
     """The hand-off ConfigMap (without our labels and owner reference; the step stamps those)."""
     return {

@@ -9,6 +9,11 @@ them: the Service port (usually 443) and the endpoint port the API server really
 
 Every endpoint address is recorded whatever its readiness: an API server that is briefly not
 ready is still one pods must reach once it is. Not-ready addresses are named in a note.
+
+``compute`` finds the addresses; ``evaluate`` (the step's pure part) turns them into the recorded
+``kubernetesAPI`` and, when something looks wrong or is worth a note, the
+``status.checks.kubernetesAPI`` entry: the step owns no condition (the addresses are facts, not
+a prerequisite an admin can fix from our spec).
 """
 
 from __future__ import annotations
@@ -18,9 +23,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tenant_platform.api.status.apiaddresses import APIAddressesRecorded, Check, KubernetesAPI
+from tenant_platform.status.verdict import Verdict
+
 SERVICE_NAME = "kubernetes"
 SERVICE_NAMESPACE = "default"
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
+CHECK_NAME = "kubernetesAPI"
 
 
 @dataclass(frozen=True)
@@ -32,13 +41,37 @@ class APIAddresses:
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
-    def recorded(self) -> dict[str, Any]:
-        return {
-            "serviceCIDRs": self.service_cidrs,
-            "endpointCIDRs": self.endpoint_cidrs,
-            "servicePorts": self.service_ports,
-            "endpointPorts": self.endpoint_ports,
-        }
+    def recorded(self) -> APIAddressesRecorded:
+        return APIAddressesRecorded(
+            kubernetes_api=KubernetesAPI(
+                service_cidrs=self.service_cidrs,
+                endpoint_cidrs=self.endpoint_cidrs,
+                service_ports=self.service_ports,
+                endpoint_ports=self.endpoint_ports,
+            )
+        )
+
+    def check(self) -> Check | None:
+        """Warn when something looks wrong, Pass with the notes alone, None when there is nothing to say."""
+        if not (self.warnings or self.notes):
+            return None
+        return Check(result="Warn" if self.warnings else "Pass", message=" ".join([*self.warnings, *self.notes]))
+
+
+@dataclass(frozen=True)
+class APIAddressesFacts:
+    """The ``kubernetes`` Service in ``default`` (None: absent) and its EndpointSlices."""
+
+    service: Mapping[str, Any] | None
+    slices: Sequence[Mapping[str, Any]]
+
+
+def evaluate(facts: APIAddressesFacts) -> Verdict:
+    """No condition; recorded ``kubernetesAPI``; ``status.checks.kubernetesAPI`` when there is something to say."""
+    found = compute(facts.service, facts.slices)
+    check = found.check()
+    sections = {"checks": {CHECK_NAME: check.dump()}} if check is not None else {}
+    return Verdict(conditions=[], recorded=found.recorded().dump(), sections=sections)
 
 
 def host_cidr(address: str) -> str | None:
