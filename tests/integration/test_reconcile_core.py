@@ -180,6 +180,22 @@ def test_existing_namespace_is_adopted_and_released(crd: Kube, make_platform: An
     assert "pod-security.kubernetes.io/warn" not in labels
 
 
+def test_namespace_dropped_from_the_spec_is_released(crd: Kube, make_platform: Any, unique_name: str) -> None:
+    extra = f"{unique_name}-ext"
+    make_platform(unique_name, unique_name, additionalNamespaces=[extra])
+    run(crd, unique_name)
+    assert fresh(crd, unique_name)["status"]["managed"] == {"namespaces": sorted([unique_name, extra])}
+    crd.merge_patch(constants.API_VERSION, constants.KIND, unique_name, {"spec": {"additionalNamespaces": []}})
+    outcome = run(crd, unique_name)
+    assert cond(outcome.status, "NamespacesReady")["status"] == "True"
+    status = fresh(crd, unique_name)["status"]
+    assert status["managed"] == {"namespaces": [unique_name]}
+    live = crd.get("v1", "Namespace", extra)
+    assert live is not None and live["status"]["phase"] == "Active", "a released namespace is never deleted"
+    labels = live["metadata"].get("labels") or {}
+    assert constants.LABEL_PLATFORM not in labels and "istio-injection" not in labels
+
+
 def _cleanup(kube: Kube, name: str) -> None:
     platform = TenantPlatform.from_body(fresh(kube, name))
     ctx = StepContext(platform=platform, kube=kube, settings=SETTINGS, now=NOW)

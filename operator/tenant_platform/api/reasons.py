@@ -41,11 +41,22 @@ class Summary(StrEnum):
 
 
 class Namespaces(StrEnum):
-    """NamespacesReady."""
+    """NamespacesReady (Conflict and APIError come from ``Common``)."""
+
+    RECONCILED = constants.REASON_RECONCILED
+    TERMINATING = "Terminating"
+    WOULD_CREATE = "WouldCreate"
 
 
 class Installer(StrEnum):
-    """InstallerReady."""
+    """InstallerReady (Forbidden and APIError come from ``Common``)."""
+
+    RECONCILED = constants.REASON_RECONCILED
+    WOULD_CREATE = "WouldCreate"
+    EXCESS_PERMISSIONS = "ExcessPermissions"
+    PERMISSIONS_MISSING = "PermissionsMissing"
+    TOKEN_MINTED = "TokenMinted"
+    """The reason of the Normal event posted when a new installer token is minted (no condition)."""
 
 
 class PodGuard(StrEnum):

@@ -153,6 +153,8 @@ class ApplyOutcome:
     written: int = 0
     pruned: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    forbidden: bool = False
+    """One of ``errors`` was the API saying 403 (RBAC or admission), so the reason is Forbidden."""
 
     @property
     def ok(self) -> bool:
@@ -196,6 +198,7 @@ def apply_children(
             outcome.written += int(wrote)
         except errors.KubeError as exc:
             outcome.errors.append(f"{obj['kind']} {key(obj)[2]}/{key(obj)[3]}: {exc.message or exc}")
+            outcome.forbidden |= isinstance(exc, errors.Forbidden)
     if not ctx.dry_run:
         prune_children(ctx, component, wanted=wanted, kinds=prune_kinds, namespaces=prune_namespaces, outcome=outcome)
     return outcome
@@ -220,6 +223,7 @@ def prune_children(
                 continue
             except errors.KubeError as exc:
                 outcome.errors.append(f"listing {kind} for pruning: {exc.message or exc}")
+                outcome.forbidden |= isinstance(exc, errors.Forbidden)
                 continue
             for item in existing:
                 item.setdefault("apiVersion", api_version)
@@ -232,6 +236,7 @@ def prune_children(
                     outcome.pruned.append(f"{kind} {meta.get('namespace') or '-'}/{meta['name']}")
                 except errors.KubeError as exc:
                     outcome.errors.append(f"pruning {kind} {meta['name']}: {exc.message or exc}")
+                    outcome.forbidden |= isinstance(exc, errors.Forbidden)
 
 
 def api_error_condition(type_: str, exc: errors.KubeError, doing: str) -> Condition:

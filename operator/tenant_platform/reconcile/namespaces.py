@@ -10,16 +10,19 @@ the TenantPlatform, whatever deletionPolicy says). Instead:
   and only with deletionPolicy Delete.
 ``status.managed.namespaces`` remembers which namespaces we labelled, so a namespace dropped from
 the spec is released (our labels removed), never deleted.
+
+One pass: ``gather`` reads every namespace the spec names and every dropped one (one GET each; a
+failed read is kept as a fact), status/namespaces.py decides (pure) what to label or release and
+the condition, ``apply`` writes in that order and reports. A failed write is reported per
+namespace (APIError), never aborting the others.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.kube import errors
-from tenant_platform.kube.client import Obj
+from tenant_platform.kube.client import Kube, Obj
 from tenant_platform.reconcile.base import (
     CleanupResult,
     StepContext,
@@ -28,14 +31,41 @@ from tenant_platform.reconcile.base import (
     labelled_platform,
 )
 from tenant_platform.render import namespaces as render_ns
-from tenant_platform.status import conditions
+from tenant_platform.status import namespaces as ns_status
+from tenant_platform.status.namespaces import NamespaceFacts, NamespacesFacts
 
 COMPONENT = "namespaces"
 
 
-def release_intent(name: str) -> Obj:
-    """An SSA intent that owns nothing: applying it removes every label only we set."""
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+def namespace_facts(name: str, live: Obj | None) -> NamespaceFacts:
+    """What the evaluation needs of one namespace as read (None: it does not exist)."""
+    if live is None:
+        return NamespaceFacts(name)
+    annotations = live.get("metadata", {}).get("annotations") or {}
+    return NamespaceFacts(
+        name,
+        live=live,
+        claim=labelled_platform(live),
+        terminating=live.get("status", {}).get("phase") == "Terminating",
+        created_by_operator=annotations.get(render_ns.ANNOTATION_CREATED) == "true",
+    )
+
+
+def read(kube: Kube, name: str) -> NamespaceFacts:
+    """One namespace; an API error becomes the fact ``error`` (the pass reports it, never aborts)."""
+    try:
+        live = kube.get("v1", "Namespace", name)
+    except errors.KubeError as exc:
+        return NamespaceFacts(name, error=exc.message or str(exc))
+    return namespace_facts(name, live)
+
+
+def gather(ctx: StepContext) -> NamespacesFacts:
+    """The namespaces the spec names and, outside a dry run, the dropped ones we must release."""
+    wanted = tuple(read(ctx.kube, name) for name in ctx.platform.spec.all_namespaces)
+    if ctx.dry_run:
+        return NamespacesFacts(wanted)
+    return NamespacesFacts(wanted, tuple(read(ctx.kube, name) for name in ns_status.dropped_names(ctx.platform)))
 
 
 class NamespacesStep:
@@ -46,114 +76,47 @@ class NamespacesStep:
         return render_ns.render_namespaces(platform)
 
     def reconcile(self, ctx: StepContext) -> StepResult:
-        platform = ctx.platform
-        kube = ctx.kube
-        wanted = platform.spec.all_namespaces
-        conflicts: list[str] = []
-        terminating: list[str] = []
-        would_create: list[str] = []
-        problems: list[str] = []
-        managed: list[str] = []
-        for name in wanted:
-            try:
-                live = kube.get("v1", "Namespace", name)
-            except errors.KubeError as exc:
-                problems.append(f"{name}: {exc.message or exc}")
-                continue
-            owner = labelled_platform(live) if live else None
-            if owner and owner != platform.name:
-                conflicts.append(f"{name} (claimed by TenantPlatform {owner})")
-                continue
-            if live and live.get("status", {}).get("phase") == "Terminating":
-                terminating.append(name)
-                managed.append(name)
-                continue
-            created = (
-                live is None
-                or (live.get("metadata", {}).get("annotations") or {}).get(render_ns.ANNOTATION_CREATED) == "true"
-            )
-            if ctx.dry_run:
-                if live is None:
-                    would_create.append(name)
-                continue
-            desired = render_ns.render_namespace(platform, name, created=created)
-            try:
-                kube.ensure(desired, live=live)
-                managed.append(name)
-            except errors.KubeError as exc:
-                problems.append(f"{name}: {exc.message or exc}")
+        facts = gather(ctx)
+        return self.apply(ctx, facts, ns_status.writes(ctx.platform, facts, dry_run=ctx.dry_run))
 
-        # Release namespaces we labelled before but are no longer in the spec.
-        previous = (platform.status.get("managed") or {}).get("namespaces") or []
-        for name in previous:
-            if name in wanted or ctx.dry_run:
-                continue
+    def apply(self, ctx: StepContext, facts: NamespacesFacts, writes: ns_status.Writes) -> StepResult:
+        """Label, then release, in order; each failure is kept for the verdict, never raised."""
+        failed: dict[str, str] = {}
+        for intent in writes.label:
+            name = intent["metadata"]["name"]
             try:
-                self._release(ctx, name)
+                ctx.kube.ensure(intent, live=facts.live(name))
             except errors.KubeError as exc:
-                problems.append(f"releasing {name}: {exc.message or exc}")
-                managed.append(name)
-
-        status: dict[str, Any] = {"managed": {"namespaces": sorted(set(managed))}} if not ctx.dry_run else {}
-        type_ = constants.NAMESPACES_READY
-        if conflicts:
-            cond = conditions.false(
-                type_,
-                constants.REASON_CONFLICT,
-                "Namespace already claimed by another TenantPlatform, left untouched: "
-                + ", ".join(conflicts)
-                + ". Choose another spec.namespace/additionalNamespaces or delete the other platform.",
-            )
-        elif problems:
-            cond = conditions.false(type_, constants.REASON_API_ERROR, "Could not label: " + "; ".join(problems) + ".")
-        elif terminating:
-            cond = conditions.false(
-                type_,
-                "Terminating",
-                "Namespace is terminating; it will be recreated once gone: " + ", ".join(terminating) + ".",
-            )
-        elif would_create:
-            cond = conditions.false(
-                type_, "WouldCreate", "The operator would create namespaces: " + ", ".join(would_create) + "."
-            )
-        else:
-            cond = conditions.true(
-                type_,
-                constants.REASON_RECONCILED,
-                f"Namespaces {', '.join(wanted)} exist with injection and Pod Security warn/audit labels.",
-            )
+                failed[name] = exc.message or str(exc)
+        for intent in writes.release:
+            try:
+                ctx.kube.apply(intent)
+            except errors.KubeError as exc:
+                failed[intent["metadata"]["name"]] = exc.message or str(exc)
+        verdict = ns_status.evaluate(ctx.platform, facts, dry_run=ctx.dry_run, failed=failed)
         return StepResult(
-            conditions=[cond],
-            status=status,
-            progressing=bool(terminating),
-            failed=bool(problems),
-            requeue_after=5.0 if terminating else None,
+            conditions=verdict.conditions,
+            status=verdict.sections,
+            progressing=verdict.progressing,
+            failed=facts.read_failed or bool(failed),
+            requeue_after=verdict.requeue_after,
         )
-
-    def _release(self, ctx: StepContext, name: str) -> None:
-        live = ctx.kube.get("v1", "Namespace", name)
-        if live is None or labelled_platform(live) not in (None, ctx.platform.name):
-            return
-        ctx.kube.apply(release_intent(name))
 
     def cleanup(self, ctx: StepContext) -> CleanupResult:
         """Retain: remove our labels. Delete: delete the namespaces we created, release the rest."""
         platform = ctx.platform
-        names = sorted(
-            set(platform.spec.all_namespaces) | set((platform.status.get("managed") or {}).get("namespaces") or [])
-        )
+        names = sorted(set(platform.spec.all_namespaces) | set(ns_status.previously_managed(platform)))
         waiting: list[str] = []
         for name in names:
             try:
-                live = ctx.kube.get("v1", "Namespace", name)
-                if live is None or labelled_platform(live) not in (None, platform.name):
+                ns = namespace_facts(name, ctx.kube.get("v1", "Namespace", name))
+                if not ns_status.releasable(platform, ns):
                     continue
-                ours = (live.get("metadata", {}).get("annotations") or {}).get(render_ns.ANNOTATION_CREATED) == "true"
-                if platform.spec.deletion_policy == "Delete" and ours:
-                    if live.get("status", {}).get("phase") != "Terminating":
-                        ctx.kube.delete("v1", "Namespace", name, uid=live["metadata"].get("uid"))
+                if platform.spec.deletion_policy == "Delete" and ns.created_by_operator:
+                    if not ns.terminating and ns.live is not None:
+                        ctx.kube.delete("v1", "Namespace", name, uid=ns.live["metadata"].get("uid"))
                     continue
-                self._release(ctx, name)
+                ctx.kube.apply(render_ns.release_intent(name))
             except errors.KubeError as exc:
                 waiting.append(f"{name}: {api_error_condition(constants.NAMESPACES_READY, exc, 'clean up').message}")
         if waiting:

@@ -3,7 +3,9 @@
 A ServiceAccount; a RoleBinding to the built-in ``admin`` ClusterRole in the tenant namespace only;
 a Role + RoleBinding for the Istio kinds the platform writes; a Role + RoleBinding for delegation
 (the chart grants these to its own service accounts, and one can only grant what one holds).
-``spec.installer.subjects`` are bound to the same roles.
+``spec.installer.subjects`` are bound to the same roles. The optional kubeconfig Secret's intent
+(``kubeconfig_secret``) carries the token's expiry in an annotation; the token itself is minted
+by the step, never here.
 """
 
 from __future__ import annotations
@@ -12,7 +14,10 @@ import base64
 import json
 from typing import Any
 
+from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
+
+ANNOTATION_TOKEN_EXPIRES = f"{constants.GROUP}/token-expires-at"
 
 ISTIO_VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
 ISTIO_RULES: list[dict[str, Any]] = [
@@ -112,3 +117,18 @@ def render_kubeconfig(*, server: str, ca_pem: str | None, namespace: str, user: 
         "current-context": "installer",
     }
     return json.dumps(doc, indent=2)
+
+
+def kubeconfig_secret(platform: TenantPlatform, *, expires_at: str, kubeconfig_b64: str) -> dict[str, Any]:
+    """The kubeconfig Secret intent: ``kubeconfig_b64`` (base64) under key ``kubeconfig``."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": platform.kubeconfig_secret_name,
+            "namespace": platform.spec.namespace,
+            "annotations": {ANNOTATION_TOKEN_EXPIRES: expires_at},
+        },
+        "type": "Opaque",
+        "data": {"kubeconfig": kubeconfig_b64},
+    }

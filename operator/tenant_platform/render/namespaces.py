@@ -1,4 +1,5 @@
-"""Namespace labels: sidecar injection and Pod Security warn/audit (never enforce)."""
+"""Namespace intents: our labels (sidecar injection, Pod Security warn/audit, never enforce), and
+the empty intent that releases a namespace."""
 
 from __future__ import annotations
 
@@ -40,3 +41,8 @@ def render_namespace(platform: TenantPlatform, name: str, *, created: bool) -> d
 
 def render_namespaces(platform: TenantPlatform) -> list[dict[str, object]]:
     return [render_namespace(platform, ns, created=True) for ns in platform.spec.all_namespaces]
+
+
+def release_intent(name: str) -> dict[str, object]:
+    """An SSA intent that owns nothing: applying it removes every label only we set."""
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}

@@ -1,0 +1,160 @@
+"""InstallerReady, decided (pure): keep or re-mint the kubeconfig token, and the condition.
+
+The installer step (reconcile/installer.py) applies the identity render/installer.py renders,
+asks ``token_plan`` whether the kubeconfig Secret's token may be kept (re-minted once less than
+``RENEW_FRACTION`` of its lifetime is left, or when the Secret is missing or not ours by its
+claim label), prunes, then asks SubjectAccessReviews the checklist's ``can-i`` questions.
+``evaluate`` turns what happened into the verdict:
+
+- an apply or prune error: Forbidden (one of them was a 403) or APIError, progressing, nothing
+  recorded (the access checks were not asked);
+- a "no" check that answered yes: ExcessPermissions (not progressing: a human must act);
+- a "yes" check that answered no: PermissionsMissing (progressing), or WouldCreate in a dry run;
+- every check as expected: Reconciled.
+
+It records ``installer`` (api/status/installer.py) and asks to come back at the token's renewal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from tenant_platform.api import constants
+from tenant_platform.api.models import TenantPlatform, parse_duration
+from tenant_platform.api.reasons import Common, Installer
+from tenant_platform.api.status.installer import RecordedInstaller
+from tenant_platform.render import installer as render_installer
+from tenant_platform.status import conditions
+from tenant_platform.status.verdict import Event, Manifest, Verdict
+
+# Re-mint the token once less than this share of its lifetime is left.
+RENEW_FRACTION = 0.3
+# Never come back for the token sooner than this.
+MIN_TOKEN_REQUEUE = 60.0
+
+
+@dataclass(frozen=True)
+class TokenPlan:
+    """What to do with the kubeconfig Secret's token."""
+
+    keep: Manifest | None
+    """The Secret intent re-sending the live token (so the apply stays a no-op); None: mint one."""
+    requeue_after: float
+    """Seconds until the (kept or new) token reaches its renewal point."""
+    expiration_seconds: int
+    """The lifetime to ask a new token for (``kubeconfigSecret.tokenTTL``)."""
+
+
+def token_expiry(secret: Manifest | None) -> datetime | None:
+    """When the token in the kubeconfig Secret expires, by our annotation."""
+    if not secret:
+        return None
+    annotations = secret.get("metadata", {}).get("annotations") or {}
+    return conditions.parse_time(annotations.get(render_installer.ANNOTATION_TOKEN_EXPIRES))
+
+
+def token_plan(platform: TenantPlatform, secret: Manifest | None, *, claim: str | None, now: datetime) -> TokenPlan:
+    """Keep the live token while it is ours (``claim``: the Secret's platform label) and before its
+    renewal point; otherwise mint a new one."""
+    ttl = parse_duration(platform.spec.installer.kubeconfig_secret.token_ttl)
+    expires_at = token_expiry(secret)
+    renew_at = expires_at - ttl * RENEW_FRACTION if expires_at else None
+    if secret is not None and renew_at is not None and now < renew_at and claim == platform.name:
+        keep = render_installer.kubeconfig_secret(
+            platform,
+            expires_at=secret["metadata"]["annotations"][render_installer.ANNOTATION_TOKEN_EXPIRES],
+            kubeconfig_b64=secret.get("data", {}).get("kubeconfig", ""),
+        )
+        return TokenPlan(keep, max((renew_at - now).total_seconds(), MIN_TOKEN_REQUEUE), int(ttl.total_seconds()))
+    return TokenPlan(
+        None, max((ttl * (1 - RENEW_FRACTION)).total_seconds(), MIN_TOKEN_REQUEUE), int(ttl.total_seconds())
+    )
+
+
+def token_minted(platform: TenantPlatform) -> Event:
+    """The event posted when a new token was minted (never the token itself)."""
+    where = f"{platform.spec.namespace}/{platform.kubeconfig_secret_name}"
+    return ("Normal", Installer.TOKEN_MINTED, f"Minted a new installer token for Secret {where}.")
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One checklist ``can-i`` question (render/installer.CAN_I_CHECKS) and the API's answer."""
+
+    verb: str
+    group: str
+    resource: str
+    namespaced: bool
+    expected: bool
+    allowed: bool
+
+    def failure(self, namespace: str) -> str:
+        where = f" in {namespace}" if self.namespaced else " (cluster-wide)"
+        what = f"{self.verb} {self.resource}{'.' + self.group if self.group else ''}{where}"
+        return f"can {what}: got {_yes(self.allowed)}, want {_yes(self.expected)}"
+
+
+def _yes(value: bool) -> str:
+    return "yes" if value else "no"
+
+
+@dataclass(frozen=True)
+class InstallerFacts:
+    apply_errors: tuple[str, ...] = ()
+    """What applying or pruning the identity could not do (the access checks were then not asked)."""
+    forbidden: bool = False
+    """One of ``apply_errors`` was the API saying 403."""
+    kubeconfig_secret: str | None = None
+    """The kubeconfig Secret applied in this pass."""
+    token_requeue: float | None = None
+    answers: tuple[Answer, ...] = ()
+
+
+def recorded(platform: TenantPlatform, kubeconfig_secret: str | None = None) -> dict[str, object]:
+    """``status.recorded.installer``."""
+    facts = RecordedInstaller(
+        service_account_name=platform.spec.installer.service_account_name,
+        namespace=platform.spec.namespace,
+        kubeconfig_secret=kubeconfig_secret,
+    )
+    return {"installer": facts.dump()}
+
+
+def evaluate(platform: TenantPlatform, facts: InstallerFacts, *, dry_run: bool = False) -> Verdict:
+    type_ = constants.INSTALLER_READY
+    if facts.apply_errors:
+        message = "; ".join(facts.apply_errors)
+        reason = Common.FORBIDDEN if facts.forbidden else Common.API_ERROR
+        cond = conditions.false(type_, reason, f"Could not apply the installer identity: {message}.")
+        return Verdict(conditions=[cond], progressing=True)
+
+    ns = platform.spec.namespace
+    user, _ = render_installer.service_account_user(platform)
+    facts_recorded = recorded(platform, facts.kubeconfig_secret)
+    wrong = [a for a in facts.answers if a.allowed != a.expected]
+    if not wrong:
+        cond = conditions.true(
+            type_,
+            Installer.RECONCILED,
+            f"Installer {user} can create deployments and virtualservices in {ns} and cannot "
+            "create clusterroles or customresourcedefinitions or list nodes.",
+        )
+        return Verdict(conditions=[cond], recorded=facts_recorded, requeue_after=facts.token_requeue)
+    failures = "; ".join(a.failure(ns) for a in wrong)
+    too_much = any(a.allowed and not a.expected for a in wrong)
+    if dry_run and not too_much:
+        cond = conditions.false(
+            type_,
+            Installer.WOULD_CREATE,
+            f"The operator would create the installer identity {user}; today: {failures}.",
+        )
+    else:
+        cond = conditions.false(
+            type_,
+            Installer.EXCESS_PERMISSIONS if too_much else Installer.PERMISSIONS_MISSING,
+            f"Installer {user} failed the checklist's access checks: {failures}.",
+        )
+    return Verdict(
+        conditions=[cond], recorded=facts_recorded, progressing=not too_much, requeue_after=facts.token_requeue
+    )

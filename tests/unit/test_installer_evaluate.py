@@ -1,0 +1,196 @@
+"""InstallerReady decided without a cluster (status/installer.py): one row per reason, the recorded
+facts, and when the kubeconfig token is kept or re-minted."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from tenant_platform.api.models import TenantPlatform
+from tenant_platform.api.reasons import Common, Installer
+from tenant_platform.render import installer as render_installer
+from tenant_platform.status import installer as evaluate_installer
+from tenant_platform.status.installer import Answer, InstallerFacts
+
+NAME = "demo"
+USER = "system:serviceaccount:kamiwaza:platform-installer"
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+
+
+def platform(**installer: Any) -> TenantPlatform:
+    spec: dict[str, Any] = {"namespace": "kamiwaza", "domain": "kamiwaza.example.com"}
+    if installer:
+        spec["installer"] = installer
+    return TenantPlatform.from_body({"metadata": {"name": NAME, "uid": "u-1"}, "spec": spec})
+
+
+def answers(**overrides: bool) -> tuple[Answer, ...]:
+    """The checklist's answers, each as expected unless overridden by resource name."""
+    return tuple(
+        Answer(verb, group, resource, namespaced, expected, overrides.get(resource, expected))
+        for verb, group, resource, namespaced, expected in render_installer.CAN_I_CHECKS
+    )
+
+
+@dataclass(frozen=True)
+class Row:
+    facts: InstallerFacts
+    status: str
+    reason: str
+    message: str
+    progressing: bool = False
+    dry_run: bool = False
+    recorded: dict[str, Any] | None = field(
+        default_factory=lambda: {"installer": {"serviceAccountName": "platform-installer", "namespace": "kamiwaza"}}
+    )
+
+
+ROWS = {
+    "reconciled": Row(
+        InstallerFacts(answers=answers()),
+        "True",
+        Installer.RECONCILED,
+        f"Installer {USER} can create deployments and virtualservices in kamiwaza and cannot create clusterroles "
+        "or customresourcedefinitions or list nodes.",
+    ),
+    "permissions missing": Row(
+        InstallerFacts(answers=answers(deployments=False)),
+        "False",
+        Installer.PERMISSIONS_MISSING,
+        f"Installer {USER} failed the checklist's access checks: can create deployments.apps in kamiwaza: got no, "
+        "want yes.",
+        progressing=True,
+    ),
+    "excess permissions": Row(
+        InstallerFacts(answers=answers(nodes=True, deployments=False)),
+        "False",
+        Installer.EXCESS_PERMISSIONS,
+        "can create deployments.apps in kamiwaza: got no, want yes; can list nodes (cluster-wide): got yes, want no.",
+    ),
+    "excess permissions (dry run)": Row(
+        InstallerFacts(answers=answers(clusterroles=True)),
+        "False",
+        Installer.EXCESS_PERMISSIONS,
+        "can create clusterroles.rbac.authorization.k8s.io (cluster-wide): got yes, want no.",
+        dry_run=True,
+    ),
+    "would create (dry run)": Row(
+        InstallerFacts(answers=answers(deployments=False, virtualservices=False)),
+        "False",
+        Installer.WOULD_CREATE,
+        f"The operator would create the installer identity {USER}; today: can create deployments.apps in "
+        "kamiwaza: got no, want yes; can create virtualservices.networking.istio.io in kamiwaza: got no, want yes.",
+        progressing=True,
+        dry_run=True,
+    ),
+    "forbidden: a write was refused with 403": Row(
+        InstallerFacts(apply_errors=("Role kamiwaza/x: nope", "RoleBinding kamiwaza/y: boom"), forbidden=True),
+        "False",
+        Common.FORBIDDEN,
+        "Could not apply the installer identity: Role kamiwaza/x: nope; RoleBinding kamiwaza/y: boom.",
+        progressing=True,
+        recorded=None,
+    ),
+    "api error: a write failed otherwise": Row(
+        # The reason follows the error's type, never the words: "forbidden" in a 422 is no 403.
+        InstallerFacts(apply_errors=("Role kamiwaza/x: rules: Forbidden: not allowed",)),
+        "False",
+        Common.API_ERROR,
+        "Could not apply the installer identity: Role kamiwaza/x: rules: Forbidden: not allowed.",
+        progressing=True,
+        recorded=None,
+    ),
+}
+
+
+@pytest.mark.parametrize("row", ROWS.values(), ids=ROWS.keys())
+def test_condition(row: Row) -> None:
+    verdict = evaluate_installer.evaluate(platform(), row.facts, dry_run=row.dry_run)
+    cond = verdict.condition
+    assert (cond.type, cond.status, cond.reason) == ("InstallerReady", row.status, row.reason)
+    assert row.message in cond.message
+    assert verdict.progressing == row.progressing
+    assert verdict.recorded == (row.recorded or {})
+
+
+def test_every_installer_condition_reason_has_a_row() -> None:
+    reasons = set(Installer) - {Installer.TOKEN_MINTED}  # an event reason, not a condition's
+    assert {r.reason for r in ROWS.values()} >= reasons | {Common.FORBIDDEN, Common.API_ERROR}
+
+
+def test_recorded_names_the_kubeconfig_secret_and_the_token_renewal_is_asked_for() -> None:
+    facts = InstallerFacts(answers=answers(), kubeconfig_secret="platform-installer-kubeconfig", token_requeue=600.0)
+    verdict = evaluate_installer.evaluate(platform(), facts)
+    assert verdict.recorded == {
+        "installer": {
+            "serviceAccountName": "platform-installer",
+            "namespace": "kamiwaza",
+            "kubeconfigSecret": "platform-installer-kubeconfig",
+        }
+    }
+    assert list(verdict.recorded["installer"]) == ["serviceAccountName", "namespace", "kubeconfigSecret"]
+    assert verdict.requeue_after == 600.0
+    missing = evaluate_installer.evaluate(platform(), InstallerFacts(answers=answers(nodes=True), token_requeue=5.0))
+    assert missing.requeue_after == 5.0
+
+
+def secret(expires: datetime, *, claim: str | None = NAME) -> dict[str, Any]:
+    labels = {"tenancy.dev/tenant-platform": claim} if claim else {}
+    return {
+        "metadata": {
+            "name": "platform-installer-kubeconfig",
+            "namespace": "kamiwaza",
+            "labels": labels,
+            "annotations": {render_installer.ANNOTATION_TOKEN_EXPIRES: expires.strftime("%Y-%m-%dT%H:%M:%SZ")},
+        },
+        "data": {"kubeconfig": "a2NmZw=="},
+    }
+
+
+TTL_2H = {"kubeconfigSecret": {"enabled": True, "tokenTTL": "2h"}}
+TOKENS = {
+    # (live Secret, claim) -> kept?, requeue seconds
+    "fresh and ours: kept until its renewal point": (secret(NOW + timedelta(hours=2)), NAME, True, 84 * 60.0),
+    "past the renewal point: re-minted": (secret(NOW + timedelta(minutes=30)), NAME, False, 84 * 60.0),
+    "renewal point within a minute: kept, back in a minute": (
+        secret(NOW + timedelta(minutes=36, seconds=30)),
+        NAME,
+        True,
+        60.0,
+    ),
+    "not ours by its claim: re-minted": (secret(NOW + timedelta(hours=2), claim="other"), "other", False, 84 * 60.0),
+    "missing: minted": (None, None, False, 84 * 60.0),
+    "no expiry annotation: re-minted": ({"metadata": {"name": "x"}}, NAME, False, 84 * 60.0),
+}
+
+
+@pytest.mark.parametrize(("live", "claim", "kept", "requeue"), TOKENS.values(), ids=TOKENS.keys())
+def test_token_plan(live: dict[str, Any] | None, claim: str | None, kept: bool, requeue: float) -> None:
+    p = platform(**TTL_2H)
+    plan = evaluate_installer.token_plan(p, live, claim=claim, now=NOW)
+    assert (plan.keep is not None) == kept
+    assert plan.requeue_after == requeue
+    assert plan.expiration_seconds == 7200
+    if plan.keep is not None and live is not None:
+        assert plan.keep == {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {
+                "name": "platform-installer-kubeconfig",
+                "namespace": "kamiwaza",
+                "annotations": live["metadata"]["annotations"],
+            },
+            "type": "Opaque",
+            "data": {"kubeconfig": "a2NmZw=="},
+        }
+
+
+def test_token_minted_event_names_the_secret_not_the_token() -> None:
+    assert evaluate_installer.token_minted(platform(**TTL_2H)) == (
+        "Normal",
+        "TokenMinted",
+        "Minted a new installer token for Secret kamiwaza/platform-installer-kubeconfig.",
+    )
