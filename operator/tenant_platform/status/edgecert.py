@@ -93,11 +93,15 @@ def not_published(errors: list[str]) -> Condition:
 def evaluate(
     platform: TenantPlatform, facts: EdgeCertFacts, *, now: dt.datetime, dry_run: bool = False
 ) -> EdgeCertVerdict:
+    """EdgeCertificateReady, what to issue or publish, and what to record, at time ``now``.
+
+    The reason is the analysis's (status/certs.py) unless issuance or the trust bundle is
+    blocked: ``Conflict``, ``WouldIssue`` or ``NamespaceMissing`` (which is progressing).
+    """
     spec = platform.spec
     where = f"{spec.gateway.namespace}/{spec.edge_certificate.secret_name}"
     renew_before = parse_duration(spec.edge_certificate.renew_before)
     report = certs.analyze_secret(facts.secret, domain=spec.domain, now=now, renew_before=renew_before, where=where)
-
     verdict = functools.partial(_verdict, platform, report, now=now, renew_before=renew_before)
 
     if (
@@ -135,33 +139,12 @@ def evaluate(
         )
         return verdict(conditions.false(TYPE, report.reason, report.message), issue=issue)
 
-    if report.facts is None or dry_run:
-        publish = False  # nothing readable to publish (or a dry run): leave what is there
-    else:
-        ns, name = spec.namespace, platform.trust_config_map_name
-        if not facts.namespace_exists:
-            if report.trust_pem:
-                return verdict(
-                    conditions.false(
-                        TYPE,
-                        Reason.NAMESPACE_MISSING,
-                        f"{report.message} The trust ConfigMap {ns}/{name} waits for namespace {ns} to exist.",
-                    ),
-                    progressing=True,
-                )
-            publish = False
-        elif report.trust_pem and facts.trust_map is not None and facts.trust_map_owner != platform.name:
-            owned = ownership.belongs_to(f"ConfigMap {ns}/{name}", facts.trust_map_owner)
-            return verdict(
-                conditions.false(
-                    TYPE,
-                    Common.CONFLICT,
-                    f"{report.message} {owned}, so the trust bundle was not published; delete it or set "
-                    "spec.edgeCertificate.trustConfigMapName.",
-                )
-            )
-        else:
-            publish = True
+    # Nothing readable to publish, or a dry run: leave the trust ConfigMap as it is.
+    publishing = report.facts is not None and not dry_run
+    problem = _trust_problem(platform, report, facts) if publishing else None
+    if problem is not None:
+        return verdict(problem, progressing=problem.reason == Reason.NAMESPACE_MISSING)
+    publish = publishing and facts.namespace_exists
 
     notes = f" (issued a self-signed certificate ({facts.issued_for}))" if facts.issued_for else ""
     if report.ok:
@@ -173,6 +156,28 @@ def evaluate(
         cond = conditions.false(TYPE, report.reason, report.message + notes)
     desired = [render_certs.render_trust_config_map(platform, report.trust_pem)] if publish and report.trust_pem else []
     return verdict(cond, publish=publish, desired=desired)
+
+
+def _trust_problem(platform: TenantPlatform, report: certs.CertReport, facts: EdgeCertFacts) -> Condition | None:
+    """Why the trust bundle cannot be published now, if it cannot."""
+    if not report.trust_pem:
+        return None
+    ns, name = platform.spec.namespace, platform.trust_config_map_name
+    if not facts.namespace_exists:
+        return conditions.false(
+            TYPE,
+            Reason.NAMESPACE_MISSING,
+            f"{report.message} The trust ConfigMap {ns}/{name} waits for namespace {ns} to exist.",
+        )
+    if facts.trust_map is not None and facts.trust_map_owner != platform.name:
+        owned = ownership.belongs_to(f"ConfigMap {ns}/{name}", facts.trust_map_owner)
+        return conditions.false(
+            TYPE,
+            Common.CONFLICT,
+            f"{report.message} {owned}, so the trust bundle was not published; delete it or set "
+            "spec.edgeCertificate.trustConfigMapName.",
+        )
+    return None
 
 
 def _verdict(
