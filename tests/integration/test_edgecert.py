@@ -19,6 +19,7 @@ from tests.support import create_namespace
 
 from tenant_platform import metrics
 from tenant_platform.api import constants
+from tenant_platform.api.reasons import EdgeCertificate as Reason
 from tenant_platform.kube.client import Kube
 from tenant_platform.reconcile import edgecert
 from tenant_platform.status import certs
@@ -79,30 +80,30 @@ def make_case(case: str, domain: str, name: str, namespace: str) -> tuple[dict[s
             [domain], now=NOW, not_before=NOW - timedelta(days=90), not_after=NOW - timedelta(hours=1)
         )
         return factory.tls_secret(name, namespace, chain=[leaf.cert], key=leaf.key), {
-            "reason": certs.EXPIRED,
+            "reason": Reason.EXPIRED,
             "selfSigned": True,
         }
     if case == "wrong SAN":
         leaf = factory.make_leaf([f"other.{parent}"], now=NOW)
         return factory.tls_secret(name, namespace, chain=[leaf.cert], key=leaf.key), {
-            "reason": certs.DOMAIN_NOT_COVERED,
+            "reason": Reason.DOMAIN_NOT_COVERED,
             "dnsNames": [f"other.{parent}"],
         }
     if case == "wildcard":
         leaf = factory.make_leaf([f"*.{parent}"], now=NOW)
         return factory.tls_secret(name, namespace, chain=[leaf.cert], key=leaf.key), {
-            "reason": certs.VALID,
+            "reason": Reason.VALID,
             "dnsNames": [f"*.{parent}"],
         }
     if case == "key mismatch":
         leaf = leaf_for(domain)
         return factory.tls_secret(name, namespace, chain=[leaf.cert], key=factory.new_key()), {
-            "reason": certs.KEY_MISMATCH
+            "reason": Reason.KEY_MISMATCH
         }
     if case == "self-signed":
         leaf = leaf_for(domain)
         return factory.tls_secret(name, namespace, chain=[leaf.cert], key=leaf.key), {
-            "reason": certs.VALID,
+            "reason": Reason.VALID,
             "selfSigned": True,
             "trust": [leaf.cert],
         }
@@ -110,7 +111,7 @@ def make_case(case: str, domain: str, name: str, namespace: str) -> tuple[dict[s
     root = factory.make_ca("edge test root", now=NOW)
     leaf = factory.make_leaf([domain], now=NOW, issuer=root)
     return factory.tls_secret(name, namespace, chain=[leaf.cert], key=leaf.key, ca=[root.cert]), {
-        "reason": certs.VALID,
+        "reason": Reason.VALID,
         "selfSigned": False,
         "issuer": "CN=edge test root",
         "trust": [root.cert],
@@ -127,7 +128,7 @@ def test_certificate_cases(kube: Kube, unique_name: str, spaces: tuple[str, str]
     result = run(edgecert.STEP, kube, platform, now=NOW)
     status, reason, message = only(result)
     assert reason == expected["reason"], message
-    assert status == ("True" if reason == certs.VALID else "False")
+    assert status == ("True" if reason == Reason.VALID else "False")
     recorded = result.recorded["edgeCertificate"]
     assert recorded["dnsNames"] == expected.get("dnsNames", [domain])
     for key in ("selfSigned", "issuer"):
@@ -137,7 +138,7 @@ def test_certificate_cases(kube: Kube, unique_name: str, spaces: tuple[str, str]
     # External issuer: the operator never touches the Secret.
     assert kube.get("v1", "Secret", SECRET, spaces[1])["data"] == secret["data"]
     published = trust_map(kube, platform)
-    if "trust" in expected and reason == certs.VALID:
+    if "trust" in expected and reason == Reason.VALID:
         assert published is not None
         assert_no_key(published)
         bundle = published["data"]["ca-certificates.crt"].encode()
@@ -147,7 +148,7 @@ def test_certificate_cases(kube: Kube, unique_name: str, spaces: tuple[str, str]
 
 def test_missing_and_wrong_type(kube: Kube, unique_name: str, spaces: tuple[str, str]) -> None:
     platform = platform_for(unique_name, spaces)
-    assert only(run(edgecert.STEP, kube, platform, now=NOW))[1] == certs.SECRET_NOT_FOUND
+    assert only(run(edgecert.STEP, kube, platform, now=NOW))[1] == Reason.SECRET_NOT_FOUND
     kube.create(
         {
             "apiVersion": "v1",
@@ -158,7 +159,7 @@ def test_missing_and_wrong_type(kube: Kube, unique_name: str, spaces: tuple[str,
         }
     )
     status, reason, message = only(run(edgecert.STEP, kube, platform, now=NOW))
-    assert (status, reason) == ("False", certs.WRONG_SECRET_TYPE)
+    assert (status, reason) == ("False", Reason.WRONG_SECRET_TYPE)
     assert "kubernetes.io/tls" in message
 
 
@@ -176,7 +177,7 @@ def test_self_signed_issuance_and_renewal_with_injected_clock(
 
     result = run(edgecert.STEP, kube, platform, now=NOW)
     status, reason, message = only(result)
-    assert (status, reason) == ("True", certs.VALID), message
+    assert (status, reason) == ("True", Reason.VALID), message
     assert "issued a self-signed certificate (SecretNotFound)" in message
     secret = kube.get("v1", "Secret", SECRET, gw)
     assert secret is not None and secret["type"] == "kubernetes.io/tls"
@@ -208,7 +209,7 @@ def test_self_signed_issuance_and_renewal_with_injected_clock(
     later = NOW + timedelta(days=61)
     result = run(edgecert.STEP, kube, platform, now=later)
     status, reason, message = only(result)
-    assert (status, reason) == ("True", certs.VALID), message
+    assert (status, reason) == ("True", Reason.VALID), message
     assert "issued a self-signed certificate (ExpiringSoon)" in message
     renewed = x509.load_pem_x509_certificate(base64.b64decode(kube.get("v1", "Secret", SECRET, gw)["data"]["tls.crt"]))
     assert renewed.not_valid_after_utc == later + timedelta(days=90)
@@ -241,7 +242,7 @@ def test_publicly_trusted_chain_publishes_nothing_and_prunes_the_old_bundle(
     domain = platform["spec"]["domain"]
     leaf = leaf_for(domain)
     kube.create(factory.tls_secret(SECRET, spaces[1], chain=[leaf.cert], key=leaf.key))
-    assert only(run(edgecert.STEP, kube, platform, now=NOW))[1] == certs.VALID
+    assert only(run(edgecert.STEP, kube, platform, now=NOW))[1] == Reason.VALID
     assert trust_map(kube, platform) is not None
 
     # Replace it with a certificate from an intermediate whose root is not sent along.
@@ -254,7 +255,7 @@ def test_publicly_trusted_chain_publishes_nothing_and_prunes_the_old_bundle(
     kube.replace(live)
     result = run(edgecert.STEP, kube, platform, now=NOW)
     status, reason, message = only(result)
-    assert (status, reason) == ("True", certs.VALID)
+    assert (status, reason) == ("True", Reason.VALID)
     assert "assumed to be publicly trusted" in message
     assert result.recorded["edgeCertificate"]["publiclyTrusted"] is True
     assert trust_map(kube, platform) is None
@@ -265,6 +266,6 @@ def test_dry_run_never_issues(kube: Kube, unique_name: str, spaces: tuple[str, s
     before = writes(kube)
     status, reason, message = only(run(edgecert.STEP, kube, platform, now=NOW, dry_run=True))
     assert (status, reason) == ("False", "WouldIssue")
-    assert "would issue" in message and certs.SECRET_NOT_FOUND in message
+    assert "would issue" in message and Reason.SECRET_NOT_FOUND in message
     assert writes(kube) == before
     assert kube.get("v1", "Secret", SECRET, spaces[1]) is None

@@ -14,6 +14,7 @@ from networking_support import body, delete_namespace, only, run, writes
 from tests.support import create_namespace
 
 from tenant_platform.api import constants
+from tenant_platform.api.reasons import Gateway as Reason
 from tenant_platform.kube.client import Kube
 from tenant_platform.reconcile import gateway, installer, mesh, namespaces
 
@@ -58,7 +59,7 @@ def test_managed_gateway_is_created_restored_after_edit_and_idle_when_unchanged(
     domain = platform["spec"]["domain"]
 
     status, reason, message = only(run(gateway.STEP, kube, platform))
-    assert (status, reason) == ("True", gateway.REASON_MANAGED), message
+    assert (status, reason) == ("True", Reason.PROGRAMMED), message
 
     live = kube.get(*GW, unique_name, ISTIO)
     assert live is not None
@@ -100,7 +101,7 @@ def test_managed_gateway_is_created_restored_after_edit_and_idle_when_unchanged(
 def test_dry_run_reports_without_writing(kube: Kube, unique_name: str) -> None:
     before = writes(kube)
     result = run(gateway.STEP, kube, body(unique_name, unique_name, gateway={"name": unique_name}), dry_run=True)
-    assert only(result)[:2] == ("False", gateway.REASON_WOULD_APPLY)
+    assert only(result)[:2] == ("False", Reason.WOULD_APPLY)
     assert writes(kube) == before
     assert kube.get(*GW, unique_name, ISTIO) is None
 
@@ -151,7 +152,7 @@ def test_external_gateway_whose_hosts_miss_the_domain(kube: Kube, unique_name: s
     )
     result = run(gateway.STEP, kube, platform)
     status, reason, message = only(result)
-    assert (status, reason) == ("True", gateway.REASON_VERIFIED), message
+    assert (status, reason) == ("True", Reason.VERIFIED), message
     assert "port 80" in message  # only a note
     assert result.recorded["gateway"] == {
         "name": unique_name,
@@ -172,7 +173,7 @@ def test_gateway_service_must_exist(kube: Kube, unique_name: str, gateways: list
         gateway={"name": unique_name, "serviceHost": "missing-gw.istio-system.svc.cluster.local"},
     )
     status, reason, message = only(run(gateway.STEP, kube, platform))
-    assert (status, reason) == ("False", gateway.REASON_SERVICE_NOT_FOUND)
+    assert (status, reason) == ("False", Reason.GATEWAY_SERVICE_NOT_FOUND)
     assert "istio-system/missing-gw" in message
 
 

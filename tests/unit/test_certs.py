@@ -9,7 +9,9 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from tenant_platform import issuance
 from tenant_platform.api.models import TenantPlatform
+from tenant_platform.api.reasons import EdgeCertificate as Reason
 from tenant_platform.render import certs as render_certs
 from tenant_platform.status import certs
 from tenant_platform.testing import certs as factory
@@ -50,7 +52,7 @@ def test_name_matches(pattern: str, domain: str, expected: bool) -> None:
 def test_self_signed_valid_publishes_itself_and_no_key() -> None:
     leaf = factory.make_leaf([DOMAIN], now=NOW)
     report = analyze(secret_for(leaf))
-    assert report.reason == certs.VALID, report.message
+    assert report.reason == Reason.VALID, report.message
     assert report.facts is not None and report.facts.self_signed
     assert report.facts.dns_names == [DOMAIN]
     assert x509.load_pem_x509_certificates(report.trust_pem.encode())[0] == leaf.cert
@@ -66,7 +68,7 @@ def test_ca_issued_with_root_in_chain_publishes_the_root() -> None:
     root = factory.make_ca(now=NOW)
     leaf = factory.make_leaf([DOMAIN], now=NOW, issuer=root)
     report = analyze(secret_for(leaf, root.cert))
-    assert report.reason == certs.VALID, report.message
+    assert report.reason == Reason.VALID, report.message
     assert report.facts is not None and not report.facts.self_signed
     assert report.facts.issuer == "CN=test root CA"
     assert x509.load_pem_x509_certificates(report.trust_pem.encode()) == [root.cert]
@@ -77,7 +79,7 @@ def test_ca_issued_with_ca_crt_publishes_ca_crt() -> None:
     inter = factory.make_ca("test intermediate", now=NOW, parent=root)
     leaf = factory.make_leaf([DOMAIN], now=NOW, issuer=inter)
     report = analyze(secret_for(leaf, inter.cert, ca=[root.cert]))
-    assert report.reason == certs.VALID, report.message
+    assert report.reason == Reason.VALID, report.message
     assert x509.load_pem_x509_certificates(report.trust_pem.encode()) == [root.cert]
     assert "ca.crt" in report.trust_source
 
@@ -87,7 +89,7 @@ def test_chain_without_root_is_assumed_public() -> None:
     inter = factory.make_ca("test intermediate", now=NOW, parent=root)
     leaf = factory.make_leaf([DOMAIN], now=NOW, issuer=inter)
     report = analyze(secret_for(leaf, inter.cert))
-    assert report.reason == certs.VALID
+    assert report.reason == Reason.VALID
     assert report.trust_pem == ""
     assert report.publicly_trusted
     assert "assumed to be publicly trusted" in report.message
@@ -95,14 +97,14 @@ def test_chain_without_root_is_assumed_public() -> None:
 
 def test_wildcard_certificate_covers_the_domain() -> None:
     leaf = factory.make_leaf(["*.example.com"], now=NOW)
-    assert analyze(secret_for(leaf)).reason == certs.VALID
-    assert analyze(secret_for(leaf), domain="a.b.example.com").reason == certs.DOMAIN_NOT_COVERED
+    assert analyze(secret_for(leaf)).reason == Reason.VALID
+    assert analyze(secret_for(leaf), domain="a.b.example.com").reason == Reason.DOMAIN_NOT_COVERED
 
 
 def test_wrong_san_is_domain_not_covered_even_if_common_name_matches() -> None:
     leaf = factory.make_leaf(["other.example.com"], now=NOW, common_name=DOMAIN)
     report = analyze(secret_for(leaf))
-    assert report.reason == certs.DOMAIN_NOT_COVERED
+    assert report.reason == Reason.DOMAIN_NOT_COVERED
     assert "other.example.com" in report.message and DOMAIN in report.message
 
 
@@ -111,19 +113,19 @@ def test_expired() -> None:
         [DOMAIN], now=NOW, not_before=NOW - dt.timedelta(days=100), not_after=NOW - dt.timedelta(days=1)
     )
     report = analyze(secret_for(leaf))
-    assert report.reason == certs.EXPIRED
+    assert report.reason == Reason.EXPIRED
     assert report.seconds_to_expiry(NOW) == pytest.approx(-86400)
 
 
 def test_not_yet_valid() -> None:
     leaf = factory.make_leaf([DOMAIN], now=NOW, not_before=NOW + dt.timedelta(days=1))
-    assert analyze(secret_for(leaf)).reason == certs.NOT_YET_VALID
+    assert analyze(secret_for(leaf)).reason == Reason.NOT_YET_VALID
 
 
 def test_expiring_soon_within_renew_before() -> None:
     leaf = factory.make_leaf([DOMAIN], now=NOW, not_after=NOW + dt.timedelta(days=10))
     report = analyze(secret_for(leaf))
-    assert report.reason == certs.EXPIRING_SOON
+    assert report.reason == Reason.EXPIRING_SOON
     assert "720h" in report.message
 
 
@@ -132,7 +134,7 @@ def test_key_mismatch() -> None:
     other = factory.new_key()
     secret = factory.tls_secret("edge", "istio-system", chain=[leaf.cert], key=other)
     report = analyze(secret)
-    assert report.reason == certs.KEY_MISMATCH
+    assert report.reason == Reason.KEY_MISMATCH
     assert "PRIVATE KEY" not in report.message
 
 
@@ -140,34 +142,34 @@ def test_chain_out_of_order_is_chain_invalid() -> None:
     root = factory.make_ca(now=NOW)
     other = factory.make_ca("unrelated CA", now=NOW)
     leaf = factory.make_leaf([DOMAIN], now=NOW, issuer=root)
-    assert analyze(secret_for(leaf, other.cert)).reason == certs.CHAIN_INVALID
+    assert analyze(secret_for(leaf, other.cert)).reason == Reason.CHAIN_INVALID
 
 
 def test_several_problems_are_all_named() -> None:
     leaf = factory.make_leaf(["other.example.com"], now=NOW, not_after=NOW - dt.timedelta(days=1))
     report = analyze(secret_for(leaf))
-    assert report.reason == certs.DOMAIN_NOT_COVERED
+    assert report.reason == Reason.DOMAIN_NOT_COVERED
     assert "expired" in report.message
 
 
 def test_missing_wrong_type_and_malformed() -> None:
-    assert analyze(None).reason == certs.SECRET_NOT_FOUND
+    assert analyze(None).reason == Reason.SECRET_NOT_FOUND
     leaf = factory.make_leaf([DOMAIN], now=NOW)
-    assert analyze(secret_for(leaf, secret_type="Opaque")).reason == certs.WRONG_SECRET_TYPE
+    assert analyze(secret_for(leaf, secret_type="Opaque")).reason == Reason.WRONG_SECRET_TYPE
     broken = secret_for(leaf)
     broken["data"]["tls.crt"] = base64.b64encode(b"not a certificate").decode()
-    assert analyze(broken).reason == certs.MALFORMED
+    assert analyze(broken).reason == Reason.MALFORMED
     no_key = secret_for(leaf)
     del no_key["data"]["tls.key"]
     report = analyze(no_key)
-    assert report.reason == certs.MALFORMED and "tls.key" in report.message
+    assert report.reason == Reason.MALFORMED and "tls.key" in report.message
     bad_b64 = secret_for(leaf)
     bad_b64["data"]["tls.key"] = "!!!"
-    assert analyze(bad_b64).reason == certs.MALFORMED
+    assert analyze(bad_b64).reason == Reason.MALFORMED
 
 
 def test_issue_self_signed() -> None:
-    cert_pem, key_pem = certs.issue_self_signed(DOMAIN, now=NOW, validity=dt.timedelta(days=90))
+    cert_pem, key_pem = issuance.issue_self_signed(DOMAIN, now=NOW, validity=dt.timedelta(days=90))
     cert = x509.load_pem_x509_certificate(cert_pem)
     assert isinstance(cert.public_key(), ec.EllipticCurvePublicKey)
     assert cert.public_key().curve.name == "secp256r1"  # type: ignore[union-attr]
@@ -181,7 +183,7 @@ def test_issue_self_signed() -> None:
         "data": {"tls.crt": base64.b64encode(cert_pem).decode(), "tls.key": base64.b64encode(key_pem).decode()},
     }
     report = analyze(secret)
-    assert report.reason == certs.VALID, report.message
+    assert report.reason == Reason.VALID, report.message
     assert key_pem.decode() not in report.message
 
 
@@ -192,7 +194,7 @@ def test_self_signed_names_and_validity() -> None:
     assert certs.self_signed_validity(dt.timedelta(days=60)) == dt.timedelta(days=180)
     # A very long domain still issues (the common name is capped at 64 characters).
     long_domain = ".".join(["a" * 60, "b" * 60, "example.com"])
-    cert_pem, _ = certs.issue_self_signed(long_domain, now=NOW)
+    cert_pem, _ = issuance.issue_self_signed(long_domain, now=NOW)
     assert certs.dns_names_of(x509.load_pem_x509_certificate(cert_pem))[0] == long_domain
 
 
@@ -219,6 +221,6 @@ def test_a_key_pasted_into_the_certificate_fields_never_reaches_the_trust_bundle
     sloppy_chain = factory.cert_pem(leaf.cert) + factory.key_pem(leaf.key)
     secret["data"]["tls.crt"] = base64.b64encode(sloppy_chain).decode()
     report = analyze(secret)
-    assert report.reason == certs.VALID, report.message
+    assert report.reason == Reason.VALID, report.message
     assert x509.load_pem_x509_certificates(report.trust_pem.encode()) == [root.cert]
     assert "PRIVATE KEY" not in report.trust_pem

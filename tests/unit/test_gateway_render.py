@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from tenant_platform.api.models import TenantPlatform
+from tenant_platform.api.reasons import Gateway as Reason
 from tenant_platform.reconcile import gateway as gateway_step
 from tenant_platform.reconcile import mesh
 from tenant_platform.render import gateway as render_gateway
@@ -105,43 +106,43 @@ def test_hosts_that_admit_the_domain(hosts: list[str]) -> None:
 @pytest.mark.parametrize(
     ("mutate", "reason", "fragment"),
     [
-        pytest.param(lambda g: None, check.GATEWAY_NOT_FOUND, "does not exist", id="missing"),
+        pytest.param(lambda g: None, Reason.GATEWAY_NOT_FOUND, "does not exist", id="missing"),
         pytest.param(
-            lambda g: g["spec"].update(selector={"istio": "other"}), check.SELECTOR_MISMATCH, "istio=other", id="sel"
+            lambda g: g["spec"].update(selector={"istio": "other"}), Reason.SELECTOR_MISMATCH, "istio=other", id="sel"
         ),
         pytest.param(
             lambda g: g["spec"]["servers"][0]["port"].update(protocol="HTTP"),
-            check.NO_HTTPS_SERVER,
+            Reason.NO_HTTPS_SERVER,
             "port number 443",
             id="no https",
         ),
         pytest.param(
             lambda g: g["spec"]["servers"][0].update(hosts=["other.example.com"]),
-            check.HOSTS_MISS_DOMAIN,
+            Reason.HOSTS_MISS_DOMAIN,
             "other.example.com",
             id="hosts miss",
         ),
         pytest.param(
             lambda g: g["spec"]["servers"][0].update(hosts=["other/kamiwaza.example.com"]),
-            check.HOSTS_MISS_DOMAIN,
+            Reason.HOSTS_MISS_DOMAIN,
             "only admits VirtualServices from namespace other",
             id="wrong namespace",
         ),
         pytest.param(
             lambda g: g["spec"]["servers"][0].update(hosts=["./kamiwaza.example.com"]),
-            check.HOSTS_MISS_DOMAIN,
+            Reason.HOSTS_MISS_DOMAIN,
             "namespace istio-system",
             id="dot namespace",
         ),
         pytest.param(
             lambda g: g["spec"]["servers"][0].update(tls={"mode": "PASSTHROUGH"}),
-            check.NO_CREDENTIAL,
+            Reason.NO_CREDENTIAL,
             "PASSTHROUGH",
             id="no credential",
         ),
         pytest.param(
             lambda g: g["spec"]["servers"][0]["tls"].update(credentialName="other-tls"),
-            check.CREDENTIAL_MISMATCH,
+            Reason.CREDENTIAL_MISMATCH,
             "other-tls",
             id="other credential",
         ),
@@ -149,7 +150,7 @@ def test_hosts_that_admit_the_domain(hosts: list[str]) -> None:
 )
 def test_problems_are_named(mutate: Any, reason: str, fragment: str) -> None:
     live = live_gateway()
-    if mutate(live) is None and reason == check.GATEWAY_NOT_FOUND:
+    if mutate(live) is None and reason == Reason.GATEWAY_NOT_FOUND:
         live = None
     report = verify(live)
     assert report.reason == reason

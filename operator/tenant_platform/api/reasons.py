@@ -68,11 +68,37 @@ class Mesh(StrEnum):
 
 
 class Gateway(StrEnum):
-    """GatewayReady."""
+    """GatewayReady (docs/networking.md)."""
+
+    PROGRAMMED = "Programmed"
+    VERIFIED = "Verified"
+    GATEWAY_KIND_NOT_SERVED = "GatewayKindNotServed"
+    GATEWAY_SERVICE_NOT_FOUND = "GatewayServiceNotFound"
+    WOULD_APPLY = "WouldApply"
+    GATEWAY_NOT_FOUND = "GatewayNotFound"
+    SELECTOR_MISMATCH = "SelectorMismatch"
+    NO_HTTPS_SERVER = "NoHTTPSServer"
+    HOSTS_MISS_DOMAIN = "HostsMissDomain"
+    NO_CREDENTIAL = "NoCredential"
+    CREDENTIAL_MISMATCH = "CredentialMismatch"
 
 
 class EdgeCertificate(StrEnum):
-    """EdgeCertificateReady."""
+    """EdgeCertificateReady (docs/networking.md). The analysis reasons, in the order one is chosen
+    when several checks fail (status/certs.py), then the step's own."""
+
+    VALID = "Valid"
+    SECRET_NOT_FOUND = "SecretNotFound"
+    WRONG_SECRET_TYPE = "WrongSecretType"
+    MALFORMED = "Malformed"
+    KEY_MISMATCH = "KeyMismatch"
+    CHAIN_INVALID = "ChainInvalid"
+    DOMAIN_NOT_COVERED = "DomainNotCovered"
+    NOT_YET_VALID = "NotYetValid"
+    EXPIRED = "Expired"
+    EXPIRING_SOON = "ExpiringSoon"
+    WOULD_ISSUE = "WouldIssue"
+    NAMESPACE_MISSING = "NamespaceMissing"
 
 
 class DNS(StrEnum):

@@ -1,7 +1,7 @@
 """PURE rendering for the edge certificate: the trust ConfigMap and the self-signed Secret.
 
 The trust ConfigMap lives in the tenant namespace under ``platform.trust_config_map_name``; its
-one key, ``ca-certificates.crt``, holds public certificates only (status.certs decides which).
+one key, ``ca-certificates.crt``, holds public certificates only (status/certs.py decides which).
 ``render_trust_config_map(platform, None)`` is the skeleton ``tenant-platform render`` shows: the
 bundle is only known at runtime, so it carries a clearly marked placeholder.
 """
@@ -13,7 +13,7 @@ from typing import Any
 
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
-from tenant_platform.status import certs
+from tenant_platform.api.tls import CERT_KEY, KEY_KEY, TLS_TYPE, TRUST_KEY
 
 PLACEHOLDER = (
     "# PLACEHOLDER: filled at runtime with the public certificate(s) clients must trust: the self-signed\n"
@@ -28,7 +28,7 @@ def render_trust_config_map(platform: TenantPlatform, bundle: str | None) -> dic
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {"name": platform.trust_config_map_name, "namespace": platform.spec.namespace},
-        "data": {certs.TRUST_KEY: PLACEHOLDER if bundle is None else bundle},
+        "data": {TRUST_KEY: PLACEHOLDER if bundle is None else bundle},
     }
     if bundle is None:
         obj["metadata"]["annotations"] = {
@@ -43,8 +43,8 @@ def render_tls_secret(platform: TenantPlatform, *, cert_pem: bytes, key_pem: byt
         "apiVersion": "v1",
         "kind": "Secret",
         "metadata": {"name": platform.spec.edge_certificate.secret_name, "namespace": platform.spec.gateway.namespace},
-        "type": certs.TLS_TYPE,
-        "data": {certs.CERT_KEY: _b64(cert_pem), certs.KEY_KEY: _b64(key_pem)},
+        "type": TLS_TYPE,
+        "data": {CERT_KEY: _b64(cert_pem), KEY_KEY: _b64(key_pem)},
     }
 
 

@@ -1,9 +1,9 @@
-"""PURE edge-certificate analysis (and the one self-signed issuer), with ``cryptography``.
+"""PURE edge-certificate analysis, with ``cryptography``.
 
 ``analyze_secret(secret, domain=..., now=..., renew_before=...)`` takes the Secret as the API
-returned it (or None) and returns a ``CertReport``: a reason, a message a person can act on, the
-facts to record, and the public certificates to publish for clients when the certificate is not
-publicly trusted. Checks, in the order a reason is chosen:
+returned it (or None) and returns a ``CertReport``: a reason (``reasons.EdgeCertificate``), a
+message a person can act on, the facts to record, and the public certificates to publish for
+clients when the certificate is not publicly trusted. Checks, in the order a reason is chosen:
 
     SecretNotFound, WrongSecretType, Malformed, KeyMismatch, ChainInvalid, DomainNotCovered,
     NotYetValid, Expired, ExpiringSoon, Valid
@@ -20,8 +20,10 @@ lead to a publicly trusted root, and nothing is published. Only certificates eve
 module's trust bundle: each is re-serialised from its parsed form, so no other PEM block (a key)
 can ride along.
 
-``issue_self_signed`` is the only function here that is not deterministic (a fresh key and
-serial); the clock is passed in. Private keys never appear in a report, message or log.
+The self-signed policy (names, lifetime) is here too; making the certificate (a fresh key and
+serial) is not deterministic and lives in tenant_platform/issuance.py. The clock is passed in.
+Private keys never appear in a report, message or log. The step's decision from this analysis is
+status/edgecert.py.
 """
 
 from __future__ import annotations
@@ -34,44 +36,26 @@ from typing import Any
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from cryptography.hazmat.primitives import serialization
 
-TLS_TYPE = "kubernetes.io/tls"
-CERT_KEY = "tls.crt"
-KEY_KEY = "tls.key"
-CA_KEY = "ca.crt"
-TRUST_KEY = "ca-certificates.crt"
+from tenant_platform.api.reasons import EdgeCertificate as Reason
+from tenant_platform.api.tls import CA_KEY, CERT_KEY, KEY_KEY, TLS_TYPE
 
-VALID = "Valid"
-SECRET_NOT_FOUND = "SecretNotFound"
-WRONG_SECRET_TYPE = "WrongSecretType"
-MALFORMED = "Malformed"
-KEY_MISMATCH = "KeyMismatch"
-CHAIN_INVALID = "ChainInvalid"
-DOMAIN_NOT_COVERED = "DomainNotCovered"
-NOT_YET_VALID = "NotYetValid"
-EXPIRED = "Expired"
-EXPIRING_SOON = "ExpiringSoon"
 # Reasons after which a SelfSigned issuer (re)issues the certificate.
-REISSUE_REASONS = frozenset(
+REISSUE_REASONS: frozenset[Reason] = frozenset(
     {
-        SECRET_NOT_FOUND,
-        MALFORMED,
-        KEY_MISMATCH,
-        CHAIN_INVALID,
-        DOMAIN_NOT_COVERED,
-        NOT_YET_VALID,
-        EXPIRED,
-        EXPIRING_SOON,
+        Reason.SECRET_NOT_FOUND,
+        Reason.MALFORMED,
+        Reason.KEY_MISMATCH,
+        Reason.CHAIN_INVALID,
+        Reason.DOMAIN_NOT_COVERED,
+        Reason.NOT_YET_VALID,
+        Reason.EXPIRED,
+        Reason.EXPIRING_SOON,
     }
 )
 
 SELF_SIGNED_VALIDITY = dt.timedelta(days=90)
-# Backdating absorbs clock skew between the operator and clients.
-BACKDATE = dt.timedelta(minutes=5)
-ISSUER_ORGANIZATION = "tenant-platform-operator"
 
 
 def normalize(name: str) -> str:
@@ -132,7 +116,7 @@ class CertFacts:
 
 @dataclass
 class CertReport:
-    reason: str
+    reason: Reason
     message: str
     facts: CertFacts | None = None
     trust_pem: str = ""
@@ -143,7 +127,7 @@ class CertReport:
 
     @property
     def ok(self) -> bool:
-        return self.reason == VALID
+        return self.reason == Reason.VALID
 
     @property
     def publicly_trusted(self) -> bool:
@@ -274,38 +258,38 @@ def analyze_secret(
     """
     label = f"Secret {where}" if where else "The Secret"
     if secret is None:
-        return CertReport(SECRET_NOT_FOUND, f"{label} does not exist.")
+        return CertReport(Reason.SECRET_NOT_FOUND, f"{label} does not exist.")
     secret_type = secret.get("type") or "Opaque"
     if secret_type != TLS_TYPE:
         return CertReport(
-            WRONG_SECRET_TYPE,
+            Reason.WRONG_SECRET_TYPE,
             f"{label} has type {secret_type}; the gateway needs type {TLS_TYPE} with keys {CERT_KEY} and {KEY_KEY}.",
         )
     cert_pem = _decode(secret, CERT_KEY)
     key_pem = _decode(secret, KEY_KEY)
     missing = [k for k, v in ((CERT_KEY, cert_pem), (KEY_KEY, key_pem)) if not v]
     if missing:
-        return CertReport(MALFORMED, f"{label} has no {' or '.join(missing)}.")
+        return CertReport(Reason.MALFORMED, f"{label} has no {' or '.join(missing)}.")
     assert cert_pem is not None and key_pem is not None
     try:
         chain = load_chain(cert_pem)
     except ValueError:
-        return CertReport(MALFORMED, f"{label}: {CERT_KEY} holds no readable PEM certificate.")
+        return CertReport(Reason.MALFORMED, f"{label}: {CERT_KEY} holds no readable PEM certificate.")
     facts = facts_of(chain)
     match = key_matches(chain[0], key_pem)
     if match is None:
-        return CertReport(MALFORMED, f"{label}: {KEY_KEY} holds no readable unencrypted PEM private key.", facts)
+        return CertReport(Reason.MALFORMED, f"{label}: {KEY_KEY} holds no readable unencrypted PEM private key.", facts)
     trust_pem, trust_source, trust_note = trust_for(chain, _decode(secret, CA_KEY))
-    report = CertReport(VALID, "", facts, trust_pem, trust_source)
+    report = CertReport(Reason.VALID, "", facts, trust_pem, trust_source)
 
-    problems: list[tuple[str, str]] = []
+    problems: list[tuple[Reason, str]] = []
     if not match:
-        problems.append((KEY_MISMATCH, f"{KEY_KEY} is not the private key of the certificate in {CERT_KEY}"))
+        problems.append((Reason.KEY_MISMATCH, f"{KEY_KEY} is not the private key of the certificate in {CERT_KEY}"))
     for index in range(len(chain) - 1):
         if not issued_by(chain[index], chain[index + 1]):
             problems.append(
                 (
-                    CHAIN_INVALID,
+                    Reason.CHAIN_INVALID,
                     f"certificate {index + 2} in {CERT_KEY} ({chain[index + 1].subject.rfc4514_string()}) did not "
                     f"issue certificate {index + 1} ({chain[index].subject.rfc4514_string()}); "
                     "order the chain leaf first, then each issuer",
@@ -316,19 +300,19 @@ def analyze_secret(
         names = ", ".join(facts.dns_names) or "none"
         problems.append(
             (
-                DOMAIN_NOT_COVERED,
+                Reason.DOMAIN_NOT_COVERED,
                 f"the certificate's DNS names ({names}) do not cover {domain} (a wildcard covers exactly one "
                 "label; the subject common name is not used by TLS clients)",
             )
         )
     if now < facts.not_before:
-        problems.append((NOT_YET_VALID, f"the certificate is not valid before {_fmt(facts.not_before)}"))
+        problems.append((Reason.NOT_YET_VALID, f"the certificate is not valid before {_fmt(facts.not_before)}"))
     elif now >= facts.not_after:
-        problems.append((EXPIRED, f"the certificate expired at {_fmt(facts.not_after)}"))
+        problems.append((Reason.EXPIRED, f"the certificate expired at {_fmt(facts.not_after)}"))
     elif facts.not_after - now <= renew_before:
         problems.append(
             (
-                EXPIRING_SOON,
+                Reason.EXPIRING_SOON,
                 f"the certificate expires at {_fmt(facts.not_after)}, within renewBefore "
                 f"({_hours(renew_before)}); renew it",
             )
@@ -368,59 +352,3 @@ def self_signed_dns_names(domain: str) -> list[str]:
     if domain.count(".") >= 1:
         names.append(f"*.{domain}")
     return names
-
-
-def issue_self_signed(
-    domain: str,
-    *,
-    now: dt.datetime,
-    validity: dt.timedelta = SELF_SIGNED_VALIDITY,
-) -> tuple[bytes, bytes]:
-    """A new ECDSA P-256 self-signed server certificate for ``domain``: (cert PEM, key PEM).
-
-    SANs from ``self_signed_dns_names``; notBefore is ``now`` minus five minutes; notAfter is
-    ``now + validity``. Not a CA (browsers reject CA certificates used as server certificates);
-    clients trust it by pinning the certificate itself (the trust ConfigMap).
-    """
-    key = ec.generate_private_key(ec.SECP256R1())
-    common_name = normalize(domain) if len(normalize(domain)) <= 64 else "tenant-platform edge certificate"
-    name = x509.Name(
-        [
-            x509.NameAttribute(NameOID.ORGANIZATION_NAME, ISSUER_ORGANIZATION),
-            x509.NameAttribute(NameOID.COMMON_NAME, common_name),
-        ]
-    )
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - BACKDATE)
-        .not_valid_after(now + validity)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=False,
-                crl_sign=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(
-            x509.SubjectAlternativeName([x509.DNSName(n) for n in self_signed_dns_names(domain)]), critical=False
-        )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    key_pem = key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
-    return cert.public_bytes(serialization.Encoding.PEM), key_pem

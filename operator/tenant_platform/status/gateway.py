@@ -1,10 +1,18 @@
-"""PURE verification of an Istio Gateway against what the platform needs.
+"""PURE decisions for GatewayReady: verify an Istio Gateway, and the step's whole verdict.
 
 ``verify_gateway(live, ...)`` returns the problems (reason, sentence) with a Gateway that should
 serve the platform: it must select the gateway workload (``spec.selector`` equal to ours), and
 have an HTTPS server on port 443 whose ``hosts`` admit the domain for VirtualServices in the
 tenant namespace, with TLS from a ``credentialName`` (the edge certificate Secret). A missing
 port-80 server is only a note. Empty problems means the Gateway is fine.
+
+``evaluate(platform, facts, dry_run=...)`` turns what the gateway step read (``GatewayFacts``)
+into its ``GatewayVerdict``: the Gateway to apply (Managed), the GatewayReady condition, the
+event and the recorded coordinates. Checks, in the order a reason is chosen:
+
+    GatewayKindNotServed, Conflict (Managed), WouldApply (dry run), GatewayNotFound,
+    SelectorMismatch, NoHTTPSServer, HostsMissDomain, NoCredential, CredentialMismatch,
+    GatewayServiceNotFound, then Programmed (Managed) or Verified (External)
 
 Host matching follows Istio: a host is ``[namespace/]dnsName``; the namespace part is ``*`` (any),
 ``.`` (the Gateway's own namespace) or a namespace name; ``dnsName`` ``*`` matches every name and
@@ -16,17 +24,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-GATEWAY_NOT_FOUND = "GatewayNotFound"
-SELECTOR_MISMATCH = "SelectorMismatch"
-NO_HTTPS_SERVER = "NoHTTPSServer"
-HOSTS_MISS_DOMAIN = "HostsMissDomain"
-NO_CREDENTIAL = "NoCredential"
-CREDENTIAL_MISMATCH = "CredentialMismatch"
+from tenant_platform.api import constants
+from tenant_platform.api.models import TenantPlatform
+from tenant_platform.api.reasons import Common
+from tenant_platform.api.reasons import Gateway as Reason
+from tenant_platform.api.status.gateway import RecordedGateway
+from tenant_platform.render import gateway as render_gateway
+from tenant_platform.status import conditions, ownership
+from tenant_platform.status.conditions import Condition
+from tenant_platform.status.verdict import Manifest, Verdict
 
 
 @dataclass
 class GatewayReport:
-    problems: list[tuple[str, str]] = field(default_factory=list)
+    problems: list[tuple[Reason, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -34,8 +45,8 @@ class GatewayReport:
         return not self.problems
 
     @property
-    def reason(self) -> str:
-        return self.problems[0][0] if self.problems else ""
+    def reason(self) -> Reason | None:
+        return self.problems[0][0] if self.problems else None
 
     @property
     def message(self) -> str:
@@ -90,7 +101,7 @@ def verify_gateway(
     if live is None:
         report.problems.append(
             (
-                GATEWAY_NOT_FOUND,
+                Reason.GATEWAY_NOT_FOUND,
                 f"{where} does not exist; create it, or set spec.gateway.management to Managed so the operator does",
             )
         )
@@ -100,7 +111,7 @@ def verify_gateway(
     if live_selector != dict(selector):
         report.problems.append(
             (
-                SELECTOR_MISMATCH,
+                Reason.SELECTOR_MISMATCH,
                 f"{where} selects {_labels(live_selector)} but spec.gateway.selector is {_labels(selector)}; "
                 "the Gateway must select the gateway workload",
             )
@@ -108,7 +119,9 @@ def verify_gateway(
     servers = [s for s in spec.get("servers") or [] if isinstance(s, dict)]
     https = [s for s in servers if _port(s) == (443, "HTTPS")]
     if not https:
-        report.problems.append((NO_HTTPS_SERVER, f"{where} has no server with port number 443 and protocol HTTPS"))
+        report.problems.append(
+            (Reason.NO_HTTPS_SERVER, f"{where} has no server with port number 443 and protocol HTTPS")
+        )
         return report
     serving: list[dict[str, Any]] = []
     namespace_notes: list[str] = []
@@ -127,7 +140,7 @@ def verify_gateway(
         detail = f" ({'; '.join(namespace_notes)})" if namespace_notes else ""
         report.problems.append(
             (
-                HOSTS_MISS_DOMAIN,
+                Reason.HOSTS_MISS_DOMAIN,
                 f"{where}'s HTTPS 443 hosts {hosts or '[]'} do not include {domain}{detail}; routes for the domain "
                 "would silently never be programmed",
             )
@@ -138,7 +151,7 @@ def verify_gateway(
         modes = sorted({str((s.get("tls") or {}).get("mode") or "none") for s in serving})
         report.problems.append(
             (
-                NO_CREDENTIAL,
+                Reason.NO_CREDENTIAL,
                 f"{where}'s HTTPS 443 server for {domain} has no tls.credentialName (tls mode {', '.join(modes)}); "
                 f"set it to the edge certificate Secret {credential_name}",
             )
@@ -146,7 +159,7 @@ def verify_gateway(
     elif credential_name not in credentials:
         report.problems.append(
             (
-                CREDENTIAL_MISMATCH,
+                Reason.CREDENTIAL_MISMATCH,
                 f"{where} serves {domain} with credentialName {', '.join(c for c in credentials if c)} but "
                 f"spec.edgeCertificate.secretName is {credential_name}; make them name the same Secret",
             )
@@ -167,3 +180,160 @@ def verify_gateway(
 
 def _labels(labels: dict[str, str]) -> str:
     return "{" + ", ".join(f"{k}={v}" for k, v in sorted(labels.items())) + "}" if labels else "{}"
+
+
+# -- the step's verdict ------------------------------------------------------------------------------
+
+TYPE = constants.GATEWAY_READY
+
+
+@dataclass(frozen=True)
+class GatewayFacts:
+    """What the gateway step read (reconcile/gateway.py ``gather``), or learnt from its own apply."""
+
+    kind_served: bool
+    """The API server serves networking.istio.io/v1 Gateway (nothing else is read when not)."""
+    live: Manifest | None = None
+    """The Gateway spec.gateway names, as it stands (as our apply returned it, once ``applied``)."""
+    live_owner: str = ""
+    """The TenantPlatform owning ``live`` by our labels; "" when it lacks them."""
+    service_ref: tuple[str, str] | None = None
+    """(name, namespace) of the gateway Service, when spec.gateway.serviceHost names a Service."""
+    service: Manifest | None = None
+    """That Service; None when it does not exist."""
+    applied: bool = False
+    """``live`` is what our server-side apply of the desired Gateway returned in this pass."""
+    wrote: bool = False
+    """That apply changed the Gateway (it was missing or had drifted)."""
+
+
+@dataclass
+class GatewayVerdict(Verdict):
+    prune_namespaces: list[str | None] = field(default_factory=list)
+    """With ``desired``: where to look for Gateways of ours the spec no longer names."""
+
+
+def recorded_gateway(platform: TenantPlatform) -> RecordedGateway:
+    gw = platform.spec.gateway
+    return RecordedGateway(
+        name=gw.name,
+        namespace=gw.namespace,
+        selector=dict(gw.selector),
+        service_account_name=gw.service_account_name,
+        service_host=gw.service_host,
+        mesh_namespace=platform.spec.mesh.namespace,
+        management=gw.management,
+    )
+
+
+def prune_namespaces(platform: TenantPlatform) -> list[str | None]:
+    """The Gateway's namespace, and the one recorded last time when the spec moved it."""
+    namespaces: list[str | None] = [platform.spec.gateway.namespace]
+    previous = ((platform.status.get("recorded") or {}).get("gateway") or {}).get("namespace")
+    if previous and previous not in namespaces:
+        namespaces.append(str(previous))
+    return namespaces
+
+
+def service_problem(host: str, service_ref: tuple[str, str] | None, service: Manifest | None) -> str:
+    """A sentence when the gateway Service is missing or lacks port 443, else ""."""
+    if service_ref is None:
+        return ""
+    name, namespace = service_ref
+    if service is None:
+        return (
+            f"The gateway Service {namespace}/{name} (spec.gateway.serviceHost {host}) does not exist; install "
+            "the ingress gateway or fix spec.gateway.serviceHost."
+        )
+    ports = [p.get("port") for p in (service.get("spec") or {}).get("ports") or []]
+    if 443 not in ports:
+        return f"The gateway Service {namespace}/{name} exposes no port 443 (ports: {ports}); HTTPS cannot reach it."
+    return ""
+
+
+def not_applied(errors: list[str]) -> Condition:
+    """GatewayReady when the server-side apply of the desired Gateway failed."""
+    return conditions.false(TYPE, Common.API_ERROR, "Could not apply: " + "; ".join(errors) + ".")
+
+
+def evaluate(platform: TenantPlatform, facts: GatewayFacts, *, dry_run: bool = False) -> GatewayVerdict:
+    """GatewayReady, the Gateway to apply and the recorded coordinates, from what was read.
+
+    Managed, outside a dry run and before the apply (``facts.applied`` False), ``desired`` holds
+    the rendered Gateway and the condition judges it as rendered. The step applies it and calls
+    ``evaluate`` again with what the API server returned (fields another field manager set
+    survive a server-side apply), which then wants nothing more written.
+    """
+    gw = platform.spec.gateway
+    where = f"{gw.namespace}/{gw.name}"
+    recorded = {"gateway": recorded_gateway(platform).dump()}
+    events = [("Normal", "GatewayApplied", f"Applied Gateway {where}.")] if facts.wrote else []
+
+    def verdict(cond: Condition, desired: list[Manifest] | None = None) -> GatewayVerdict:
+        desired = desired or []
+        return GatewayVerdict(
+            conditions=[cond],
+            desired=desired,
+            recorded=recorded,
+            events=events,
+            prune_namespaces=prune_namespaces(platform) if desired else [],
+        )
+
+    if not facts.kind_served:
+        return verdict(
+            conditions.false(
+                TYPE,
+                Reason.GATEWAY_KIND_NOT_SERVED,
+                f"The API server does not serve {render_gateway.KIND} ({render_gateway.API_VERSION}); install "
+                "Istio's CRDs.",
+            )
+        )
+    managed = gw.management == "Managed"
+    live = facts.live
+    desired: list[Manifest] = []
+    if managed:
+        if live is not None and facts.live_owner != platform.name:
+            owned = ownership.belongs_to(f"Gateway {where} already exists and", facts.live_owner)
+            return verdict(
+                conditions.false(
+                    TYPE,
+                    Common.CONFLICT,
+                    f"{owned}; it was left untouched. Delete or rename it, choose another spec.gateway.name, or "
+                    "set spec.gateway.management to External to use it as is.",
+                )
+            )
+        if dry_run and live is None:
+            return verdict(conditions.false(TYPE, Reason.WOULD_APPLY, f"The operator would create Gateway {where}."))
+        if not dry_run and not facts.applied:
+            desired = render_gateway.render(platform)
+            live = desired[0]
+    report = verify_gateway(
+        live,
+        name=gw.name,
+        namespace=gw.namespace,
+        domain=platform.spec.domain,
+        selector=gw.selector,
+        tenant_namespace=platform.spec.namespace,
+        credential_name=platform.spec.edge_certificate.secret_name,
+    )
+    if report.problems:
+        return verdict(conditions.false(TYPE, report.problems[0][0], report.message + "."), desired)
+    problem = service_problem(gw.service_host, facts.service_ref, facts.service)
+    if problem:
+        return verdict(conditions.false(TYPE, Reason.GATEWAY_SERVICE_NOT_FOUND, problem), desired)
+    if managed:
+        message = (
+            f"Gateway {where} serves {platform.spec.domain} on HTTPS 443 with credential "
+            f"{platform.spec.edge_certificate.secret_name} and redirects HTTP 80"
+        )
+        if dry_run:
+            message += " (dry run: any drift would be repaired on a real reconcile)"
+        reason = Reason.PROGRAMMED
+    else:
+        message = (
+            f"External Gateway {where} selects the gateway workload and serves {platform.spec.domain} on "
+            "HTTPS 443 with a credential"
+        )
+        reason = Reason.VERIFIED
+    message += "; note: " + "; ".join(report.notes) + "." if report.notes else "."
+    return verdict(conditions.true(TYPE, reason, message), desired)

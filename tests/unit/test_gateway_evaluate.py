@@ -1,0 +1,235 @@
+"""The gateway step's pure verdict (status/gateway.evaluate): one row per GatewayReady reason."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import replace
+from typing import Any, NamedTuple
+
+import pytest
+
+from tenant_platform.api import constants
+from tenant_platform.api.models import TenantPlatform
+from tenant_platform.api.reasons import Common
+from tenant_platform.api.reasons import Gateway as Reason
+from tenant_platform.render import gateway as render_gateway
+from tenant_platform.status import gateway as check
+
+DOMAIN = "kamiwaza.example.com"
+SERVICE = {"metadata": {"name": "istio-ingressgateway"}, "spec": {"ports": [{"port": 80}, {"port": 443}]}}
+
+
+def platform(**spec: Any) -> TenantPlatform:
+    return TenantPlatform.from_body(
+        {"metadata": {"name": "demo"}, "spec": {"namespace": "kamiwaza", "domain": DOMAIN, **spec}}
+    )
+
+
+def gateway(**spec: Any) -> dict[str, Any]:
+    """The Gateway as the operator renders it, with ``spec`` fields replaced."""
+    live = copy.deepcopy(render_gateway.render_gateway(platform()))
+    live["spec"].update(spec)
+    return live
+
+
+def https(**server: Any) -> list[dict[str, Any]]:
+    """The rendered servers with the HTTPS one's fields replaced."""
+    servers = gateway()["spec"]["servers"]
+    servers[0].update(server)
+    return servers
+
+
+def facts(**changes: Any) -> check.GatewayFacts:
+    """A Managed Gateway of ours just applied, and a gateway Service with port 443."""
+    base = check.GatewayFacts(
+        kind_served=True,
+        live=gateway(),
+        live_owner="demo",
+        service_ref=("istio-ingressgateway", "istio-system"),
+        service=SERVICE,
+        applied=True,
+    )
+    return replace(base, **changes)
+
+
+EXTERNAL = {"gateway": {"management": "External"}}
+
+
+class Row(NamedTuple):
+    name: str
+    facts: check.GatewayFacts
+    spec: dict[str, Any]
+    dry_run: bool
+    status: str
+    reason: str
+    fragment: str
+    """A piece of the expected message."""
+
+
+ROWS = [
+    Row("programmed", facts(), {}, False, "True", Reason.PROGRAMMED, f"serves {DOMAIN} on HTTPS 443 with credential"),
+    Row("verified", facts(live_owner=""), EXTERNAL, False, "True", Reason.VERIFIED, "External Gateway istio-system/"),
+    Row(
+        "kind not served",
+        check.GatewayFacts(kind_served=False),
+        {},
+        False,
+        "False",
+        Reason.GATEWAY_KIND_NOT_SERVED,
+        "does not serve Gateway (networking.istio.io/v1); install Istio's CRDs.",
+    ),
+    Row(
+        "service missing",
+        facts(service=None),
+        {},
+        False,
+        "False",
+        Reason.GATEWAY_SERVICE_NOT_FOUND,
+        "The gateway Service istio-system/istio-ingressgateway (spec.gateway.serviceHost",
+    ),
+    Row("would apply", facts(live=None, applied=False), {}, True, "False", Reason.WOULD_APPLY, "would create Gateway"),
+    Row(
+        "conflict",
+        facts(live_owner="", applied=False),
+        {},
+        False,
+        "False",
+        Common.CONFLICT,
+        "already exists and belongs to someone else (it lacks our labels); it was left untouched",
+    ),
+    Row("not found", facts(live=None), EXTERNAL, False, "False", Reason.GATEWAY_NOT_FOUND, "does not exist; create it"),
+    Row(
+        "selector mismatch",
+        facts(live=gateway(selector={"istio": "other"})),
+        EXTERNAL,
+        False,
+        "False",
+        Reason.SELECTOR_MISMATCH,
+        "selects {istio=other} but spec.gateway.selector is {istio=ingressgateway}",
+    ),
+    Row(
+        "no https server",
+        facts(live=gateway(servers=https(port={"number": 443, "protocol": "HTTP"}))),
+        EXTERNAL,
+        False,
+        "False",
+        Reason.NO_HTTPS_SERVER,
+        "has no server with port number 443 and protocol HTTPS.",
+    ),
+    Row(
+        "hosts miss domain",
+        facts(live=gateway(servers=https(hosts=["other.example.com"]))),
+        EXTERNAL,
+        False,
+        "False",
+        Reason.HOSTS_MISS_DOMAIN,
+        f"hosts ['other.example.com'] do not include {DOMAIN}",
+    ),
+    Row(
+        "no credential",
+        facts(live=gateway(servers=https(tls={"mode": "SIMPLE"}))),
+        EXTERNAL,
+        False,
+        "False",
+        Reason.NO_CREDENTIAL,
+        "has no tls.credentialName (tls mode SIMPLE)",
+    ),
+    Row(
+        "credential mismatch",
+        facts(live=gateway(servers=https(tls={"mode": "SIMPLE", "credentialName": "other-tls"}))),
+        EXTERNAL,
+        False,
+        "False",
+        Reason.CREDENTIAL_MISMATCH,
+        "with credentialName other-tls but spec.edgeCertificate.secretName is kamiwaza-edge-tls",
+    ),
+]
+
+
+def test_every_reason_has_a_row() -> None:
+    assert {row.reason for row in ROWS} == {*Reason, Common.CONFLICT}
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[row.name for row in ROWS])
+def test_evaluate(row: Row) -> None:
+    verdict = check.evaluate(platform(**row.spec), row.facts, dry_run=row.dry_run)
+    cond = verdict.condition
+    assert (cond.type, cond.status, cond.reason) == (constants.GATEWAY_READY, row.status, row.reason), cond.message
+    assert row.fragment in cond.message
+    assert verdict.desired == []  # nothing (more) to write in any of these
+    assert verdict.recorded["gateway"]["management"] == platform(**row.spec).spec.gateway.management
+
+
+def test_managed_wants_the_gateway_then_judges_what_the_api_server_kept() -> None:
+    first = check.evaluate(platform(), facts(live=None, live_owner="", applied=False))
+    assert first.desired == render_gateway.render(platform())
+    assert first.prune_namespaces == ["istio-system"]
+    assert first.condition.reason == Reason.PROGRAMMED  # the rendered Gateway, as rendered
+    assert first.events == []
+
+    # Another field manager's selector label survives the server-side apply: caught on the re-check.
+    kept = gateway(selector={"istio": "ingressgateway", "extra": "label"})
+    second = check.evaluate(platform(), facts(live=kept, wrote=True))
+    assert second.desired == []
+    assert second.condition.reason == Reason.SELECTOR_MISMATCH
+    assert second.events == [("Normal", "GatewayApplied", "Applied Gateway istio-system/kamiwaza-gateway.")]
+
+
+def test_a_moved_gateway_prunes_the_previous_namespace_too() -> None:
+    moved = TenantPlatform.from_body(
+        {
+            "metadata": {"name": "demo"},
+            "spec": {"namespace": "kamiwaza", "domain": DOMAIN, "gateway": {"namespace": "gw"}},
+            "status": {"recorded": {"gateway": {"namespace": "istio-system"}}},
+        }
+    )
+    verdict = check.evaluate(moved, facts(live=None, applied=False))
+    assert verdict.prune_namespaces == ["gw", "istio-system"]
+
+
+def test_conflict_names_the_other_platform() -> None:
+    verdict = check.evaluate(platform(), facts(live_owner="other", applied=False))
+    assert verdict.condition.reason == Common.CONFLICT
+    assert "belongs to TenantPlatform other" in verdict.condition.message
+    assert verdict.desired == []
+
+
+def test_dry_run_verifies_the_live_gateway_and_says_drift_would_be_repaired() -> None:
+    verdict = check.evaluate(platform(), facts(applied=False), dry_run=True)
+    assert verdict.desired == []
+    assert verdict.condition.reason == Reason.PROGRAMMED
+    assert verdict.condition.message.endswith("(dry run: any drift would be repaired on a real reconcile).")
+
+
+def test_service_without_port_443_and_hosts_that_are_not_services() -> None:
+    no_443 = facts(service={"spec": {"ports": [{"port": 80}]}})
+    message = check.evaluate(platform(), no_443).condition.message
+    assert message == (
+        "The gateway Service istio-system/istio-ingressgateway exposes no port 443 (ports: [80]); HTTPS cannot "
+        "reach it."
+    )
+    assert check.evaluate(platform(), facts(service_ref=None, service=None)).condition.reason == Reason.PROGRAMMED
+
+
+def test_missing_port_80_is_a_note_and_the_recorded_coordinates() -> None:
+    live = gateway(servers=gateway()["spec"]["servers"][:1])
+    verdict = check.evaluate(platform(**EXTERNAL), facts(live=live, live_owner=""))
+    assert verdict.condition.is_true
+    assert "; note: Gateway istio-system/kamiwaza-gateway serves no port 80" in verdict.condition.message
+    assert verdict.recorded == {
+        "gateway": {
+            "name": "kamiwaza-gateway",
+            "namespace": "istio-system",
+            "selector": {"istio": "ingressgateway"},
+            "serviceAccountName": "istio-ingressgateway",
+            "serviceHost": "istio-ingressgateway.istio-system.svc.cluster.local",
+            "meshNamespace": "istio-system",
+            "management": "External",
+        }
+    }
+
+
+def test_a_failed_apply_is_an_api_error() -> None:
+    cond = check.not_applied(["Gateway istio-system/kamiwaza-gateway: boom"])
+    assert (cond.status, cond.reason) == ("False", Common.API_ERROR)
+    assert cond.message == "Could not apply: Gateway istio-system/kamiwaza-gateway: boom."
