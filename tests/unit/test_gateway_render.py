@@ -9,10 +9,10 @@ import pytest
 
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.reasons import Gateway as Reason
-from tenant_platform.reconcile import gateway as gateway_step
 from tenant_platform.reconcile import mesh
 from tenant_platform.render import gateway as render_gateway
 from tenant_platform.status import gateway as check
+from tenant_platform.status import gatewayservice
 
 DOMAIN = "kamiwaza.example.com"
 
@@ -166,11 +166,11 @@ def test_missing_port_80_is_only_a_note() -> None:
 
 
 def test_service_of_host() -> None:
-    assert gateway_step.service_of("istio-ingressgateway.istio-system.svc.cluster.local") == (
+    assert gatewayservice.service_of("istio-ingressgateway.istio-system.svc.cluster.local") == (
         "istio-ingressgateway",
         "istio-system",
     )
-    assert gateway_step.service_of("gw.example.com") is None
+    assert gatewayservice.service_of("gw.example.com") is None
 
 
 def test_sidecar_style_of_pod() -> None:

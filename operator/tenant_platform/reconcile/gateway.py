@@ -29,17 +29,10 @@ from tenant_platform.kube.client import Obj
 from tenant_platform.reconcile.base import CleanupResult, StepContext, StepResult, apply_children, owner_of
 from tenant_platform.render import gateway as render_gateway
 from tenant_platform.status import gateway as check
+from tenant_platform.status.gatewayservice import service_of
 
 COMPONENT = "gateway"
 GATEWAY = (render_gateway.API_VERSION, render_gateway.KIND)
-
-
-def service_of(host: str) -> tuple[str, str] | None:
-    """(name, namespace) of a ``<service>.<namespace>.svc[.<cluster domain>]`` host, else None."""
-    parts = host.rstrip(".").split(".")
-    if len(parts) >= 3 and parts[2] == "svc":
-        return parts[0], parts[1]
-    return None
 
 
 def gather(ctx: StepContext) -> check.GatewayFacts:
