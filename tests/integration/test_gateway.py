@@ -13,7 +13,7 @@ import pytest
 from networking_support import body, delete_namespace, only, run, writes
 from tests.support import create_namespace
 
-from tenant_platform.api import constants
+from tenant_platform.api import constants, reasons
 from tenant_platform.api.reasons import Gateway as Reason
 from tenant_platform.kube.client import Kube
 from tenant_platform.reconcile import gateway, installer, mesh, namespaces
@@ -194,7 +194,7 @@ def tenant(kube: Kube, unique_name: str) -> Iterator[dict[str, Any]]:
 def test_mesh_ready_with_explicit_sidecar_style(kube: Kube, tenant: dict[str, Any]) -> None:
     result = run(mesh.STEP, kube, tenant)
     status, reason, message = only(result)
-    assert (status, reason) == ("True", mesh.REASON_READY), message
+    assert (status, reason) == ("True", reasons.Mesh.MESH_AVAILABLE), message
     assert result.recorded == {"sidecarStyle": "Native"}
 
 
@@ -203,7 +203,7 @@ def test_auto_sidecar_style_without_an_injector_does_not_guess(kube: Kube, tenan
     before = writes(kube)
     result = run(mesh.STEP, kube, tenant)
     status, reason, message = only(result)
-    assert (status, reason) == ("False", mesh.REASON_STYLE_UNKNOWN), message
+    assert (status, reason) == ("False", reasons.Mesh.SIDECAR_STYLE_UNKNOWN), message
     assert "spec.mesh.sidecarStyle" in message
     assert result.recorded == {"sidecarStyle": "Unknown"}
     assert writes(kube) == before  # the probe pod was a dry run
@@ -213,7 +213,7 @@ def test_auto_sidecar_style_without_an_injector_does_not_guess(kube: Kube, tenan
 def test_mesh_reports_missing_istiod_and_installer_rights(kube: Kube, unique_name: str) -> None:
     platform = body(unique_name, unique_name, mesh={"namespace": unique_name, "sidecarStyle": "Classic"})
     status, reason, message = only(run(mesh.STEP, kube, platform))
-    assert (status, reason) == ("False", mesh.REASON_ISTIOD_NOT_FOUND)
+    assert (status, reason) == ("False", reasons.Mesh.ISTIOD_NOT_FOUND)
     assert f"namespace {unique_name}" in message
     # No installer RBAC exists for this platform either: named, resource by resource.
     assert "may not create virtualservices.networking.istio.io" in message

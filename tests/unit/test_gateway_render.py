@@ -9,7 +9,6 @@ import pytest
 
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.reasons import Gateway as Reason
-from tenant_platform.reconcile import mesh
 from tenant_platform.render import gateway as render_gateway
 from tenant_platform.status import gateway as check
 from tenant_platform.status import gatewayservice
@@ -171,11 +170,3 @@ def test_service_of_host() -> None:
         "istio-system",
     )
     assert gatewayservice.service_of("gw.example.com") is None
-
-
-def test_sidecar_style_of_pod() -> None:
-    native = {"spec": {"initContainers": [{"name": "istio-proxy", "restartPolicy": "Always"}], "containers": []}}
-    classic = {"spec": {"initContainers": [{"name": "istio-init"}], "containers": [{"name": "istio-proxy"}]}}
-    assert mesh.sidecar_style_of(native) == mesh.NATIVE
-    assert mesh.sidecar_style_of(classic) == mesh.CLASSIC
-    assert mesh.sidecar_style_of({"spec": {"containers": [{"name": "probe"}]}}) == mesh.UNKNOWN

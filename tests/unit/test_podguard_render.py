@@ -1,5 +1,5 @@
-"""The pod guard's rendering and the step's pure helpers (the CEL itself is judged by the API server
-in tests/integration/test_podguard.py)."""
+"""The pod guard's rendering and its pure helpers (the CEL itself is judged by the API server in
+tests/integration/test_podguard.py; the condition by tests/unit/test_podguard_evaluate.py)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from tenant_platform.api.models import TenantPlatform
 from tenant_platform.kube.client import parse_warnings
 from tenant_platform.reconcile import podguard as step
 from tenant_platform.render import podguard
+from tenant_platform.status import podguard as verdicts
 
 
 def platform(name: str = "demo", **pod_guard: Any) -> TenantPlatform:
@@ -180,20 +181,20 @@ def test_step_render_adds_our_labels() -> None:
         }
 
 
-# ---- step helpers ---------------------------------------------------------------------------------
+# ---- pure helpers ---------------------------------------------------------------------------------
 
 
 def test_actions_in_effect() -> None:
-    assert step.actions_in_effect({"spec": {"validationActions": ["Audit", "Deny"]}}) == "Deny"
-    assert step.actions_in_effect({"spec": {"validationActions": ["Warn", "Audit"]}}) == "Warn"
-    assert step.actions_in_effect({"spec": {"validationActions": ["Deny"]}}) is None
-    assert step.actions_in_effect(None) is None
+    assert verdicts.actions_in_effect({"spec": {"validationActions": ["Audit", "Deny"]}}) == "Deny"
+    assert verdicts.actions_in_effect({"spec": {"validationActions": ["Warn", "Audit"]}}) == "Warn"
+    assert verdicts.actions_in_effect({"spec": {"validationActions": ["Deny"]}}) is None
+    assert verdicts.actions_in_effect(None) is None
     deny = {"spec": {"validationActions": ["Deny", "Audit"]}}
     warn = {"spec": {"validationActions": ["Warn", "Audit"]}}
-    assert step.mode_of([deny, deny]) == "Deny"
-    assert step.mode_of([deny, warn]) == "None"
-    assert step.mode_of([deny, None]) == "None"
-    assert step.mode_of([deny]) == "None"
+    assert verdicts.mode_of([deny, deny]) == "Deny"
+    assert verdicts.mode_of([deny, warn]) == "None"
+    assert verdicts.mode_of([deny, None]) == "None"
+    assert verdicts.mode_of([deny]) == "None"
 
 
 def test_guard_warnings_keeps_only_this_policys_messages() -> None:
@@ -203,7 +204,7 @@ def test_guard_warnings_keeps_only_this_policys_messages() -> None:
         'would violate PodSecurity "restricted:latest": privileged',
         "Validation failed for ValidatingAdmissionPolicy 'other' with binding 'other': x",
     ]
-    assert step.guard_warnings(warnings, "tenant-platform-demo-pod-guard") == [
+    assert verdicts.guard_warnings(warnings, "tenant-platform-demo-pod-guard") == [
         "privileged containers are not allowed: app"
     ]
 
@@ -219,7 +220,7 @@ def test_parse_warnings_unescapes_and_splits() -> None:
 
 @pytest.mark.parametrize("name", ["web", "a" * 63, "a" * 50 + ".b" * 6, "x" * 51 + "-guard-check", "p-"])
 def test_check_name_is_short_distinct_and_valid(name: str) -> None:
-    renamed = step.check_name(name)
+    renamed = podguard.check_name(name)
     assert len(renamed) <= 63
     assert renamed != name
     assert renamed.endswith("-guard-check")
@@ -250,7 +251,7 @@ def test_resubmission_strips_server_and_node_fields() -> None:
         },
         "status": {"phase": "Running"},
     }
-    body = step.resubmission(pod)
+    body = podguard.resubmission(pod)
     assert body == {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -266,7 +267,7 @@ def test_resubmission_strips_server_and_node_fields() -> None:
 
 
 def test_staged_check_examples_are_capped() -> None:
-    check = step.StagedCheck(violators=[(f"ns/p{i}", [f"reason {i}"]) for i in range(7)])
+    check = verdicts.StagedCheck(violators=[(f"ns/p{i}", [f"reason {i}"]) for i in range(7)])
     assert check.examples() == [f"ns/p{i}: reason {i}" for i in range(5)]
     assert not check.clean
-    assert step.StagedCheck().clean
+    assert verdicts.StagedCheck().clean

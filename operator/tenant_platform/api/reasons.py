@@ -62,9 +62,31 @@ class Installer(StrEnum):
 class PodGuard(StrEnum):
     """PodGuardReady."""
 
+    ENFORCING = "Enforcing"
+    WARN_ONLY = "WarnOnly"
+    ENFORCEMENT_PENDING = "EnforcementPending"
+    VIOLATING_PODS_FOUND = "ViolatingPodsFound"
+    PODS_NOT_CHECKED = "PodsNotChecked"
+    WAITING_FOR_POLICY = "WaitingForPolicy"
+    TYPE_CHECKING_WARNINGS = "TypeCheckingWarnings"
+    INVALID_PROXY_IMAGE_REPOSITORY = "InvalidProxyImageRepository"
+    UNSUPPORTED_KUBERNETES_VERSION = "UnsupportedKubernetesVersion"
+    # Dry run (`check`): the operator does it itself when it runs.
+    WOULD_APPLY = "WouldApply"
+    WOULD_ENFORCE = "WouldEnforce"
+
 
 class Mesh(StrEnum):
     """MeshReady."""
+
+    MESH_AVAILABLE = "MeshAvailable"
+    ISTIOD_NOT_FOUND = "IstiodNotFound"
+    REVISION_NOT_FOUND = "RevisionNotFound"
+    ISTIO_KINDS_NOT_SERVED = "IstioKindsNotServed"
+    INSTALLER_CANNOT_CREATE_ISTIO_KINDS = "InstallerCannotCreateIstioKinds"
+    AMBIENT_NOT_SUPPORTED = "AmbientNotSupported"
+    SIDECAR_STYLE_UNKNOWN = "SidecarStyleUnknown"
+    NAMESPACE_MISSING = "NamespaceMissing"
 
 
 class Gateway(StrEnum):

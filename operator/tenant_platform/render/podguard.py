@@ -9,10 +9,14 @@ server, so a tenant cannot relabel its way out), fail closed, and are bound to e
 The rules are stated in docs/pod-guard.md; the CEL lives in the templates
 ``templates/podguard-*.yaml.j2``. Constants used by the CEL are rendered into it as list literals
 (no params object), so each policy is self-contained and reviewable as rendered.
+
+Also rendered here: the pods staged enforcement submits as server-side dry runs (a copy of each
+existing pod, ``resubmission``, and the ``canaries`` proving the policy live).
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import re
 from dataclasses import dataclass
@@ -175,4 +179,74 @@ def render(platform: TenantPlatform, *, enforcement: Enforcement | None = None) 
         render_exec_guard_policy(platform),
         render_binding(names.pod_guard, actions),
         render_binding(names.exec_guard, actions),
+    ]
+
+
+# ---- dry-run pods for staged enforcement (reconcile/podguard.py submits them) -----------------------
+
+CHECK_SUFFIX: Final = "-guard-check"
+CANARY_PREFIX: Final = "tenant-platform-guard-canary-"
+
+
+def check_name(pod_name: str) -> str:
+    """A name for the dry-run copy, distinct from the original, at most 63 characters."""
+    stem = pod_name[: 63 - len(CHECK_SUFFIX)].rstrip("-.")
+    if f"{stem}{CHECK_SUFFIX}" == pod_name:  # a long name that already ends with the suffix
+        stem = stem[:-1].rstrip("-.")
+    return f"{stem}{CHECK_SUFFIX}"
+
+
+def resubmission(pod: Obj) -> Obj:
+    """The pod's spec as a new object for a dry-run create: server-set and node fields stripped."""
+    meta = pod.get("metadata", {})
+    new_meta: Obj = {"name": check_name(meta["name"]), "namespace": meta["namespace"]}
+    for field_ in ("labels", "annotations"):
+        if meta.get(field_):
+            new_meta[field_] = copy.deepcopy(meta[field_])
+    spec = copy.deepcopy(pod.get("spec") or {})
+    # Set on bound pods, forbidden on create, or recomputed by admission from the class names.
+    for field_ in ("nodeName", "ephemeralContainers", "priority"):
+        spec.pop(field_, None)
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": new_meta, "spec": spec}
+
+
+def canaries(namespace: str) -> list[Obj]:
+    """Pods the guard warns about, to prove the policy is in effect in a namespace.
+
+    The first (hostPID) is the obvious one. A namespace that enforces Pod Security rejects it
+    before the guard runs, so the second is restricted-compliant and trips only the guard's
+    AppArmor annotation rule (an empty value is neither runtime/default nor localhost/*).
+    """
+    image = "tenant-platform.invalid/canary:0"
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"generateName": CANARY_PREFIX, "namespace": namespace},
+            "spec": {
+                "hostPID": True,
+                "automountServiceAccountToken": False,
+                "containers": [{"name": "canary", "image": image}],
+            },
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "generateName": CANARY_PREFIX,
+                "namespace": namespace,
+                "annotations": {"container.apparmor.security.beta.kubernetes.io/canary": ""},
+            },
+            "spec": {
+                "automountServiceAccountToken": False,
+                "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+                "containers": [
+                    {
+                        "name": "canary",
+                        "image": image,
+                        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+                    }
+                ],
+            },
+        },
     ]

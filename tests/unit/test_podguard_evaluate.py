@@ -1,0 +1,347 @@
+"""status/podguard.py: PodGuardReady decided from facts alone, one row per reason; the staged
+enforcement decisions (target, check, promotion) and the ``status.podGuard`` section."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from tenant_platform.api import reasons
+from tenant_platform.api.models import TenantPlatform
+from tenant_platform.render import podguard as render_pg
+from tenant_platform.status import podguard as pg
+from tenant_platform.status.podguard import Applied, PodGuardFacts, StagedCheck
+
+NAMES = render_pg.guard_names("demo")
+POD, EXEC = NAMES.pod_guard, NAMES.exec_guard
+VAP, VAPB = render_pg.POLICY_KIND, render_pg.BINDING_KIND
+
+
+def platform(status: dict[str, Any] | None = None, **pod_guard: Any) -> TenantPlatform:
+    spec: dict[str, Any] = {
+        "namespace": "kamiwaza",
+        "additionalNamespaces": ["kamiwaza-extensions"],
+        "domain": "kamiwaza.example.com",
+    }
+    if pod_guard:
+        spec["podGuard"] = pod_guard
+    return TenantPlatform.from_body({"metadata": {"name": "demo", "uid": "u-1"}, "spec": spec, "status": status})
+
+
+def policy(name: str, *, generation: int = 1, observed: int | None = 1, warnings: tuple[str, ...] = ()) -> pg.Obj:
+    status: dict[str, Any] = {}
+    if observed is not None:
+        status["observedGeneration"] = observed
+    if warnings:
+        status["typeChecking"] = {
+            "expressionWarnings": [{"fieldRef": "spec.validations[0].expression", "warning": w} for w in warnings]
+        }
+    return {"kind": VAP, "metadata": {"name": name, "generation": generation}, "status": status}
+
+
+def binding(name: str, mode: str) -> pg.Obj:
+    return {"kind": VAPB, "metadata": {"name": name}, "spec": {"validationActions": render_pg.ACTIONS[mode]}}
+
+
+def objects(mode: str, **policy_kw: Any) -> tuple[pg.Obj, ...]:
+    """Both policies, then both bindings at ``mode``."""
+    return (policy(POD, **policy_kw), policy(EXEC), binding(POD, mode), binding(EXEC, mode))
+
+
+def live(mode: str | None) -> dict[pg.Ref, pg.Obj | None]:
+    found = dict.fromkeys([(VAP, POD), (VAPB, POD), (VAP, EXEC), (VAPB, EXEC)])
+    if mode is not None:
+        for obj in objects(mode):
+            found[pg.ref(obj)] = obj
+    return found
+
+
+def facts(mode: str, *, target: render_pg.Enforcement | None = None, **changes: Any) -> PodGuardFacts:
+    """One pass that applied cleanly at ``mode`` (and, unless given, targeted it)."""
+    base: dict[str, Any] = {
+        "live": live(mode),
+        "target": target or ("Deny" if mode == "Deny" else "Warn"),
+        "applied": Applied(objects=objects(mode)),
+    }
+    return PodGuardFacts(**{**base, **changes})
+
+
+VIOLATORS = StagedCheck(checked=2, violators=[("kamiwaza/bad", ["hostPath volumes are not allowed: host"])])
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    facts: PodGuardFacts
+    spec: dict[str, Any]
+    status: str
+    reason: str
+    fragment: str
+    dry_run: bool = False
+    progressing: bool = False
+    requeue: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+ROWS = [
+    Row(
+        "deny in place",
+        facts("Deny"),
+        {"enforcement": "Deny"},
+        "True",
+        reasons.PodGuard.ENFORCING,
+        f"deny violating requests in kamiwaza, kamiwaza-extensions (bindings {POD} and {EXEC} at [Deny, Audit]).",
+    ),
+    Row(
+        "warn in place",
+        facts("Warn"),
+        {"enforcement": "Warn"},
+        "True",
+        reasons.PodGuard.WARN_ONLY,
+        "bound with [Warn, Audit] in kamiwaza, kamiwaza-extensions: violating requests are admitted with a warning",
+    ),
+    Row(
+        "bindings not yet at the requested actions",
+        facts("Warn", target="Deny"),
+        {"enforcement": "Deny"},
+        "False",
+        reasons.PodGuard.ENFORCEMENT_PENDING,
+        f"The bindings {POD} and {EXEC} are at Warn, not yet at the requested Deny.",
+        progressing=True,
+    ),
+    Row(
+        "staged check finds violators",
+        facts("Warn", check=VIOLATORS),
+        {},
+        "False",
+        reasons.PodGuard.VIOLATING_PODS_FOUND,
+        "1 existing pod(s) would be denied: kamiwaza/bad: hostPath volumes are not allowed: host. The guards "
+        "stay at [Warn, Audit]",
+        progressing=True,
+        requeue=pg.STAGED_REQUEUE_SECONDS,
+    ),
+    Row(
+        "staged check cannot re-submit a pod",
+        facts("Warn", check=StagedCheck(unchecked=[("kamiwaza/web", "the dry run failed: exceeded quota")])),
+        {},
+        "False",
+        reasons.PodGuard.PODS_NOT_CHECKED,
+        "1 pod(s) could not be re-submitted as a dry run, so the guard cannot tell whether they would be "
+        "denied: kamiwaza/web: the dry run failed: exceeded quota.",
+        progressing=True,
+        requeue=pg.STAGED_REQUEUE_SECONDS,
+    ),
+    Row(
+        "staged check: policy not loaded yet",
+        facts("Warn", check=StagedCheck(inactive=["kamiwaza (the guard did not warn about a canary pod yet)"])),
+        {},
+        "False",
+        reasons.PodGuard.WAITING_FOR_POLICY,
+        "waiting for the API server to load the pod guard policy in: kamiwaza (the guard did not warn",
+        progressing=True,
+        requeue=pg.STAGED_REQUEUE_SECONDS,
+    ),
+    Row(
+        "type-checking warnings on a policy",
+        facts("Deny", applied=Applied(objects=objects("Deny", warnings=("undefined field 'x'\nmore",)))),
+        {"enforcement": "Deny"},
+        "False",
+        reasons.PodGuard.TYPE_CHECKING_WARNINGS,
+        f"(an operator bug; please report it): {POD} spec.validations[0].expression: undefined field 'x'.",
+    ),
+    Row(
+        "proxy repository without a slash",
+        facts("Deny"),
+        {"enforcement": "Deny", "proxyImageRepositories": ["proxyv2", "docker.io/istio/proxyv2"]},
+        "False",
+        reasons.PodGuard.INVALID_PROXY_IMAGE_REPOSITORY,
+        "cannot be matched safely: 'proxyv2'. Give full repository names",
+    ),
+    Row(
+        "kinds not served",
+        PodGuardFacts(served=False, server_version="v1.29.4"),
+        {},
+        "False",
+        reasons.PodGuard.UNSUPPORTED_KUBERNETES_VERSION,
+        "Kubernetes v1.29.4 does not serve admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy",
+        extra={"section": {"enforcement": "None", "requested": "Staged"}},
+    ),
+    Row(
+        "dry run: a binding differs",
+        facts("Deny", applied=Applied(objects=objects("Deny"), would_apply=(f"{VAPB} {POD}",))),
+        {"enforcement": "Deny"},
+        "False",
+        reasons.PodGuard.WOULD_APPLY,
+        f"the operator would apply: {VAPB} {POD}. With enforcement Staged",
+        dry_run=True,
+    ),
+    Row(
+        "dry run: staged check clean",
+        facts("Warn", check=StagedCheck(checked=3)),
+        {},
+        "False",
+        reasons.PodGuard.WOULD_ENFORCE,
+        "Staged enforcement found no pod that would be denied; the next reconcile switches",
+        dry_run=True,
+    ),
+    Row(
+        "apply refused by RBAC",
+        facts("Deny", applied=Applied(errors=(f"{VAP} {POD}: forbidden",), forbidden=True)),
+        {"enforcement": "Deny"},
+        "False",
+        reasons.Common.FORBIDDEN,
+        f"Could not apply the pod guard policies: {VAP} {POD}: forbidden. Grant the operator the RBAC in deploy/",
+        progressing=True,
+    ),
+    Row(
+        "apply failed otherwise",
+        facts("Deny", applied=Applied(errors=(f"{VAP} {POD}: webhook said no",))),
+        {"enforcement": "Deny"},
+        "False",
+        reasons.Common.API_ERROR,
+        f"Could not apply the pod guard policies: {VAP} {POD}: webhook said no.",
+        progressing=True,
+    ),
+]
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[r.name for r in ROWS])
+def test_condition(row: Row) -> None:
+    verdict = pg.evaluate(platform(**row.spec), row.facts, dry_run=row.dry_run)
+    cond = verdict.condition
+    assert (cond.type, cond.status, cond.reason) == ("PodGuardReady", row.status, row.reason), cond.message
+    assert row.fragment in cond.message
+    assert (verdict.progressing, verdict.requeue_after) == (row.progressing, row.requeue)
+    if "section" in row.extra:
+        assert verdict.sections == {"podGuard": row.extra["section"]}
+
+
+def test_every_reason_has_a_row() -> None:
+    covered = {r.reason for r in ROWS}
+    assert set(reasons.PodGuard) <= covered
+    assert {reasons.Common.FORBIDDEN, reasons.Common.API_ERROR} <= covered
+
+
+# ---- the staged enforcement state machine ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("requested", "bindings", "expected"),
+    [
+        ("Deny", None, "Deny"),
+        ("Deny", "Warn", "Deny"),
+        ("Warn", None, "Warn"),
+        ("Warn", "Deny", "Warn"),
+        ("Staged", None, "Warn"),
+        ("Staged", "Warn", "Warn"),
+        ("Staged", "Deny", "Deny"),  # promoted earlier: stays
+    ],
+)
+def test_target(requested: str, bindings: str | None, expected: str) -> None:
+    assert pg.target(platform(enforcement=requested), live(bindings)) == expected
+
+
+def test_target_needs_both_bindings_to_deny() -> None:
+    found = live("Warn")
+    found[(VAPB, POD)] = binding(POD, "Deny")
+    assert pg.target(platform(enforcement="Staged"), found) == "Warn"
+
+
+@pytest.mark.parametrize(
+    ("requested", "target", "applied", "expected"),
+    [
+        ("Staged", "Warn", Applied(), True),
+        ("Staged", "Deny", Applied(), False),
+        ("Warn", "Warn", Applied(), False),
+        ("Staged", "Warn", Applied(errors=("x",)), False),
+        ("Staged", "Warn", Applied(would_apply=("x",)), False),
+    ],
+)
+def test_wants_check(requested: str, target: render_pg.Enforcement, applied: Applied, expected: bool) -> None:
+    assert pg.wants_check(platform(enforcement=requested), target, applied) is expected
+
+
+def test_promotes_only_a_clean_check_and_never_in_a_dry_run() -> None:
+    assert pg.promotes(StagedCheck(checked=2), dry_run=False)
+    assert not pg.promotes(StagedCheck(checked=2), dry_run=True)
+    assert not pg.promotes(VIOLATORS, dry_run=False)
+    assert not pg.promotes(StagedCheck(unchecked=[("a/b", "x")]), dry_run=False)
+    assert not pg.promotes(StagedCheck(inactive=["a"]), dry_run=False)
+
+
+def test_promotion_is_enforcing_with_an_event_and_the_check_recorded() -> None:
+    passed = facts(
+        "Deny", check=StagedCheck(checked=2), promoted=True, applied=Applied(objects=objects("Deny"), written=2)
+    )
+    verdict = pg.evaluate(platform(), passed, dry_run=False)
+    assert verdict.condition.reason == reasons.PodGuard.ENFORCING
+    assert "Staged enforcement found no pod that would be denied." in verdict.condition.message
+    assert verdict.requeue_after == pg.TYPE_CHECK_REQUEUE_SECONDS  # written: pick up type checking
+    assert verdict.events == [
+        (
+            "Normal",
+            "PodGuardEnforcing",
+            "No existing pod in kamiwaza, kamiwaza-extensions would be denied: the pod guard and exec guard now "
+            "deny (staged enforcement complete).",
+        )
+    ]
+    assert verdict.sections == {
+        "podGuard": {"enforcement": "Deny", "requested": "Staged", "podsThatWouldBeDenied": 0, "examples": []}
+    }
+
+
+def test_no_event_when_the_promotion_failed() -> None:
+    failed = facts("Warn", promoted=True, target="Deny", applied=Applied(errors=("x",)))
+    assert pg.evaluate(platform(), failed, dry_run=False).events == []
+
+
+# ---- status.podGuard ------------------------------------------------------------------------------
+
+
+def test_section_after_a_check() -> None:
+    check = StagedCheck(violators=[(f"ns/p{i}", [f"reason {i}"]) for i in range(7)], unchecked=[("ns/q", "quota")])
+    verdict = pg.evaluate(platform(), facts("Warn", check=check), dry_run=False)
+    assert verdict.sections["podGuard"] == {
+        "enforcement": "Warn",
+        "requested": "Staged",
+        "podsThatWouldBeDenied": 7,
+        "examples": [f"ns/p{i}: reason {i}" for i in range(5)],
+        "podsNotChecked": 1,
+    }
+    assert "7 existing pod(s) would be denied: ns/p0: reason 0;" in verdict.condition.message
+    assert "ns/p5" not in verdict.condition.message  # at most five examples
+
+
+def test_section_once_promoted_keeps_the_last_check_only_for_staged() -> None:
+    previous = {"podGuard": {"enforcement": "Deny", "podsThatWouldBeDenied": 0, "examples": [], "podsNotChecked": 3}}
+    staged = pg.evaluate(platform(previous), facts("Deny"), dry_run=False)
+    assert staged.sections["podGuard"] == {
+        "enforcement": "Deny",
+        "requested": "Staged",
+        "podsThatWouldBeDenied": 0,
+        "examples": [],
+    }
+    deny = pg.evaluate(platform(previous, enforcement="Deny"), facts("Deny"), dry_run=False)
+    assert deny.sections["podGuard"] == {"enforcement": "Deny", "requested": "Deny"}
+
+
+def test_dry_run_reads_the_enforcement_from_the_live_bindings() -> None:
+    # In a dry run nothing is applied: what is in effect is what was found.
+    found = facts("Deny", applied=Applied())
+    assert pg.evaluate(platform(enforcement="Deny"), found, dry_run=True).sections["podGuard"]["enforcement"] == "Deny"
+    assert pg.evaluate(platform(enforcement="Deny"), found, dry_run=False).sections["podGuard"]["enforcement"] == "None"
+
+
+def test_type_checking_not_reported_yet_is_noted() -> None:
+    pending = facts("Deny", applied=Applied(objects=objects("Deny", generation=2, observed=1)))
+    verdict = pg.evaluate(platform(enforcement="Deny"), pending, dry_run=False)
+    assert verdict.condition.reason == reasons.PodGuard.ENFORCING
+    assert verdict.condition.message.endswith(" The API server has not reported type checking for the policies yet.")
+
+
+def test_denied_by_guard_reads_the_denial() -> None:
+    message = f"admission webhook denied: ValidatingAdmissionPolicy '{POD}' with binding '{POD}' denied request: no"
+    assert pg.denied_by_guard(message, POD) == ["no"]
+    assert pg.denied_by_guard("exceeded quota", POD) is None
