@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -85,20 +84,19 @@ _BlockDumper.add_representer(str, _str_representer)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    if args.kubeconfig:
-        os.environ["KUBECONFIG"] = args.kubeconfig
-    if args.drift_interval:
-        os.environ["TENANT_PLATFORM_DRIFT_INTERVAL"] = str(args.drift_interval)
-    if args.log_format:
-        os.environ["TENANT_PLATFORM_LOG_FORMAT"] = args.log_format
-    from tenant_platform import logs  # noqa: PLC0415
+    import dataclasses  # noqa: PLC0415
 
-    logs.configure_logging(os.environ.get("TENANT_PLATFORM_LOG_FORMAT", "plain"))
+    from tenant_platform import logs  # noqa: PLC0415
     from tenant_platform import main as operator_main  # noqa: PLC0415
     from tenant_platform.config import load_settings  # noqa: PLC0415
 
+    # The environment (the Helm chart, kustomize) first, then the command line's flags.
     settings = load_settings()
+    overrides = {"kubeconfig": args.kubeconfig, "drift_interval": args.drift_interval, "log_format": args.log_format}
+    settings = dataclasses.replace(settings, **{k: v for k, v in overrides.items() if v})
+    logs.configure_logging(settings.log_format)
     operator_main.run(
+        settings,
         liveness_endpoint=f"http://0.0.0.0:{settings.health_port}/healthz" if args.probes else None,
         metrics_port=settings.metrics_port if args.metrics else None,
     )
