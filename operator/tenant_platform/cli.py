@@ -48,25 +48,37 @@ def _platforms(path: str | Path) -> list[dict[str, Any]]:
     return docs
 
 
-def cmd_render(args: argparse.Namespace) -> int:
-    import pydantic  # noqa: PLC0415
+def render_manifests(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every manifest the operator would apply for one TenantPlatform body, in apply order.
 
+    Raises pydantic.ValidationError for an invalid spec. tests/golden/ pins the output.
+    """
     from tenant_platform.api.models import TenantPlatform  # noqa: PLC0415
     from tenant_platform.reconcile import registry  # noqa: PLC0415
 
+    body.setdefault("metadata", {}).setdefault("uid", "")
+    platform = TenantPlatform.from_body(body)
+    return [manifest for step in registry.STEPS for manifest in step.render(platform)]
+
+
+def dump_manifests(manifests: Sequence[dict[str, Any]]) -> str:
+    """The YAML stream `tenant-platform render` prints (block style for multi-line strings)."""
+    return yaml.dump_all(manifests, Dumper=_BlockDumper, sort_keys=False, default_flow_style=False)
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    import pydantic  # noqa: PLC0415
+
+    from tenant_platform.reconcile import invalid_spec_message  # noqa: PLC0415
+
     out: list[dict[str, Any]] = []
     for body in _platforms(args.file):
-        body.setdefault("metadata", {}).setdefault("uid", "")
         try:
-            platform = TenantPlatform.from_body(body)
+            out.extend(render_manifests(body))
         except pydantic.ValidationError as exc:
-            from tenant_platform.reconcile import invalid_spec_message  # noqa: PLC0415
-
             print(f"{body['metadata'].get('name')}: {invalid_spec_message(exc)}", file=sys.stderr)
             return 2
-        for step in registry.STEPS:
-            out.extend(step.render(platform))
-    sys.stdout.write(yaml.dump_all(out, Dumper=_BlockDumper, sort_keys=False, default_flow_style=False))
+    sys.stdout.write(dump_manifests(out))
     return 0
 
 
