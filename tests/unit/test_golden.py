@@ -8,9 +8,9 @@ shows the new policies, Gateway, RBAC or Corefile block as a diff (tests/golden/
 from __future__ import annotations
 
 import pytest
+from tests import golden
 
 from tenant_platform import cli
-from tests import golden
 
 SPECS = golden.specs()
 HINT = "rendered output changed: run `make golden` and review the diff"
