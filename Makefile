@@ -23,6 +23,9 @@ typecheck: bootstrap ## mypy --strict on the package
 unit: bootstrap ## the fast tests (no cluster)
 	$(VENV)/pytest tests/unit
 
+golden: bootstrap ## regenerate tests/golden/ (what `render` prints) after an intended change
+	PYTHONPATH=operator $(VENV)/python -m tests.golden.update
+
 test: ## everything CI runs (the README test command)
 	hack/test.sh
 
@@ -36,4 +39,4 @@ bench: bootstrap ## reconcile benchmark (50 platforms) and GPU scale benchmark (
 	$(VENV)/python -m benchmarks.reconcile_bench --platforms 50
 	$(VENV)/python -m benchmarks.gpu_scale --quick
 
-.PHONY: help bootstrap fmt lint typecheck unit test verify dev bench
+.PHONY: help bootstrap fmt lint typecheck unit golden test verify dev bench

@@ -29,6 +29,7 @@ from tenant_platform.kube.client import Kube
 from tenant_platform.testing import seed
 from tenant_platform.testing.controlplane import ControlPlane
 from tenant_platform.testing.operator import start_operator
+from tenant_platform.testing.wait import wait_for
 
 SAMPLE = Path(__file__).resolve().parents[1] / "deploy" / "samples" / "tenantplatform.yaml"
 
@@ -68,13 +69,22 @@ def wait_ready(kube: Kube, names: list[str], timeout: float) -> tuple[float, int
     """Seconds until every platform is Ready, and how many LIST requests the wait itself made."""
     start = time.monotonic()
     polls = 0
-    while time.monotonic() - start < timeout:
+    items: dict[str, Any] = {}
+
+    def all_ready() -> bool:
+        nonlocal polls, items
         polls += 1
         items = {i["metadata"]["name"]: i for i in kube.list(constants.API_VERSION, constants.KIND)}
-        if all(is_ready(items.get(n)) for n in names):
-            return time.monotonic() - start, polls
-        time.sleep(0.25)
-    raise SystemExit(f"not Ready within {timeout}s: {[n for n in names if not is_ready(items.get(n))]}")
+        return all(is_ready(items.get(n)) for n in names)
+
+    wait_for(
+        all_ready,
+        "every platform Ready",
+        timeout,
+        interval=0.25,
+        context=lambda: [n for n in names if not is_ready(items.get(n))],
+    )
+    return time.monotonic() - start, polls
 
 
 def main() -> None:

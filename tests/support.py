@@ -1,29 +1,15 @@
-"""Small helpers shared by the integration and e2e tests."""
+"""Small helpers shared by the integration and e2e tests.
+
+``wait_for`` is tenant_platform.testing.wait's, the one polling helper (the benchmarks and the
+demo use it too).
+"""
 
 from __future__ import annotations
 
-import time
-from typing import Any
-
 from tenant_platform.kube.client import Kube
+from tenant_platform.testing.wait import wait_for
 
-
-def wait_for(
-    predicate: Any, what: str = "condition", timeout: float = 30.0, *, interval: float = 0.1, context: Any = None
-) -> Any:
-    """Poll ``predicate`` until it returns something truthy, and return that.
-
-    On timeout fail naming ``what``, with the last value and ``context()`` (a status, a log tail).
-    """
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            detail = f"\n{context()}" if context else ""
-            raise AssertionError(f"timed out waiting for {what}; last value: {value!r}{detail}")
-        time.sleep(interval)
+__all__ = ["create_namespace", "wait_for"]
 
 
 def create_namespace(kube: Kube, name: str, *, wait_sa: bool = False) -> None:

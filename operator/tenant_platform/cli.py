@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -49,25 +48,37 @@ def _platforms(path: str | Path) -> list[dict[str, Any]]:
     return docs
 
 
-def cmd_render(args: argparse.Namespace) -> int:
-    import pydantic  # noqa: PLC0415
+def render_manifests(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every manifest the operator would apply for one TenantPlatform body, in apply order.
 
+    Raises pydantic.ValidationError for an invalid spec. tests/golden/ pins the output.
+    """
     from tenant_platform.api.models import TenantPlatform  # noqa: PLC0415
     from tenant_platform.reconcile import registry  # noqa: PLC0415
 
+    body.setdefault("metadata", {}).setdefault("uid", "")
+    platform = TenantPlatform.from_body(body)
+    return [manifest for step in registry.STEPS for manifest in step.render(platform)]
+
+
+def dump_manifests(manifests: Sequence[dict[str, Any]]) -> str:
+    """The YAML stream `tenant-platform render` prints (block style for multi-line strings)."""
+    return yaml.dump_all(manifests, Dumper=_BlockDumper, sort_keys=False, default_flow_style=False)
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    import pydantic  # noqa: PLC0415
+
+    from tenant_platform.reconcile import invalid_spec_message  # noqa: PLC0415
+
     out: list[dict[str, Any]] = []
     for body in _platforms(args.file):
-        body.setdefault("metadata", {}).setdefault("uid", "")
         try:
-            platform = TenantPlatform.from_body(body)
+            out.extend(render_manifests(body))
         except pydantic.ValidationError as exc:
-            from tenant_platform.reconcile import invalid_spec_message  # noqa: PLC0415
-
             print(f"{body['metadata'].get('name')}: {invalid_spec_message(exc)}", file=sys.stderr)
             return 2
-        for step in registry.STEPS:
-            out.extend(step.render(platform))
-    sys.stdout.write(yaml.dump_all(out, Dumper=_BlockDumper, sort_keys=False, default_flow_style=False))
+    sys.stdout.write(dump_manifests(out))
     return 0
 
 
@@ -85,20 +96,19 @@ _BlockDumper.add_representer(str, _str_representer)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    if args.kubeconfig:
-        os.environ["KUBECONFIG"] = args.kubeconfig
-    if args.drift_interval:
-        os.environ["TENANT_PLATFORM_DRIFT_INTERVAL"] = str(args.drift_interval)
-    if args.log_format:
-        os.environ["TENANT_PLATFORM_LOG_FORMAT"] = args.log_format
-    from tenant_platform import logs  # noqa: PLC0415
+    import dataclasses  # noqa: PLC0415
 
-    logs.configure_logging(os.environ.get("TENANT_PLATFORM_LOG_FORMAT", "plain"))
+    from tenant_platform import logs  # noqa: PLC0415
     from tenant_platform import main as operator_main  # noqa: PLC0415
     from tenant_platform.config import load_settings  # noqa: PLC0415
 
+    # The environment (the Helm chart, kustomize) first, then the command line's flags.
     settings = load_settings()
+    overrides = {"kubeconfig": args.kubeconfig, "drift_interval": args.drift_interval, "log_format": args.log_format}
+    settings = dataclasses.replace(settings, **{k: v for k, v in overrides.items() if v})
+    logs.configure_logging(settings.log_format)
     operator_main.run(
+        settings,
         liveness_endpoint=f"http://0.0.0.0:{settings.health_port}/healthz" if args.probes else None,
         metrics_port=settings.metrics_port if args.metrics else None,
     )

@@ -1,4 +1,11 @@
-"""Operator settings, read once from the environment (the Helm chart and kustomize base set them)."""
+"""Operator settings: a frozen Settings, passed explicitly to whatever needs it.
+
+``load_settings`` reads the environment (the Helm chart and kustomize base set it) once, at
+start-up: `tenant-platform run` (cli.py, then its flags on top) and `tenant-platform dev`
+(devmode.py, over its demo defaults) build Settings and hand them to ``main.run``; `check`
+(preflight.py) reads them for its dry run unless given some. Nothing reads the environment at
+import time, and nothing writes it to steer the operator.
+"""
 
 from __future__ import annotations
 

@@ -3,11 +3,14 @@
 Starts the local control plane (testing/controlplane.py), installs the CRD, seeds a realistic
 cluster (testing/seed.py: Istio CRDs, istiod, the ingress gateway Service, CoreDNS, a default
 StorageClass, GPU nodes with HAMi annotations), applies the sample TenantPlatform(s), runs the
-operator in-process and prints the resulting conditions.
+operator in-process (``main.run`` in a thread, with Settings built here: the control plane's
+kubeconfig and the demo's shorter intervals; the environment is read, never written) and prints
+the resulting conditions.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -21,10 +24,16 @@ from typing import Any
 import yaml
 
 from tenant_platform.api import constants
+from tenant_platform.config import Settings, load_settings
+from tenant_platform.testing.wait import wait_for
 
-# NB: the demo converges faster with a short drift interval; set before the handlers import.
-os.environ.setdefault("TENANT_PLATFORM_DRIFT_INTERVAL", "30")
-os.environ.setdefault("TENANT_PLATFORM_GPU_DEBOUNCE", "1")
+# The demo converges faster with short intervals; the environment still wins.
+DEV_DEFAULTS = {"TENANT_PLATFORM_DRIFT_INTERVAL": "30", "TENANT_PLATFORM_GPU_DEBOUNCE": "1"}
+
+
+def dev_settings(kubeconfig: str) -> Settings:
+    """The operator's settings in dev mode: the environment over DEV_DEFAULTS, our kubeconfig."""
+    return dataclasses.replace(load_settings({**DEV_DEFAULTS, **os.environ}), kubeconfig=kubeconfig)
 
 
 def _repo() -> Path:
@@ -35,16 +44,15 @@ def install_crd(kube: Any) -> None:
     """Server-side apply our CRD and wait until it is Established."""
     crd = yaml.safe_load((_repo() / "crds" / "tenancy.dev_tenantplatforms.yaml").read_text())
     kube.apply(crd)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+
+    def established() -> bool:
         live = kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", constants.CRD_NAME) or {}
-        if any(
+        return any(
             c.get("type") == "Established" and c.get("status") == "True"
             for c in (live.get("status") or {}).get("conditions") or []
-        ):
-            return
-        time.sleep(0.2)
-    raise RuntimeError(f"CRD {constants.CRD_NAME} did not become Established")
+        )
+
+    wait_for(established, f"CRD {constants.CRD_NAME} to become Established", 60, interval=0.2)
 
 
 def format_status(body: dict[str, Any]) -> str:
@@ -102,7 +110,6 @@ def main(
         if kubeconfig_out:
             shutil.copyfile(cp.kubeconfig_path, kubeconfig_out)
             say(f"admin kubeconfig written to {kubeconfig_out}; kubectl: {cp.bin_dir / 'kubectl'}")
-        os.environ["KUBECONFIG"] = str(cp.kubeconfig_path)
         from tenant_platform.kube.client import Kube  # noqa: PLC0415
 
         kube = Kube.from_kubeconfig(str(cp.kubeconfig_path))
@@ -120,7 +127,8 @@ def main(
         from tenant_platform import main as operator_main  # noqa: PLC0415
 
         stop = threading.Event()
-        thread = threading.Thread(target=operator_main.run, kwargs={"stop_flag": stop}, daemon=True)
+        settings = dev_settings(str(cp.kubeconfig_path))
+        thread = threading.Thread(target=operator_main.run, args=(settings,), kwargs={"stop_flag": stop}, daemon=True)
         thread.start()
         try:
             deadline = time.monotonic() + timeout

@@ -1,13 +1,17 @@
-"""kopf wiring: thin adapters around reconcile.run and the steps' cleanup.
+"""kopf wiring: thin adapters around ``reconcile.run`` and ``reconcile.cleanup``.
 
 Design (see docs/architecture.md):
-- one daemon thread per TenantPlatform runs the level-triggered reconcile loop, so reconciles of
-  one object are serialised by construction; it wakes on spec/annotation changes (watch events),
-  on requests from steps (``requeue_after``), on watched cluster changes (``wake_all``), and on
-  the drift interval;
+- the process state (``OperatorState``: settings, the API client, per-platform wakeups, the
+  watched-cluster snapshot) is built at start-up from explicit Settings (``main.run`` installs
+  it); importing this module only registers the kopf handlers;
+- one async daemon per TenantPlatform runs the level-triggered reconcile loop, so passes of one
+  object are serialised by construction; each pass runs in a bounded thread pool. The loop wakes
+  on spec/annotation changes (watch events), on requests from steps (``requeue_after``), on
+  watched cluster changes (``wake_all``), and on the drift interval;
 - the watch handler never writes: kopf stores no progress or diff-base annotations for us;
-- deletion runs every step's cleanup (reverse order) behind our finalizer, reports what blocks it
-  in status, and gives up after a deadline rather than hanging for ever.
+- deletion runs ``reconcile.cleanup`` behind our finalizer (every step's cleanup, reverse order;
+  it reports what blocks in status and gives up after a deadline); this module only turns its
+  outcome into events and kopf's retry.
 """
 
 from __future__ import annotations
@@ -17,38 +21,34 @@ import concurrent.futures
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, cast
 
 import kopf
 
-from tenant_platform import handlers_gpu, metrics, reconcile
+from tenant_platform import handlers_gpu, reconcile
 from tenant_platform.api import constants
-from tenant_platform.api.models import TenantPlatform
-from tenant_platform.config import Settings, load_settings
+from tenant_platform.config import Settings
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube
 from tenant_platform.observe import cluster
-from tenant_platform.reconcile import registry
-from tenant_platform.reconcile.base import StepContext
-from tenant_platform.status import conditions
 
 log = logging.getLogger("tenant_platform.handlers")
 Logger = logging.Logger | logging.LoggerAdapter[Any]
 
 # How often an idle platform loop looks for a wakeup (no I/O: a flag check).
 WAKEUP_POLL_SECONDS = 0.25
-# Give up on cleanup after this long and release the finalizer (saying what was left behind).
-DELETION_DEADLINE_SECONDS = 600.0
+# A blocked deletion is retried this often (kopf.TemporaryError) until reconcile.cleanup gives up.
+DELETION_RETRY_SECONDS = 10
 
 
 class OperatorState:
-    """Process-wide state shared by the handlers (one per operator process)."""
+    """Process-wide state shared by the handlers (one per operator process, see ``install``)."""
 
-    def __init__(self) -> None:
-        self.settings: Settings = load_settings()
-        self.kube: Kube | None = None
+    def __init__(self, settings: Settings, *, kube: Kube | None = None) -> None:
+        self.settings = settings
+        self.kube = kube
         self.wakeups: dict[str, threading.Event] = {}
         self.seen: dict[str, tuple[int, str]] = {}
         self.lock = threading.Lock()
@@ -85,8 +85,27 @@ class OperatorState:
         for event in events:
             event.set()
 
+    def forget(self, name: str) -> None:
+        """Drop a deleted platform's wakeup and fingerprint."""
+        with self.lock:
+            self.wakeups.pop(name, None)
+            self.seen.pop(name, None)
 
-STATE = OperatorState()
+
+_installed: list[OperatorState] = []
+
+
+def install(state: OperatorState | None) -> None:
+    """Make ``state`` the process's operator state (``main.run`` does, before kopf starts);
+    None removes it."""
+    _installed[:] = [state] if state is not None else []
+
+
+def current() -> OperatorState:
+    """The installed operator state; the handlers run only after ``main.run`` installed it."""
+    if not _installed:
+        raise RuntimeError("no operator state: start the operator with tenant_platform.main.run(settings)")
+    return _installed[0]
 
 
 @kopf.on.startup()
@@ -96,8 +115,9 @@ def start_cluster_watches(**_: Any) -> None:
     NB: plain list-and-watch threads, not kopf handlers: at 2,000 nodes and 20,000 pods kopf's
     per-object machinery did not get through the initial listing (docs/gpu.md).
     """
-    STATE.observed_provider = lambda: cluster.SNAPSHOT
-    handlers_gpu.start(STATE.client(), on_change=STATE.wake_all, debounce=STATE.settings.gpu_debounce)
+    state = current()
+    state.observed_provider = lambda: cluster.SNAPSHOT
+    handlers_gpu.start(state.client(), on_change=state.wake_all, debounce=state.settings.gpu_debounce)
 
 
 @kopf.on.cleanup()
@@ -115,19 +135,21 @@ def on_platform_event(name: str, body: kopf.Body, **_: Any) -> None:
     meta = body.get("metadata", {})
     annotations = meta.get("annotations") or {}
     fingerprint = (int(meta.get("generation") or 0), annotations.get(constants.ANNOTATION_PAUSED, ""))
-    if STATE.seen.get(name) != fingerprint:
-        STATE.seen[name] = fingerprint
-        STATE.wake(name)
+    state = current()
+    if state.seen.get(name) != fingerprint:
+        state.seen[name] = fingerprint
+        state.wake(name)
 
 
 def reconcile_once(name: str) -> float:
     """One pass for one platform (fresh read); returns seconds until the next pass."""
-    kube = STATE.client()
-    settings = STATE.settings
+    state = current()
+    kube = state.client()
+    settings = state.settings
     body = kube.get(constants.API_VERSION, constants.KIND, name)
     if body is None or body.get("metadata", {}).get("deletionTimestamp"):
         return settings.drift_interval
-    outcome = reconcile.run(body, kube=kube, settings=settings, now=STATE.clock(), observed=STATE.observed_provider())
+    outcome = reconcile.run(body, kube=kube, settings=settings, now=state.clock(), observed=state.observed_provider())
     _post_events(body, outcome.transitions, outcome.events)
     wait = settings.drift_interval
     if outcome.requeue_after is not None:
@@ -136,7 +158,7 @@ def reconcile_once(name: str) -> float:
 
 
 def _post_events(
-    body: dict[str, Any], transitions: list[tuple[str, str, str]], extra: list[tuple[str, str, str]]
+    body: Mapping[str, Any], transitions: list[tuple[str, str, str]], extra: list[tuple[str, str, str]]
 ) -> None:
     ref = cast(kopf.Body, body)  # kopf only reads apiVersion, kind and metadata from it
     for type_, status, reason in transitions:
@@ -159,15 +181,16 @@ async def platform_loop(name: str, stopped: kopf.DaemonStopped, logger: Logger, 
     whole life, so with more platforms than workers the rest would never start. Here a platform
     only takes a thread (from a bounded pool) while a pass runs.
     """
-    wakeup = STATE.wakeup(name)
+    state = current()
+    wakeup = state.wakeup(name)
     wakeup.set()
     loop = asyncio.get_running_loop()
     while not stopped:
-        if not await _wait(wakeup, stopped, STATE.settings.drift_interval):
+        if not await _wait(wakeup, stopped, state.settings.drift_interval):
             continue
         wakeup.clear()
         try:
-            wait = await loop.run_in_executor(STATE.executor(), reconcile_once, name)
+            wait = await loop.run_in_executor(state.executor(), reconcile_once, name)
         except errors.KubeError as exc:
             logger.warning("reconcile of %s failed: %s; retrying", name, exc)
             wait = 10.0
@@ -199,68 +222,12 @@ async def _wait(
 
 @kopf.on.delete(*_resource())
 def on_delete(body: kopf.Body, name: str, logger: Logger, **_: Any) -> None:
-    """Run every step's cleanup, last step first. Idempotent; gives up after a deadline."""
-    kube = STATE.client()
-    try:
-        platform = TenantPlatform.from_body(dict(body))
-    except Exception:  # an invalid spec never wrote anything: nothing to clean up
-        logger.info("TenantPlatform %s has an invalid spec; nothing to clean up", name)
-        _forget(name)
-        return
-    ctx = StepContext(platform=platform, kube=kube, settings=STATE.settings, now=STATE.clock(), logger=logger)
-    blocked: list[str] = []
-    for step in reversed(registry.STEPS):
-        try:
-            result = step.cleanup(ctx)
-        except errors.KubeError as exc:
-            blocked.append(f"{step.name}: {exc.message or exc}")
-            continue
-        if not result.done:
-            blocked.append(f"{step.name}: {result.message}")
-    if not blocked:
-        _forget(name)
-        return
-    message = "Deletion is waiting for cleanup: " + "; ".join(blocked) + "."
-    started = _deletion_started(body)
-    if started is not None:
-        metrics.record_deletion_started(name, started)
-    if started is not None and (STATE.clock() - started).total_seconds() > DELETION_DEADLINE_SECONDS:
-        kopf.warn(body, reason=constants.REASON_DELETION_BLOCKED, message="Gave up cleanup: " + message)
-        logger.error("giving up cleanup of %s after the deadline: %s", name, message)
-        _forget(name)
-        return
-    _set_deleting_status(kube, body, message)
-    raise kopf.TemporaryError(message, delay=10)
-
-
-def _deletion_started(body: kopf.Body) -> datetime | None:
-    return conditions.parse_time(body.get("metadata", {}).get("deletionTimestamp"))
-
-
-def _set_deleting_status(kube: Kube, body: kopf.Body, message: str) -> None:
-    now = STATE.clock()
-    generation = int(body.get("metadata", {}).get("generation") or 0)
-    current = list((body.get("status") or {}).get("conditions") or [])
-    updated = conditions.set_condition(
-        current,
-        conditions.false(constants.READY, constants.REASON_DELETION_BLOCKED, message),
-        now=now,
-        generation=generation,
+    """Clean up (reconcile.cleanup); kopf retries while something blocks, until the deadline."""
+    state = current()
+    outcome = reconcile.cleanup(
+        dict(body), kube=state.client(), settings=state.settings, now=state.clock(), logger=logger
     )
-    try:
-        kube.merge_patch(
-            constants.API_VERSION,
-            constants.KIND,
-            body["metadata"]["name"],
-            {"status": {"conditions": conditions.order(updated)}},
-            subresource="status",
-        )
-    except errors.KubeError as exc:
-        log.warning("could not report deletion status: %s", exc)
-
-
-def _forget(name: str) -> None:
-    metrics.forget_platform(name)
-    with STATE.lock:
-        STATE.wakeups.pop(name, None)
-        STATE.seen.pop(name, None)
+    _post_events(body, [], outcome.events)
+    if not outcome.finished:
+        raise kopf.TemporaryError(outcome.message, delay=DELETION_RETRY_SECONDS)
+    state.forget(name)

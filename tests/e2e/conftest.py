@@ -3,17 +3,18 @@ tenant_platform.testing.operator), for the e2e tests of this folder only."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import pytest
-from tests import support
 
 from tenant_platform.kube.client import Kube
+from tenant_platform.testing import wait
 from tenant_platform.testing.controlplane import ControlPlane
 from tenant_platform.testing.operator import RunningOperator, start_operator
 
 DRIFT_INTERVAL = 4
+T = TypeVar("T")
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +29,13 @@ def operator(
 
 
 def wait_for(
-    predicate: Any, *, timeout: float = 90, interval: float = 0.5, what: str = "condition", context: Any = None
-) -> Any:
-    """tests.support.wait_for with the e2e defaults (an operator process reacts in seconds)."""
-    return support.wait_for(predicate, what, timeout, interval=interval, context=context)
+    predicate: Callable[[], T],
+    *,
+    timeout: float = 90,
+    interval: float = 0.5,
+    what: str = "condition",
+    context: Callable[[], Any] | None = None,
+) -> T:
+    """The shared wait_for (tenant_platform.testing.wait) with the e2e defaults: an operator
+    process reacts within seconds, the drift interval is a few seconds."""
+    return wait.wait_for(predicate, what, timeout, interval=interval, context=context)

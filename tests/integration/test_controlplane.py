@@ -9,7 +9,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -25,27 +24,25 @@ from tenant_platform.testing.controlplane import (
     KubectlError,
     pinned_versions,
 )
+from tenant_platform.testing.wait import wait_for
 
 pytestmark = pytest.mark.cluster
 
 T = TypeVar("T")
 
 
-def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 60) -> T:
-    """Poll ``probe`` until it returns something other than None (404s count as None)."""
-    deadline = time.monotonic() + timeout
-    while True:
+def present(probe: Callable[[], T]) -> Callable[[], T | None]:
+    """``probe`` with a 404 read as "not there yet" (None), for the shared wait_for."""
+
+    def call() -> T | None:
         try:
-            value = probe()
+            return probe()
         except ApiException as error:
             if error.status != 404:
                 raise
-            value = None
-        if value is not None:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.1)
+            return None
+
+    return call
 
 
 def alive(pid: int) -> bool:
@@ -105,7 +102,7 @@ def test_namespace_deletion_terminates(kube_api: kubernetes.client.ApiClient, un
         return None
 
     # Without the namespace controller (KCM) it would stay Terminating forever.
-    wait_for(f"namespace {unique_name} to be deleted", gone)
+    wait_for(present(gone), f"namespace {unique_name} to be deleted", 60)
 
 
 def test_new_namespace_gets_default_service_account_and_root_ca(
@@ -113,9 +110,13 @@ def test_new_namespace_gets_default_service_account_and_root_ca(
 ) -> None:
     core = kubernetes.client.CoreV1Api(kube_api)
     core.create_namespace(kubernetes.client.V1Namespace(metadata=kubernetes.client.V1ObjectMeta(name=unique_name)))
-    wait_for("ServiceAccount default", lambda: core.read_namespaced_service_account("default", unique_name))
+    wait_for(
+        present(lambda: core.read_namespaced_service_account("default", unique_name)), "ServiceAccount default", 60
+    )
     root_ca = wait_for(
-        "ConfigMap kube-root-ca.crt", lambda: core.read_namespaced_config_map("kube-root-ca.crt", unique_name)
+        present(lambda: core.read_namespaced_config_map("kube-root-ca.crt", unique_name)),
+        "ConfigMap kube-root-ca.crt",
+        60,
     )
     assert root_ca.data["ca.crt"] == control_plane.ca_path.read_text()
 
@@ -289,10 +290,7 @@ def test_children_die_with_a_killed_python_process(control_plane: ControlPlane, 
         finally:
             parent.kill()  # SIGKILL: no atexit, no stop(); only PR_SET_PDEATHSIG is left
     try:
-        deadline = time.monotonic() + 10
-        while any(alive(pid) for pid in pids.values()) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not any(alive(pid) for pid in pids.values())
+        wait_for(lambda: not any(alive(pid) for pid in pids.values()), "the control plane processes to exit", 10)
         # Only the work dir is left; the next start sweeps it, since its owner is gone.
         work_dir = Path(started["work_dir"])
         assert work_dir.is_dir()

@@ -1,19 +1,22 @@
 """Deletion never hangs for ever: while cleanup is blocked the platform's Ready condition says
 what blocks it (reason DeletionBlocked); past the deadline the handler gives up, warns, and lets
-kopf release the finalizer."""
+kopf release the finalizer. The handler is a thin adapter around reconcile.cleanup, which writes
+status through the same writer as reconcile.run."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import kopf
 import pytest
 
-from tenant_platform import handlers
+from tenant_platform import handlers, reconcile
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
+from tenant_platform.config import Settings
 from tenant_platform.kube.client import Kube, Obj
 from tenant_platform.reconcile import registry
 from tenant_platform.reconcile.base import CleanupResult, StepContext, StepResult
@@ -34,12 +37,15 @@ class BlockedStep:
 
 
 @pytest.fixture
-def blocked(monkeypatch: pytest.MonkeyPatch, crd: Kube) -> list[tuple[str, str]]:
+def blocked(monkeypatch: pytest.MonkeyPatch, crd: Kube) -> Iterator[list[tuple[str, str]]]:
     monkeypatch.setattr(registry, "STEPS", [*registry.STEPS, BlockedStep()])
-    monkeypatch.setattr(handlers.STATE, "kube", crd)
     warnings: list[tuple[str, str]] = []
     monkeypatch.setattr(kopf, "warn", lambda body, *, reason, message: warnings.append((reason, message)))
-    return warnings
+    handlers.install(handlers.OperatorState(Settings(), kube=crd))  # what main.run does at start-up
+    try:
+        yield warnings
+    finally:
+        handlers.install(None)
 
 
 def _deleting_body(kube: Kube, name: str, since: datetime) -> dict[str, Any]:
@@ -64,7 +70,7 @@ def test_blocked_cleanup_is_reported_then_given_up(
     assert not blocked
 
     # Past the deadline: no exception (kopf releases the finalizer), and a warning says what stayed.
-    old = now - timedelta(seconds=handlers.DELETION_DEADLINE_SECONDS + 60)
+    old = now - timedelta(seconds=reconcile.DELETION_DEADLINE_SECONDS + 60)
     handlers.on_delete(body=_deleting_body(crd, unique_name, old), name=unique_name, logger=logging.getLogger("t"))
     assert blocked and blocked[0][0] == "DeletionBlocked"
     assert "locked by a test" in blocked[0][1]

@@ -4,6 +4,7 @@ account (a TokenRequest token), against the real API server."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from tenant_platform.kube.client import Kube
 from tenant_platform.testing import seed
 from tenant_platform.testing.controlplane import ControlPlane
 from tenant_platform.testing.operator import OPERATOR_NAMESPACE, OPERATOR_SA, REPO, apply_file
+from tenant_platform.testing.wait import wait_for
 
 
 @pytest.fixture(scope="module")
@@ -48,20 +50,18 @@ def apply_labels(kube: Kube, node: str, labels: dict[str, str], manager: str = "
 
 def wait_for_policy(as_operator: Kube, node: str) -> None:
     """Policies take effect within a second or two of creation: probe until one is denied."""
-    import time  # noqa: PLC0415
+    attempts = itertools.count(1)
 
-    deadline = time.monotonic() + 30
-    attempt = 0
-    while time.monotonic() < deadline:
-        attempt += 1  # NB: a new value each time: re-setting the same value is no change at all
+    def denied() -> bool:
+        # NB: a new value each time: re-setting the same value is no change at all
+        label = {"nvidia.com/probe": str(next(attempts))}
         try:
-            as_operator.merge_patch("v1", "Node", node, {"metadata": {"labels": {"nvidia.com/probe": str(attempt)}}})
-        except errors.Invalid:
-            return
-        except errors.Forbidden:
-            return
-        time.sleep(0.5)
-    raise AssertionError("the node guard never took effect")
+            as_operator.merge_patch("v1", "Node", node, {"metadata": {"labels": label}})
+        except (errors.Invalid, errors.Forbidden):
+            return True
+        return False
+
+    wait_for(denied, "the node guard to take effect", 30, interval=0.5)
 
 
 def test_operator_may_set_its_labels(as_operator: Kube, node: str, crd: Kube) -> None:

@@ -16,12 +16,11 @@ import yaml
 
 from tenant_platform import reconcile
 from tenant_platform.api import constants
-from tenant_platform.api.models import TenantPlatform
 from tenant_platform.config import Settings
 from tenant_platform.kube.client import Kube
 from tenant_platform.reconcile import registry
-from tenant_platform.reconcile.base import StepContext
 from tenant_platform.testing.controlplane import ControlPlane
+from tenant_platform.testing.wait import wait_for
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 SETTINGS = Settings(drift_interval=30)
@@ -168,10 +167,7 @@ def test_existing_namespace_is_adopted_and_released(crd: Kube, make_platform: An
     run(crd, unique_name)
     labels = crd.get("v1", "Namespace", unique_name)["metadata"]["labels"]  # type: ignore[index]
     assert labels[constants.LABEL_PLATFORM] == unique_name
-    platform = TenantPlatform.from_body(fresh(crd, unique_name))
-    ctx = StepContext(platform=platform, kube=crd, settings=SETTINGS, now=NOW)
-    for step in reversed(registry.STEPS):
-        assert step.cleanup(ctx).done
+    _cleanup(crd, unique_name)
     live = crd.get("v1", "Namespace", unique_name)
     assert live is not None and live["status"]["phase"] == "Active", "an adopted namespace is never deleted"
     labels = live["metadata"]["labels"]
@@ -197,10 +193,11 @@ def test_namespace_dropped_from_the_spec_is_released(crd: Kube, make_platform: A
 
 
 def _cleanup(kube: Kube, name: str) -> None:
-    platform = TenantPlatform.from_body(fresh(kube, name))
-    ctx = StepContext(platform=platform, kube=kube, settings=SETTINGS, now=NOW)
-    for step in reversed(registry.STEPS):
-        assert step.cleanup(ctx).done, step.name
+    """reconcile.cleanup as the delete handler runs it: every step must be done at once."""
+    outcome = reconcile.cleanup(fresh(kube, name), kube=kube, settings=SETTINGS, now=NOW)
+    assert outcome.finished and not outcome.gave_up, outcome.message
+    assert all(result.done for result in outcome.results.values()), outcome.results
+    assert list(outcome.results) == [step.name for step in reversed(registry.STEPS)]
 
 
 def test_retain_keeps_namespace_and_data(crd: Kube, make_platform: Any, unique_name: str) -> None:
@@ -225,10 +222,7 @@ def test_delete_policy_deletes_namespaces_we_created(crd: Kube, make_platform: A
     make_platform(unique_name, unique_name, deletionPolicy="Delete")
     run(crd, unique_name)
     _cleanup(crd, unique_name)
-    deadline = time.monotonic() + 60
-    while crd.get("v1", "Namespace", unique_name) is not None and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert crd.get("v1", "Namespace", unique_name) is None, "namespace did not terminate"
+    wait_for(lambda: crd.get("v1", "Namespace", unique_name) is None, "the namespace to terminate", 60, interval=0.5)
 
 
 def test_installer_kubeconfig_secret_works(

@@ -33,8 +33,8 @@ import kubernetes.config
 import urllib3
 
 from tenant_platform.api import constants
+from tenant_platform.api.timestamps import parse_time
 from tenant_platform.kube import errors
-from tenant_platform.status import conditions
 
 Obj = dict[str, Any]
 
@@ -559,7 +559,7 @@ class Kube:
         path = self.path("v1", "ServiceAccount", service_account, namespace, "token")
         result = self.request("POST", path, body=body)
         status = result.get("status", {})
-        expiry = conditions.parse_time(status.get("expirationTimestamp")) or (
+        expiry = parse_time(status.get("expirationTimestamp")) or (
             datetime.now(UTC) + timedelta(seconds=expiration_seconds)
         )
         return str(status["token"]), expiry

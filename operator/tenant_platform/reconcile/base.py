@@ -1,25 +1,28 @@
 """The step contract every concern implements, and helpers for owned children.
 
-A step renders its concern (pure functions in render/), applies it with server-side apply under
-our one field manager (``apply_children``), prunes the objects it owns that are no longer wanted
-(found by our labels), and returns a StepResult. Steps never raise for API trouble they can name:
-they turn it into a condition. ``reconcile.run_steps`` catches anything else, so one step never
-aborts another.
+A step gathers what it needs (reads only), decides with a pure function (status/ or render/),
+applies what was decided with server-side apply under our one field manager (``apply_children``,
+the one helper that stamps, ensures and prunes owned children), and returns a StepResult.
+Steps turn API trouble they can name into a condition; ``reconcile.pipeline._run_step`` turns
+anything escaping a step into its conditions (``Step.action``, ``api_error_condition``), so one
+step never aborts another.
 """
 
 from __future__ import annotations
 
+import copy
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
+from tenant_platform.api.reasons import Common
 from tenant_platform.config import Settings
 from tenant_platform.kube import errors
-from tenant_platform.kube.client import Kube, Obj
+from tenant_platform.kube.client import Kube, Obj, is_subset
 from tenant_platform.status import conditions
 from tenant_platform.status.conditions import Condition
 
@@ -153,6 +156,8 @@ class ApplyOutcome:
     written: int = 0
     pruned: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    would_apply: list[str] = field(default_factory=list)
+    """Dry run with ``live`` given: the children that differ from their intent (nothing written)."""
     forbidden: bool = False
     """One of ``errors`` was the API saying 403 (RBAC or admission), so the reason is Forbidden."""
 
@@ -161,9 +166,19 @@ class ApplyOutcome:
         return not self.errors
 
 
-def key(obj: Obj) -> tuple[str, str, str, str]:
+Key = tuple[str, str, str, str]
+"""(apiVersion, kind, namespace or "", name)."""
+
+
+def key(obj: Obj) -> Key:
     meta = obj["metadata"]
     return (obj["apiVersion"], obj["kind"], meta.get("namespace") or "", meta["name"])
+
+
+def describe(obj: Obj) -> str:
+    """ "Kind namespace/name", or "Kind name" for a cluster-scoped object (for messages)."""
+    _, kind, namespace, name = key(obj)
+    return f"{kind} {namespace}/{name}" if namespace else f"{kind} {name}"
 
 
 def apply_children(
@@ -175,12 +190,16 @@ def apply_children(
     prune_namespaces: Iterable[str | None] = (None,),
     owned: bool = True,
     ordering: Callable[[Obj], int] | None = None,
+    live: Mapping[Key, Obj | None] | None = None,
 ) -> ApplyOutcome:
     """Stamp, ensure and prune one component's children.
 
     ``prune_kinds``: (apiVersion, kind) pairs to look for stale children of this component, in
     ``prune_namespaces`` (None: cluster-scoped or all namespaces the identity may list).
-    Children already matching their intent are not written (see Kube.ensure).
+    Children already matching their intent are not written (see Kube.ensure). ``live``: the
+    children as the caller already read them, by ``key`` (None: known absent); then nothing is
+    read again, and a dry run lists the children that differ in ``would_apply`` and returns the
+    live ones in ``applied``. Without it a dry run returns the stamped intent in ``applied``.
     """
     outcome = ApplyOutcome()
     wanted = {key(o) for o in desired}
@@ -188,17 +207,27 @@ def apply_children(
     if ordering:
         items.sort(key=ordering)
     for obj in items:
-        stamped = stamp(dict(obj), ctx, component, owned=owned)
+        stamped = stamp(copy.deepcopy(obj), ctx, component, owned=owned)
+        current: Obj | bool | None = False if live is None else live.get(key(obj))
         if ctx.dry_run:
-            outcome.applied.append(stamped)
+            if live is None:
+                outcome.applied.append(stamped)
+                continue
+            if not isinstance(current, dict) or not is_subset(stamped, current):
+                outcome.would_apply.append(f"{obj['kind']} {obj['metadata']['name']}")
+            if isinstance(current, dict):
+                outcome.applied.append(current)
             continue
         try:
-            live, wrote = ctx.kube.ensure(stamped)
-            outcome.applied.append(live)
-            outcome.written += int(wrote)
+            applied, wrote = ctx.kube.ensure(stamped, live=current)
         except errors.KubeError as exc:
-            outcome.errors.append(f"{obj['kind']} {key(obj)[2]}/{key(obj)[3]}: {exc.message or exc}")
-            outcome.forbidden |= isinstance(exc, errors.Forbidden)
+            outcome.errors.append(f"{describe(obj)}: {exc.message or exc}")
+            outcome.forbidden = outcome.forbidden or isinstance(exc, errors.Forbidden)
+            continue
+        applied.setdefault("apiVersion", obj["apiVersion"])
+        applied.setdefault("kind", obj["kind"])
+        outcome.applied.append(applied)
+        outcome.written += int(wrote)
     if not ctx.dry_run:
         prune_children(ctx, component, wanted=wanted, kinds=prune_kinds, namespaces=prune_namespaces, outcome=outcome)
     return outcome
@@ -208,7 +237,7 @@ def prune_children(
     ctx: StepContext,
     component: str,
     *,
-    wanted: set[tuple[str, str, str, str]],
+    wanted: set[Key],
     kinds: Iterable[tuple[str, str]],
     namespaces: Iterable[str | None],
     outcome: ApplyOutcome,
@@ -244,7 +273,7 @@ def api_error_condition(type_: str, exc: errors.KubeError, doing: str) -> Condit
     if isinstance(exc, errors.Forbidden):
         return conditions.false(
             type_,
-            constants.REASON_FORBIDDEN,
+            Common.FORBIDDEN,
             f"The operator is not allowed to {doing}: {exc.message}. Check its RBAC in deploy/.",
         )
-    return conditions.false(type_, constants.REASON_API_ERROR, f"Failed to {doing}: {exc.message or exc}")
+    return conditions.false(type_, Common.API_ERROR, f"Failed to {doing}: {exc.message or exc}")

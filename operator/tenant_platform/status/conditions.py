@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from tenant_platform.api import constants
+from tenant_platform.api import constants, timestamps
 
 Status = Literal["True", "False", "Unknown"]
 REASON_PATTERN = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
@@ -50,18 +50,9 @@ def unknown(type_: str, reason: str, message: str) -> Condition:
     return Condition(type_, "Unknown", reason, message)
 
 
-def format_time(now: datetime) -> str:
-    return now.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_time(value: Any) -> datetime | None:
-    """An RFC 3339 timestamp as the API writes them (``...Z``), or None when absent or malformed."""
-    if not value:
-        return None
-    try:
-        return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    except ValueError:
-        return None
+# Condition timestamps, as the API writes them (api/timestamps.py; kube/ reads them too).
+format_time = timestamps.format_time
+parse_time = timestamps.parse_time
 
 
 def set_condition(

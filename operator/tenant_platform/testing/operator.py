@@ -11,7 +11,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ import yaml
 
 from tenant_platform.kube.client import Kube
 from tenant_platform.testing.controlplane import ControlPlane
+from tenant_platform.testing.wait import wait_for
 
 REPO = Path(__file__).resolve().parents[3]
 OPERATOR_NAMESPACE = "tenant-platform-system"
@@ -105,13 +105,15 @@ def start_operator(
         process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
     running = RunningOperator(process, log_path, kubeconfig, token, port)
     if port is not None:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
+
+        def serving() -> bool:
             try:
                 running.metrics()
-                break
             except OSError:
                 if process.poll() is not None:
                     raise RuntimeError(f"operator exited:\n{running.log()[-3000:]}") from None
-                time.sleep(0.2)
+                return False
+            return True
+
+        wait_for(serving, "the operator's /metrics endpoint", 30, interval=0.2, context=lambda: running.log()[-3000:])
     return running

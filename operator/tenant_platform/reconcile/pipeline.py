@@ -1,0 +1,307 @@
+"""The two passes over every step: ``run`` (reconcile) and ``cleanup`` (deletion).
+
+Both parse the body once, run every step in ``registry.STEPS`` (``cleanup`` in reverse order),
+never let one step abort another, compute the new status once and write it through
+``statuswriter.write``. Neither imports kopf: the handlers turn an outcome into events, the next
+wakeup, or kopf's retry.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import pydantic
+
+from tenant_platform import metrics
+from tenant_platform.api import constants
+from tenant_platform.api.models import TenantPlatform
+from tenant_platform.api.reasons import Common, Summary
+from tenant_platform.config import Settings
+from tenant_platform.kube import errors
+from tenant_platform.kube.client import Kube, Obj
+from tenant_platform.reconcile import registry, statuswriter
+from tenant_platform.reconcile.base import CleanupResult, Step, StepContext, StepResult, api_error_condition
+from tenant_platform.reconcile.statuswriter import Transition
+from tenant_platform.status import conditions
+from tenant_platform.status.conditions import Condition
+
+log = logging.getLogger("tenant_platform.reconcile")
+Logger = logging.Logger | logging.LoggerAdapter[Any]
+Event = tuple[str, str, str]
+"""(type "Normal"|"Warning", reason, message) for an event on the TenantPlatform."""
+
+# Give up on cleanup after this long and release the finalizer (saying what was left behind).
+DELETION_DEADLINE_SECONDS = 600.0
+
+
+@dataclass
+class Outcome:
+    """What one pass did: the status it wrote (or would write) and when to come back."""
+
+    status: dict[str, Any]
+    status_written: bool
+    requeue_after: float | None
+    transitions: list[Transition] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    results: dict[str, StepResult] = field(default_factory=dict)
+
+
+@dataclass
+class CleanupOutcome:
+    """What one deletion attempt did.
+
+    ``finished``: the finalizer may go (every step cleaned up, there was nothing to clean up, or
+    the deadline passed: then ``gave_up`` and ``events`` say what was left behind). Otherwise
+    ``message`` says what blocks the deletion and status Ready says so too (DeletionBlocked).
+    """
+
+    finished: bool
+    message: str = ""
+    gave_up: bool = False
+    status: dict[str, Any] | None = None
+    status_written: bool = False
+    transitions: list[Transition] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    results: dict[str, CleanupResult] = field(default_factory=dict)
+
+
+def steps() -> Sequence[Step]:
+    return registry.STEPS
+
+
+def invalid_spec_message(exc: pydantic.ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err.get("loc", ()))
+        parts.append(f"spec.{loc}: {err.get('msg')}")
+    return "Invalid spec: " + "; ".join(parts) + ". Nothing was written; fix the spec."
+
+
+def run(
+    body: Obj,
+    *,
+    kube: Kube,
+    settings: Settings,
+    now: datetime,
+    observed: Any = None,
+    dry_run: bool = False,
+    write_status: bool = True,
+) -> Outcome:
+    """Reconcile one TenantPlatform body; write its status when it changed (unless dry_run)."""
+    old_status: dict[str, Any] = dict(body.get("status") or {})
+    old_conditions: list[dict[str, Any]] = list(old_status.get("conditions") or [])
+    generation = int(body.get("metadata", {}).get("generation", 0) or 0)
+    name = body["metadata"]["name"]
+    write = write_status and not dry_run
+
+    try:
+        platform = TenantPlatform.from_body(body)
+    except pydantic.ValidationError as exc:
+        message = invalid_spec_message(exc)
+        summary = conditions.summarize(
+            {}, constants.CONCERN_TYPES, stalled_reason=Summary.INVALID_SPEC, stalled_message=message
+        )
+        new_status = statuswriter.with_conditions(
+            old_status, (summary.ready, summary.reconciling, summary.stalled), now=now, generation=generation
+        )
+        new_status["observedGeneration"] = generation
+        written = statuswriter.write(kube, name, old_status, new_status) if write else False
+        return Outcome(new_status, written, None, statuswriter.transitions(old_conditions, new_status["conditions"]))
+
+    if platform.paused:
+        paused = conditions.false(
+            constants.RECONCILING,
+            Summary.PAUSED,
+            f"Paused by annotation {constants.ANNOTATION_PAUSED}=true: no writes until it is removed.",
+        )
+        new_status = statuswriter.with_conditions(old_status, [paused], now=now, generation=generation)
+        written = statuswriter.write(kube, name, old_status, new_status) if write else False
+        return Outcome(new_status, written, None, statuswriter.transitions(old_conditions, new_status["conditions"]))
+
+    ctx = StepContext(platform=platform, kube=kube, settings=settings, now=now, observed=observed, dry_run=dry_run)
+    results: dict[str, StepResult] = {}
+    for step in steps():
+        started = time.monotonic()
+        result = _run_step(step, ctx)
+        metrics.observe_step(platform.name, step.name, time.monotonic() - started, failed=result.failed)
+        results[step.name] = result
+        ctx.recorded.update(result.recorded)
+
+    new_status = compute_status(platform, old_status, results, ctx.recorded, now=now)
+    new_conditions = new_status["conditions"]
+    requeues = [r.requeue_after for r in results.values() if r.requeue_after]
+    if any(r.progressing for r in results.values()):
+        requeues.append(10.0)
+    written = statuswriter.write(kube, name, old_status, new_status) if write else False
+    metrics.record_conditions(platform.name, new_conditions)
+    if not any(r.failed for r in results.values()):
+        metrics.record_success(platform.name, now)
+    return Outcome(
+        new_status,
+        written,
+        min(requeues) if requeues else None,
+        statuswriter.transitions(old_conditions, new_conditions),
+        ctx.events,
+        results,
+    )
+
+
+def _run_step(step: Step, ctx: StepContext) -> StepResult:
+    """The one place a step's escaping error becomes its conditions (see Step.action)."""
+    try:
+        return step.reconcile(ctx)
+    except errors.KubeError as exc:
+        log.warning("step %s failed for %s: %s", step.name, ctx.name, exc)
+        action = getattr(step, "action", None)
+        if action is not None:
+            # The step names what it was doing; the pass is retried on the next trigger.
+            doing = action(ctx.platform)
+            return StepResult(
+                conditions=[api_error_condition(t, exc, doing) for t in step.condition_types], failed=True
+            )
+        doing = f"reconcile {step.name}"
+        return StepResult(
+            conditions=[api_error_condition(t, exc, doing) for t in step.condition_types], failed=True, progressing=True
+        )
+    except Exception as exc:
+        log.exception("step %s crashed for %s", step.name, ctx.name)
+        return StepResult(
+            conditions=[
+                conditions.unknown(t, Common.INTERNAL_ERROR, f"The {step.name} step failed unexpectedly: {exc!r}.")
+                for t in step.condition_types
+            ],
+            failed=True,
+            progressing=True,
+        )
+
+
+def compute_status(
+    platform: TenantPlatform,
+    old_status: dict[str, Any],
+    results: dict[str, StepResult],
+    recorded: dict[str, Any],
+    *,
+    now: datetime,
+) -> dict[str, Any]:
+    """The whole new status: conditions (with the summary), recorded facts, step sections."""
+    generation = platform.generation
+    concerns: dict[str, Condition] = {}
+    progressing: list[str] = []
+    for result in results.values():
+        for cond in result.conditions:
+            concerns[cond.type] = cond
+            if result.progressing:
+                progressing.append(cond.type)
+    # Every concern counts: one without a step, or that has not reported, keeps Ready from True.
+    expected = list(constants.CONCERN_TYPES)
+    summary = conditions.summarize(concerns, expected, progressing=progressing)
+    # A concern that has no step any more is dropped; one that has not reported is NotYetReported.
+    not_reported = [
+        conditions.unknown(type_, Common.NOT_YET_REPORTED, "This concern has not reported yet.")
+        for type_ in constants.CONCERN_TYPES
+        if type_ not in concerns
+    ]
+    updated = statuswriter.with_conditions(
+        old_status,
+        (*concerns.values(), summary.ready, summary.reconciling, summary.stalled, *not_reported),
+        now=now,
+        generation=generation,
+    )
+    status: dict[str, Any] = {}
+    for result in results.values():
+        for section, value in result.status.items():
+            # Sections several steps contribute to (checks, managed) merge one level deep.
+            if isinstance(value, dict) and isinstance(status.get(section), dict):
+                status[section] = {**status[section], **value}
+            else:
+                status[section] = value
+    status["recorded"] = {"domain": platform.spec.domain, **recorded}
+    status["conditions"] = updated["conditions"]
+    all_ran = not any(r.failed for r in results.values())
+    status["observedGeneration"] = generation if all_ran else old_status.get("observedGeneration", 0)
+    return status
+
+
+def cleanup(
+    body: Obj,
+    *,
+    kube: Kube,
+    settings: Settings,
+    now: datetime,
+    logger: Logger | None = None,
+    deadline: float = DELETION_DEADLINE_SECONDS,
+    write_status: bool = True,
+) -> CleanupOutcome:
+    """Run every step's cleanup for a deleted TenantPlatform, last step first (idempotent).
+
+    While a step reports it is not done (or fails), status Ready is False with reason
+    DeletionBlocked naming what blocks; once the deletion is older than ``deadline`` seconds the
+    outcome gives up (``finished``, with a warning event saying what was left behind).
+    """
+    logger = logger or log
+    name = body["metadata"]["name"]
+    try:
+        platform = TenantPlatform.from_body(body)
+    except pydantic.ValidationError:  # an invalid spec never wrote anything: nothing to clean up
+        logger.info("TenantPlatform %s has an invalid spec; nothing to clean up", name)
+        return _finished(name)
+    ctx = StepContext(platform=platform, kube=kube, settings=settings, now=now, logger=logger)
+    results: dict[str, CleanupResult] = {}
+    for step in reversed(steps()):
+        results[step.name] = _cleanup_step(step, ctx)
+    blocked = [f"{step}: {result.message}" for step, result in results.items() if not result.done]
+    if not blocked:
+        return _finished(name, results=results)
+
+    message = "Deletion is waiting for cleanup: " + "; ".join(blocked) + "."
+    started = conditions.parse_time(body.get("metadata", {}).get("deletionTimestamp"))
+    if started is not None:
+        metrics.record_deletion_started(name, started)
+    if started is not None and (now - started).total_seconds() > deadline:
+        logger.error("giving up cleanup of %s after the deadline: %s", name, message)
+        give_up = ("Warning", Summary.DELETION_BLOCKED.value, "Gave up cleanup: " + message)
+        return _finished(name, message=message, gave_up=True, events=[give_up], results=results)
+
+    old_status: dict[str, Any] = dict(body.get("status") or {})
+    new_status = statuswriter.with_conditions(
+        old_status,
+        [conditions.false(constants.READY, Summary.DELETION_BLOCKED, message)],
+        now=now,
+        generation=platform.generation,
+    )
+    written = False
+    if write_status:
+        try:
+            written = statuswriter.write(kube, name, old_status, new_status)
+        except errors.KubeError as exc:
+            log.warning("could not report deletion status: %s", exc)
+    return CleanupOutcome(
+        finished=False,
+        message=message,
+        status=new_status,
+        status_written=written,
+        transitions=statuswriter.transitions(list(old_status.get("conditions") or []), new_status["conditions"]),
+        results=results,
+    )
+
+
+def _cleanup_step(step: Step, ctx: StepContext) -> CleanupResult:
+    """A step's cleanup; an error blocks the deletion (and is retried) instead of aborting the rest."""
+    try:
+        return step.cleanup(ctx)
+    except errors.KubeError as exc:
+        return CleanupResult(False, str(exc.message or exc))
+    except Exception as exc:
+        log.exception("cleanup of step %s crashed for %s", step.name, ctx.name)
+        return CleanupResult(False, f"failed unexpectedly: {exc!r}")
+
+
+def _finished(name: str, **fields: Any) -> CleanupOutcome:
+    """The finalizer may go: the platform's metric series go with it."""
+    metrics.forget_platform(name)
+    return CleanupOutcome(finished=True, **fields)
