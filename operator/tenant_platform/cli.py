@@ -58,7 +58,7 @@ def render_manifests(body: dict[str, Any]) -> list[dict[str, Any]]:
 
     body.setdefault("metadata", {}).setdefault("uid", "")
     platform = TenantPlatform.from_body(body)
-    return [manifest for step in registry.STEPS for manifest in step.render(platform)]
+    return [manifest for step in (*registry.STEPS, registry.HANDOFF) for manifest in step.render(platform)]
 
 
 def dump_manifests(manifests: Sequence[dict[str, Any]]) -> str:

@@ -31,7 +31,7 @@ import yaml
 
 from tenant_platform import reconcile
 from tenant_platform.api import constants, reasons
-from tenant_platform.api.status.handoff import Recorded
+from tenant_platform.api.status.recorded import Recorded
 from tenant_platform.config import Settings, load_settings
 from tenant_platform.kube.client import Kube, Obj
 from tenant_platform.render import values as render_values

@@ -18,7 +18,6 @@ from tenant_platform import reconcile
 from tenant_platform.api import constants
 from tenant_platform.config import Settings
 from tenant_platform.kube.client import Kube
-from tenant_platform.reconcile import registry
 from tenant_platform.testing.controlplane import ControlPlane
 from tenant_platform.testing.wait import wait_for
 
@@ -197,7 +196,7 @@ def _cleanup(kube: Kube, name: str) -> None:
     outcome = reconcile.cleanup(fresh(kube, name), kube=kube, settings=SETTINGS, now=NOW)
     assert outcome.finished and not outcome.gave_up, outcome.message
     assert all(result.done for result in outcome.results.values()), outcome.results
-    assert list(outcome.results) == [step.name for step in reversed(registry.STEPS)]
+    assert list(outcome.results) == [step.name for step in reversed(reconcile.steps())]
 
 
 def test_retain_keeps_namespace_and_data(crd: Kube, make_platform: Any, unique_name: str) -> None:

@@ -67,7 +67,8 @@ def body(*, deleting_since: datetime | None = NOW, status: dict[str, Any] | None
 @pytest.fixture
 def fake_steps(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[FakeStep]]:
     steps = [FakeStep("first"), FakeStep("second"), FakeStep("third")]
-    monkeypatch.setattr(registry, "STEPS", steps)
+    monkeypatch.setattr(registry, "STEPS", steps[:2])
+    monkeypatch.setattr(registry, "HANDOFF", steps[2])  # the hand-off runs last, cleans up first
     yield steps
 
 

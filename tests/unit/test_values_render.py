@@ -8,7 +8,7 @@ import pydantic
 import pytest
 import yaml
 
-from tenant_platform.api.status.handoff import Recorded
+from tenant_platform.api.status.recorded import Recorded
 from tenant_platform.render import values
 
 RECORDED = {
@@ -28,9 +28,17 @@ RECORDED = {
         "serviceAccountName": "istio-ingressgateway",
         "serviceHost": "istio-ingressgateway.istio-system.svc.cluster.local",
         "meshNamespace": "istio-system",
+        "management": "Managed",
     },
     "sidecarStyle": "Native",
-    "edgeCertificate": {"selfSigned": True, "notAfter": "2027-01-01T00:00:00Z", "dnsNames": ["kamiwaza.example.com"]},
+    "edgeCertificate": {
+        "secretName": "kamiwaza-tls",
+        "namespace": "istio-system",
+        "issuerMode": "SelfSigned",
+        "selfSigned": True,
+        "notAfter": "2027-01-01T00:00:00Z",
+        "dnsNames": ["kamiwaza.example.com"],
+    },
     "imagePullSecrets": ["kamiwaza-pull", "mirror-pull"],
     "objectStore": {"mode": "Builtin"},
     "gpuNodes": [{"name": "gpu-1", "model": "NVIDIA H200", "cards": 8}],
@@ -91,7 +99,7 @@ def test_config_map_shape() -> None:
 
 
 def test_user_strings_cannot_break_out_of_the_yaml() -> None:
-    tricky = {"domain": "a.example", "gpuNodes": [{"name": "n", "model": "x: y\n- z # comment"}]}
+    tricky = {"domain": "a.example", "gpuNodes": [{"name": "n", "model": "x: y\n- z # comment", "cards": 1}]}
     doc = yaml.safe_load(values.render_values(platform_name="tp", namespace="ns", recorded=Recorded.parse(tricky)))
     assert doc["gpuNodes"][0]["model"] == "x: y\n- z # comment"
 
@@ -132,7 +140,13 @@ FULL = {
         "trustConfigMap": "tp-edge-trust",
     },
     "dns": {"management": "CoreDNS", "distribution": "kubeadm", "mode": "corefile", "configMap": "kube-system/coredns"},
-    "gpuResourceNames": {"count": "nvidia.com/gpu", "memory": "nvidia.com/gpumem", "cores": "nvidia.com/gpucores"},
+    "gpuResourceNames": {
+        "count": "nvidia.com/gpu",
+        "memory": "nvidia.com/gpumem",
+        "memoryPercentage": "nvidia.com/gpumem-percentage",
+        "cores": "nvidia.com/gpucores",
+        "priority": "nvidia.com/priority",
+    },
 }
 
 

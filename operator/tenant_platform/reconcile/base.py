@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.reasons import Common
+from tenant_platform.api.status.recorded import Recorded
 from tenant_platform.config import Settings
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube, Obj, is_subset
@@ -42,14 +43,19 @@ class StepContext:
     # Filled by the operator's watches (observe/): shared, read-only snapshots for steps that need
     # cluster-wide state without listing it on every reconcile (GPU nodes and HAMi pods).
     observed: Any = None
-    # Facts earlier steps recorded in this pass (later steps, e.g. the values ConfigMap, read them).
-    recorded: dict[str, Any] = field(default_factory=dict)
+    # Facts the steps recorded so far in this pass, typed (the install-values hand-off reads them).
+    # Starts with the domain; ``record`` adds each step's fragment.
+    recorded: Recorded = field(default_factory=Recorded)
     # Events to post for this platform: (type "Normal"|"Warning", reason, message).
     events: list[tuple[str, str, str]] = field(default_factory=list)
 
     @property
     def name(self) -> str:
         return self.platform.name
+
+    def record(self, fragment: dict[str, Any]) -> None:
+        """Add a step's fragment of ``status.recorded`` (validated: a malformed fact raises)."""
+        self.recorded = self.recorded.merged(fragment)
 
     def owner_reference(self) -> Obj:
         return {

@@ -70,7 +70,7 @@ class GatewayStep:
         platform = ctx.platform
         # The coordinates come from the spec alone: recorded before any API call, so an API error
         # (which escapes to reconcile._run_step) does not drop them from status.recorded.
-        ctx.recorded["gateway"] = check.recorded_gateway(platform).dump()
+        ctx.record({"gateway": check.recorded_gateway(platform).dump()})
         facts = gather(ctx)
         verdict = check.evaluate(platform, facts, dry_run=ctx.dry_run)
         if verdict.desired:

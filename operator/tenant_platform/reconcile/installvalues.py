@@ -1,9 +1,9 @@
 """The install hand-off: a ConfigMap in the tenant namespace with every recorded fact.
 
-Registered LAST (reconcile/registry.py), so ``ctx.recorded`` holds what every other step recorded
-in this pass. ``gather`` parses those facts, with the domain, through the typed
-``api.status.handoff.Recorded`` (a fact that does not parse is a bug in the step that recorded
-it, and fails this step); the values document (render/values.py, pure) is therefore exactly
+The pipeline runs it as a phase of its own after every concern step (reconcile/registry.py
+``HANDOFF``), so ``ctx.recorded`` holds, typed (``api.status.recorded.Recorded``, with the domain),
+what every step recorded in this pass (a fact that does not parse failed the step that recorded
+it); the values document (render/values.py, pure) is therefore exactly
 ``status.recorded`` of the same pass, and ``tenant-platform facts`` renders the same text from a
 live object's ``status.recorded`` through the same model. The ConfigMap is named
 ``spec.installValues.configMapName`` (default ``<platform>-install-values``), key ``values.yaml``,
@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from tenant_platform.api.models import TenantPlatform
-from tenant_platform.api.status.handoff import Recorded
+from tenant_platform.api.status.recorded import Recorded
 from tenant_platform.kube.client import Obj
 from tenant_platform.reconcile.base import CleanupResult, StepContext, StepResult, apply_children
 from tenant_platform.render import values as render_values
@@ -31,13 +31,13 @@ COMPONENT = "installvalues"
 
 
 def recorded_facts(platform: TenantPlatform, recorded: dict[str, Any]) -> Recorded:
-    """What ``status.recorded`` holds at the end of the pass (reconcile.compute_status adds the domain), typed."""
+    """``status.recorded`` as a pass would leave it with these facts (the domain added), typed."""
     return Recorded.parse({"domain": platform.spec.domain, **recorded})
 
 
 def gather(ctx: StepContext) -> Recorded:
-    """The facts the other steps recorded in this pass."""
-    return recorded_facts(ctx.platform, ctx.recorded)
+    """The facts every step recorded in this pass (no API read)."""
+    return ctx.recorded
 
 
 class InstallValuesStep:

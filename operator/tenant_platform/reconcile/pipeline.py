@@ -1,6 +1,6 @@
 """The two passes over every step: ``run`` (reconcile) and ``cleanup`` (deletion).
 
-Both parse the body once, run every step in ``registry.STEPS`` (``cleanup`` in reverse order),
+Both parse the body once, run every step (``registry.STEPS``, then the ``HANDOFF``; ``cleanup`` in reverse order),
 never let one step abort another, compute the new status once and write it through
 ``statuswriter.write``. Neither imports kopf: the handlers turn an outcome into events, the next
 wakeup, or kopf's retry.
@@ -21,6 +21,7 @@ from tenant_platform import metrics
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.reasons import Common, Summary
+from tenant_platform.api.status.recorded import Recorded
 from tenant_platform.config import Settings
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube, Obj
@@ -71,7 +72,8 @@ class CleanupOutcome:
 
 
 def steps() -> Sequence[Step]:
-    return registry.STEPS
+    """Every step in pass order: the concerns, then the install-values hand-off."""
+    return [*registry.STEPS, registry.HANDOFF]
 
 
 def invalid_spec_message(exc: pydantic.ValidationError) -> str:
@@ -123,14 +125,21 @@ def run(
         written = statuswriter.write(kube, name, old_status, new_status) if write else False
         return Outcome(new_status, written, None, statuswriter.transitions(old_conditions, new_status["conditions"]))
 
-    ctx = StepContext(platform=platform, kube=kube, settings=settings, now=now, observed=observed, dry_run=dry_run)
+    ctx = StepContext(
+        platform=platform,
+        kube=kube,
+        settings=settings,
+        now=now,
+        observed=observed,
+        dry_run=dry_run,
+        recorded=Recorded(domain=platform.spec.domain),
+    )
     results: dict[str, StepResult] = {}
-    for step in steps():
-        started = time.monotonic()
-        result = _run_step(step, ctx)
-        metrics.observe_step(platform.name, step.name, time.monotonic() - started, failed=result.failed)
-        results[step.name] = result
-        ctx.recorded.update(result.recorded)
+    for step in registry.STEPS:
+        results[step.name] = _run_timed(step, ctx)
+    # The hand-off is a phase of its own, after every concern: it reads all they recorded
+    # (ctx.recorded, typed), whatever the order of registry.STEPS.
+    results[registry.HANDOFF.name] = _run_timed(registry.HANDOFF, ctx)
 
     new_status = compute_status(platform, old_status, results, ctx.recorded, now=now)
     new_conditions = new_status["conditions"]
@@ -149,6 +158,26 @@ def run(
         ctx.events,
         results,
     )
+
+
+def _run_timed(step: Step, ctx: StepContext) -> StepResult:
+    """Run one step (timed, in the step metrics) and add what it recorded to ``ctx.recorded``."""
+    started = time.monotonic()
+    result = _run_step(step, ctx)
+    try:
+        ctx.record(result.recorded)
+    except pydantic.ValidationError as exc:  # a bug in the step: its facts do not fit its model
+        log.error("step %s recorded malformed facts for %s: %s", step.name, ctx.name, exc)
+        result = StepResult(
+            conditions=[
+                conditions.unknown(t, Common.INTERNAL_ERROR, f"The {step.name} step recorded malformed facts: {exc}.")
+                for t in step.condition_types
+            ],
+            failed=True,
+            progressing=True,
+        )
+    metrics.observe_step(ctx.name, step.name, time.monotonic() - started, failed=result.failed)
+    return result
 
 
 def _run_step(step: Step, ctx: StepContext) -> StepResult:
@@ -184,7 +213,7 @@ def compute_status(
     platform: TenantPlatform,
     old_status: dict[str, Any],
     results: dict[str, StepResult],
-    recorded: dict[str, Any],
+    recorded: Recorded,
     *,
     now: datetime,
 ) -> dict[str, Any]:
@@ -220,7 +249,7 @@ def compute_status(
                 status[section] = {**status[section], **value}
             else:
                 status[section] = value
-    status["recorded"] = {"domain": platform.spec.domain, **recorded}
+    status["recorded"] = recorded.dump()
     status["conditions"] = updated["conditions"]
     all_ran = not any(r.failed for r in results.values())
     status["observedGeneration"] = generation if all_ran else old_status.get("observedGeneration", 0)

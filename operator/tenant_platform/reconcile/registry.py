@@ -1,6 +1,6 @@
-"""The ordered list of steps. Each concern adds its singleton here (order matters: namespaces
-first, since most children live in them; the install-values hand-off last, since it reads what
-the others recorded)."""
+"""The steps: ``STEPS``, one per concern, in pass order (namespaces first, since most children
+live in them), and ``HANDOFF``, the install-values hand-off, which the pipeline runs as a phase
+of its own after every concern (it reads all they recorded)."""
 
 from __future__ import annotations
 
@@ -36,6 +36,4 @@ STEPS: list[Step] = [
     gpu.STEP,
 ]
 
-# The hand-off reads what every other step recorded in the pass: it must stay last, so it is
-# appended here, after the list, whatever is added to the list above.
-STEPS.append(installvalues.STEP)
+HANDOFF: Step = installvalues.STEP

@@ -7,7 +7,7 @@ nested mappings are written with sorted keys (the API server returns a custom re
 with sorted keys, a pass builds them in insertion order), and the top level follows one fixed
 order, known facts first, then any other fact alphabetically.
 
-The facts arrive typed (api/status/handoff.py ``Recorded``, parsed from ``status.recorded``). The
+The facts arrive typed (api/status/recorded.py ``Recorded``, parsed from ``status.recorded``). The
 document carries every recorded fact under the name it has in ``status.recorded``, plus
 ``global.imagePullSecrets`` in the ``[{name: ...}]`` form Helm charts take, because the checklist
 lists the pull secrets there.
@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from tenant_platform.api.status.handoff import Recorded
+from tenant_platform.api.status.recorded import Recorded
 
 VALUES_KEY = "values.yaml"
 
