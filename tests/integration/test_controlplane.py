@@ -18,13 +18,9 @@ import kubernetes.client
 import pytest
 from kubernetes.client import ApiException
 
-from tenant_platform.testing import controlplane, seed
-from tenant_platform.testing.controlplane import (
-    ControlPlane,
-    ControlPlaneError,
-    KubectlError,
-    pinned_versions,
-)
+from tenant_platform.testing import processes, seed
+from tenant_platform.testing.binaries import pinned_versions
+from tenant_platform.testing.controlplane import ControlPlane, ControlPlaneError, KubectlError
 
 pytestmark = pytest.mark.cluster
 
@@ -296,7 +292,7 @@ def test_children_die_with_a_killed_python_process(control_plane: ControlPlane, 
         # Only the work dir is left; the next start sweeps it, since its owner is gone.
         work_dir = Path(started["work_dir"])
         assert work_dir.is_dir()
-        controlplane._sweep_stale_work_dirs()
+        processes.sweep_stale_work_dirs()
         assert not work_dir.exists()
     finally:
         for pid in pids.values():  # never leave orphans behind, even when the assertion fails
