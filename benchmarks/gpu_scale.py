@@ -43,7 +43,7 @@ from benchmarks import apimetrics
 from tenant_platform.api import constants
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube
-from tenant_platform.testing import seed
+from tenant_platform.testing import manifests
 from tenant_platform.testing.controlplane import ControlPlane
 
 CRD_FILE = Path(__file__).resolve().parents[1] / "crds" / "tenancy.dev_tenantplatforms.yaml"
@@ -88,15 +88,15 @@ def node_name(index: int) -> str:
 
 def node_body(index: int, cards: int) -> dict[str, Any]:
     name = node_name(index)
-    return seed.node_manifest(
+    return manifests.node_manifest(
         name,
         labels={"nvidia.com/gpu.present": "true"},
         annotations={
-            "hami.io/node-nvidia-register": seed.hami_register_annotation(
+            "hami.io/node-nvidia-register": manifests.hami_register_annotation(
                 name, cards=cards, model=MODEL, mem_mib=CARD_MIB
             )
         },
-        extra_capacity={"nvidia.com/gpu": str(cards * seed.DEFAULT_SPLIT_COUNT)},
+        extra_capacity={"nvidia.com/gpu": str(cards * manifests.DEFAULT_SPLIT_COUNT)},
         address=f"10.{index // 65536 % 256}.{index // 256 % 256}.{index % 256}",
     )
 
@@ -104,11 +104,11 @@ def node_body(index: int, cards: int) -> dict[str, Any]:
 def pod_body(index: int, *, nodes: int, cards: int, namespaces: int, mem: int = POD_MIB) -> dict[str, Any]:
     node = index % nodes
     card = (index // nodes) % cards
-    return seed.gpu_pod_manifest(
+    return manifests.gpu_pod_manifest(
         f"infer-{index:06d}",
         namespace=f"bench-{index % namespaces:03d}",
         node_name=node_name(node),
-        devices=[(seed.hami_device_uuid(node_name(node), card), mem, POD_CORES)],
+        devices=[(manifests.hami_device_uuid(node_name(node), card), mem, POD_CORES)],
         bind_phase="success",
     )
 

@@ -15,7 +15,7 @@ from tests.e2e.conftest import wait_for
 
 from tenant_platform.api import constants
 from tenant_platform.kube.client import Kube
-from tenant_platform.testing import seed
+from tenant_platform.testing import manifests
 from tenant_platform.testing.controlplane import ControlPlane
 from tenant_platform.testing.operator import RunningOperator
 
@@ -157,11 +157,11 @@ def test_gpu_labels_and_live_capacity(operator: RunningOperator, crd: Kube, uniq
     before = _gpu_used(crd, unique_name, "gpu-node-1")
     assert before is not None
     crd.create(
-        seed.gpu_pod_manifest(
+        manifests.gpu_pod_manifest(
             f"{unique_name}-train",
             namespace=unique_name,
             node_name="gpu-node-1",
-            devices=[(seed.hami_device_uuid("gpu-node-1", 0), 4096, 30)],
+            devices=[(manifests.hami_device_uuid("gpu-node-1", 0), 4096, 30)],
         )
     )
     wait_for(

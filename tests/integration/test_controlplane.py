@@ -17,13 +17,10 @@ import kubernetes.client
 import pytest
 from kubernetes.client import ApiException
 
-from tenant_platform.testing import controlplane, seed
-from tenant_platform.testing.controlplane import (
-    ControlPlane,
-    ControlPlaneError,
-    KubectlError,
-    pinned_versions,
-)
+from tenant_platform.hami import names
+from tenant_platform.testing import manifests, processes, seed
+from tenant_platform.testing.binaries import pinned_versions
+from tenant_platform.testing.controlplane import ControlPlane, ControlPlaneError, KubectlError
 from tenant_platform.testing.wait import wait_for
 
 pytestmark = pytest.mark.cluster
@@ -197,13 +194,13 @@ def test_seed_creates_istio_crds_and_gpu_nodes(
     assert set(nodes) >= {"gpu-node-1", "gpu-node-2", "gpu-node-3", "cpu-node-1"}
     for spec in seed.DEFAULT_GPU_NODES:
         node = nodes[spec.name]
-        cards = json.loads(node.metadata.annotations[seed.HAMI_REGISTER_ANNOTATION])
+        cards = json.loads(node.metadata.annotations[names.ANNOTATION_REGISTER])
         assert len(cards) == spec.cards
         assert {card["type"] for card in cards} == {spec.model}
         assert {card["devmem"] for card in cards} == {spec.mem_mib}
         assert all(card["health"] is True for card in cards)
         assert "index" not in cards[0] and [card.get("index") for card in cards[1:]] == list(range(1, spec.cards))
-        assert node.metadata.annotations[seed.HAMI_HANDSHAKE_ANNOTATION].startswith("Requesting_")
+        assert node.metadata.annotations[names.PREFIX + names.HANDSHAKE].startswith("Requesting_")
         assert node.status.capacity["nvidia.com/gpu"] == str(spec.cards * 10)
         assert node.status.allocatable["nvidia.com/gpu"] == str(spec.cards * 10)
         assert (node.metadata.labels.get("nvidia.com/gpu.present") == "true") is spec.gpu_present_label
@@ -236,8 +233,10 @@ def test_gpu_pod_manifest_is_accepted(
 ) -> None:
     core = kubernetes.client.CoreV1Api(kube_api)
     core.create_namespace(kubernetes.client.V1Namespace(metadata=kubernetes.client.V1ObjectMeta(name=unique_name)))
-    card = seed.hami_device_uuid("gpu-node-2", 1)
-    pod = seed.gpu_pod_manifest("trainer", namespace=unique_name, node_name="gpu-node-2", devices=[(card, 20000, 30)])
+    card = manifests.hami_device_uuid("gpu-node-2", 1)
+    pod = manifests.gpu_pod_manifest(
+        "trainer", namespace=unique_name, node_name="gpu-node-2", devices=[(card, 20000, 30)]
+    )
     created = seed.request(kube_api, "POST", seed.object_path(pod, name=False), body=pod)
     assert created["spec"]["nodeName"] == "gpu-node-2"
     assert created["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"] == f"{card},NVIDIA,20000,30:;"
@@ -294,7 +293,7 @@ def test_children_die_with_a_killed_python_process(control_plane: ControlPlane, 
         # Only the work dir is left; the next start sweeps it, since its owner is gone.
         work_dir = Path(started["work_dir"])
         assert work_dir.is_dir()
-        controlplane._sweep_stale_work_dirs()
+        processes.sweep_stale_work_dirs()
         assert not work_dir.exists()
     finally:
         for pid in pids.values():  # never leave orphans behind, even when the assertion fails

@@ -28,7 +28,7 @@ from tenant_platform.kube.client import Kube
 from tenant_platform.observe import cluster
 from tenant_platform.reconcile import gpu, registry
 from tenant_platform.reconcile.base import StepContext, StepResult
-from tenant_platform.testing import seed
+from tenant_platform.testing import manifests
 from tenant_platform.testing.controlplane import ControlPlane
 
 pytestmark = pytest.mark.cluster
@@ -70,7 +70,7 @@ class World:
     ) -> str:
         """Create a Node, then patch its status with ``gpus`` of ``resource`` (as a kubelet would)."""
         name = f"{self.prefix}-{suffix}"
-        body = seed.node_manifest(name, labels=labels, annotations=annotations)
+        body = manifests.node_manifest(name, labels=labels, annotations=annotations)
         self.kube.request("POST", "/api/v1/nodes", body=body, query={"fieldManager": "kubelet"})
         self.nodes.append(name)
         if gpus is not None:

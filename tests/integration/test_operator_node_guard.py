@@ -13,7 +13,7 @@ import pytest
 
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube
-from tenant_platform.testing import seed
+from tenant_platform.testing import manifests
 from tenant_platform.testing.controlplane import ControlPlane
 from tenant_platform.testing.operator import OPERATOR_NAMESPACE, OPERATOR_SA, REPO, apply_file
 from tenant_platform.testing.wait import wait_for
@@ -30,7 +30,7 @@ def as_operator(crd: Kube, control_plane: ControlPlane, tmp_path_factory: pytest
 
 @pytest.fixture
 def node(crd: Kube, unique_name: str) -> Any:
-    manifest = seed.node_manifest(unique_name)
+    manifest = manifests.node_manifest(unique_name)
     manifest["metadata"].setdefault("labels", {})["nvidia.com/gpu.present"] = "true"
     crd.create(manifest)
     yield unique_name

@@ -17,30 +17,23 @@ Environment:
 Teardown: ``stop()`` (also run by ``atexit``) sends SIGTERM to each child's process group, waits,
 then SIGKILLs it. Children also get PR_SET_PDEATHSIG=SIGKILL on Linux, so they die with the Python
 process even when it is killed and neither ``stop()`` nor ``atexit`` runs.
+
+This module holds the ``ControlPlane`` class and the components' flags; the pieces it uses live
+next to it: ``binaries`` (pinned versions, finding or building the binaries; ``find_bin_dir`` and
+``ControlPlaneError`` are re-exported here), ``pki`` (certificates and kubeconfigs) and
+``processes`` (spawning, stopping and sweeping).
 """
 
 from __future__ import annotations
 
 import atexit
-import base64
-import collections
-import contextlib
-import ctypes
-import ctypes.util
 import dataclasses
-import datetime
-import functools
 import http.client
-import ipaddress
 import json
 import os
-import re
 import shutil
-import signal
-import socket
 import ssl
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -49,15 +42,41 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO, Any, Final, Self, TypeVar
+from typing import Final, Self, TypeVar
 
-import yaml
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from tenant_platform.testing.binaries import (
+    ControlPlaneError,
+    checked_bin_dir,
+    find_bin_dir,
+    first_build_seconds,
+    help_text,
+)
+from tenant_platform.testing.pki import Pki, b64, write_kubeconfig, write_pki
+from tenant_platform.testing.processes import (
+    OWNER_FILE,
+    WORK_DIR_PREFIX,
+    Child,
+    free_ports,
+    process_identity,
+    spawn,
+    sweep_stale_work_dirs,
+    tail,
+    terminate,
+)
 
-BINARIES: Final = ("etcd", "kube-apiserver", "kube-controller-manager", "kubectl")
+__all__ = [
+    "CONTROLLERS",
+    "ENV_KEEP",
+    "FIRST_SERVICE_IP",
+    "SERVICE_ACCOUNT_ISSUER",
+    "SERVICE_CLUSTER_IP_RANGE",
+    "ControlPlane",
+    "ControlPlaneError",
+    "KubectlError",
+    "Timings",
+    "find_bin_dir",
+]
+
 SERVICE_CLUSTER_IP_RANGE: Final = "10.0.0.0/24"
 FIRST_SERVICE_IP: Final = "10.0.0.1"
 SERVICE_ACCOUNT_ISSUER: Final = "https://kubernetes.default.svc.cluster.local"
@@ -74,20 +93,9 @@ CONTROLLERS: Final = (
     # Reports type-checking warnings of ValidatingAdmissionPolicies in their status.
     "validatingadmissionpolicy-status-controller",
 )
-ENV_BIN_DIR: Final = "TENANT_PLATFORM_BIN_DIR"
 ENV_KEEP: Final = "TENANT_PLATFORM_KEEP_CP"
-BUILD_SCRIPT: Final = Path("hack") / "build-control-plane.sh"
 
-_LOG_TAIL_LINES: Final = 60
-_WORK_DIR_PREFIX: Final = "tenant-platform-cp-"
-_OWNER_FILE: Final = "owner"
-_PR_SET_PDEATHSIG: Final = 1
-_CERT_VALIDITY: Final = datetime.timedelta(days=30)
 _T = TypeVar("_T")
-
-
-class ControlPlaneError(RuntimeError):
-    """The control plane could not be built, started or queried."""
 
 
 class KubectlError(subprocess.CalledProcessError):
@@ -95,14 +103,6 @@ class KubectlError(subprocess.CalledProcessError):
 
     def __str__(self) -> str:
         return f"{super().__str__()}\n{self.stderr or ''}".rstrip()
-
-
-@dataclasses.dataclass(frozen=True)
-class Versions:
-    """Versions pinned by hack/k8s/go.mod and hack/etcd/go.mod, e.g. ``v1.36.3`` and ``v3.6.16``."""
-
-    kubernetes: str
-    etcd: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,390 +120,6 @@ class Timings:
     controller_manager_seconds: float
     start_seconds: float
     first_build_seconds: int | None
-
-
-def repo_root() -> Path | None:
-    """The repository this package was imported from, or None when installed without it."""
-    root = Path(__file__).resolve().parents[3]
-    return root if (root / BUILD_SCRIPT).is_file() else None
-
-
-def pinned_versions() -> Versions:
-    """Read the pinned versions from the wrapper modules under hack/ (repository checkouts only)."""
-    root = repo_root()
-    if root is None:
-        raise ControlPlaneError("the hack/ directory is not available: the package runs outside its repo")
-
-    def required(go_mod: Path, module: str) -> str:
-        match = re.search(rf"^\s*(?:require\s+)?{re.escape(module)}\s+(\S+)", go_mod.read_text(), re.M)
-        if match is None:
-            raise ControlPlaneError(f"{module} is not required in {go_mod.relative_to(root)}")
-        return match.group(1)
-
-    return Versions(
-        kubernetes=required(root / "hack" / "k8s" / "go.mod", "k8s.io/kubernetes"),
-        etcd=required(root / "hack" / "etcd" / "go.mod", "go.etcd.io/etcd/server/v3"),
-    )
-
-
-def find_bin_dir() -> Path:
-    """Return a directory holding all of ``BINARIES``, building them if needed.
-
-    TENANT_PLATFORM_BIN_DIR wins when set. Otherwise hack/build-control-plane.sh runs (it returns
-    at once when its cache is complete, and serialises concurrent builds with flock); its progress
-    goes to stderr. Raises ControlPlaneError with the build's last lines when it fails.
-    """
-    if env_dir := os.environ.get(ENV_BIN_DIR):
-        return _checked_bin_dir(Path(env_dir), origin=ENV_BIN_DIR)
-    root = repo_root()
-    if root is None:
-        raise ControlPlaneError(
-            f"{BUILD_SCRIPT} was not found next to the tenant_platform package (is it installed "
-            f"without its repository?); set {ENV_BIN_DIR} to a directory holding {', '.join(BINARIES)}"
-        )
-    script = root / BUILD_SCRIPT
-    tail: collections.deque[str] = collections.deque(maxlen=_LOG_TAIL_LINES)
-    with subprocess.Popen(
-        ["bash", str(script)],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=root,
-    ) as build:
-        assert build.stderr is not None and build.stdout is not None
-        for line in build.stderr:
-            tail.append(line)
-            sys.stderr.write(line)
-        stdout = build.stdout.read()
-    if build.returncode != 0:
-        raise ControlPlaneError(f"{BUILD_SCRIPT} failed with exit code {build.returncode}:\n{''.join(tail)}".rstrip())
-    lines = stdout.strip().splitlines()
-    if not lines:
-        raise ControlPlaneError(f"{BUILD_SCRIPT} printed no bin directory")
-    return _checked_bin_dir(Path(lines[-1]), origin=str(BUILD_SCRIPT))
-
-
-def _checked_bin_dir(bin_dir: Path, *, origin: str) -> Path:
-    missing = [name for name in BINARIES if not os.access(bin_dir / name, os.X_OK)]
-    if missing:
-        raise ControlPlaneError(f"{origin}: {bin_dir} lacks executable {', '.join(missing)}")
-    return bin_dir.resolve()
-
-
-def _read_stamp(bin_dir: Path) -> int | None:
-    stamp = bin_dir.parent / "STAMP"
-    try:
-        text = stamp.read_text()
-    except OSError:
-        return None
-    match = re.search(r"^built_in_seconds=(\d+)$", text, re.M)
-    return int(match.group(1)) if match else None
-
-
-@functools.cache
-def _help_text(binary: Path) -> str:
-    result = subprocess.run([str(binary), "--help"], capture_output=True, text=True, check=False, timeout=30)
-    return result.stdout + result.stderr
-
-
-def _free_ports(count: int) -> list[int]:
-    # Hold every socket until all are bound, so the ports differ. Another process may still take
-    # one before the child binds it; that shows up as a startup error naming the port.
-    sockets = []
-    try:
-        for _ in range(count):
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.bind(("127.0.0.1", 0))
-            sockets.append(sock)
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
-
-
-def _process_identity(pid: int) -> str | None:
-    """``<pid namespace> <pid> <start time>`` from /proc (Linux), else None.
-
-    A recycled pid does not repeat the start time; the namespace keeps containers that share a
-    /tmp from judging each other's pids.
-    """
-    try:
-        namespace = os.readlink("/proc/self/ns/pid")
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # Field 22 (starttime); split after the command name, which may contain spaces and parens.
-    return f"{namespace} {pid} {stat.rsplit(')', 1)[1].split()[19]}"
-
-
-def _sweep_stale_work_dirs() -> None:
-    """Remove work dirs whose owning Python process died without stop() (SIGKILL, OOM kill).
-
-    PR_SET_PDEATHSIG kills the children then, but nothing removes their directory, and etcd's
-    preallocated WAL makes each about 120 MB. Directories without an owner file (kept with
-    TENANT_PLATFORM_KEEP_CP=1, or on other systems) are never touched.
-    """
-    try:
-        namespace = os.readlink("/proc/self/ns/pid")
-    except OSError:
-        return  # not Linux: owner files are never written either
-    for candidate in Path(tempfile.gettempdir()).glob(f"{_WORK_DIR_PREFIX}*"):
-        try:
-            owner = (candidate / _OWNER_FILE).read_text().strip()
-        except OSError:
-            continue
-        match = re.fullmatch(r"(\S+) (\d+) \d+", owner)
-        if match and match.group(1) == namespace and _process_identity(int(match.group(2))) != owner:
-            shutil.rmtree(candidate, ignore_errors=True)
-
-
-@functools.cache
-def _libc() -> Any:
-    if not sys.platform.startswith("linux"):
-        return None
-    name = ctypes.util.find_library("c") or "libc.so.6"
-    try:
-        return ctypes.CDLL(name, use_errno=True)
-    except OSError:
-        return None
-
-
-def _die_with_parent() -> Callable[[], None]:
-    """A preexec_fn making the child receive SIGKILL when the Python process dies (Linux).
-
-    NB: the kernel ties PDEATHSIG to the *thread* that forked, so start a ControlPlane from a
-    thread that outlives it (the main thread in pytest).
-    """
-    libc = _libc()  # load before fork: the child should do as little as possible
-    parent = os.getpid()
-
-    def preexec() -> None:
-        if libc is not None:
-            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() != parent:  # the parent died before prctl took effect
-            os._exit(1)
-
-    return preexec
-
-
-# -- certificates -------------------------------------------------------------------------------
-
-
-def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
-
-
-def _pem_cert(cert: x509.Certificate) -> bytes:
-    return cert.public_bytes(serialization.Encoding.PEM)
-
-
-def _new_key() -> ec.EllipticCurvePrivateKey:
-    return ec.generate_private_key(ec.SECP256R1())
-
-
-def _sign(
-    *,
-    subject: x509.Name,
-    key: ec.EllipticCurvePrivateKey,
-    issuer: x509.Name,
-    issuer_key: ec.EllipticCurvePrivateKey,
-    extensions: Sequence[tuple[x509.ExtensionType, bool]],
-) -> x509.Certificate:
-    now = datetime.datetime.now(datetime.UTC)
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(issuer)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(hours=1))
-        .not_valid_after(now + _CERT_VALIDITY)
-    )
-    for extension, critical in extensions:
-        builder = builder.add_extension(extension, critical=critical)
-    return builder.sign(issuer_key, hashes.SHA256())
-
-
-def _key_usage(*, cert_sign: bool) -> x509.KeyUsage:
-    return x509.KeyUsage(
-        digital_signature=True,
-        content_commitment=False,
-        key_encipherment=False,
-        data_encipherment=False,
-        key_agreement=False,
-        key_cert_sign=cert_sign,
-        crl_sign=cert_sign,
-        encipher_only=False,
-        decipher_only=False,
-    )
-
-
-@dataclasses.dataclass(frozen=True)
-class _Pki:
-    ca_crt: Path
-    apiserver_crt: Path
-    apiserver_key: Path
-    admin_crt: Path
-    admin_key: Path
-    sa_key: Path
-    sa_pub: Path
-
-
-def _write_pki(directory: Path) -> _Pki:
-    """A CA, the apiserver's serving cert, an admin client cert and a service-account key pair.
-
-    All ECDSA P-256, as envtest's tinyca does; the apiserver and KCM accept ECDSA SA keys (ES256).
-    """
-    directory.mkdir(mode=0o700)
-    ca_key = _new_key()
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "tenant-platform-test-ca")])
-    ca = _sign(
-        subject=ca_name,
-        key=ca_key,
-        issuer=ca_name,
-        issuer_key=ca_key,
-        extensions=[
-            (x509.BasicConstraints(ca=True, path_length=None), True),
-            (_key_usage(cert_sign=True), True),
-            (x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), False),
-        ],
-    )
-    serving_key = _new_key()
-    serving = _sign(
-        subject=x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]),
-        key=serving_key,
-        issuer=ca_name,
-        issuer_key=ca_key,
-        extensions=[
-            (x509.BasicConstraints(ca=False, path_length=None), True),
-            (_key_usage(cert_sign=False), True),
-            (x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), False),
-            (
-                x509.SubjectAlternativeName(
-                    [
-                        x509.DNSName(name)
-                        for name in (
-                            "localhost",
-                            "kubernetes",
-                            "kubernetes.default",
-                            "kubernetes.default.svc",
-                            "kubernetes.default.svc.cluster.local",
-                        )
-                    ]
-                    + [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ("127.0.0.1", FIRST_SERVICE_IP)]
-                ),
-                False,
-            ),
-        ],
-    )
-    admin_key = _new_key()
-    admin = _sign(
-        subject=x509.Name(
-            [
-                x509.NameAttribute(NameOID.ORGANIZATION_NAME, "system:masters"),
-                x509.NameAttribute(NameOID.COMMON_NAME, "admin"),
-            ]
-        ),
-        key=admin_key,
-        issuer=ca_name,
-        issuer_key=ca_key,
-        extensions=[
-            (x509.BasicConstraints(ca=False, path_length=None), True),
-            (_key_usage(cert_sign=False), True),
-            (x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), False),
-        ],
-    )
-    sa_key = _new_key()
-    pki = _Pki(
-        ca_crt=directory / "ca.crt",
-        apiserver_crt=directory / "apiserver.crt",
-        apiserver_key=directory / "apiserver.key",
-        admin_crt=directory / "admin.crt",
-        admin_key=directory / "admin.key",
-        sa_key=directory / "sa.key",
-        sa_pub=directory / "sa.pub",
-    )
-    files = {
-        pki.ca_crt: _pem_cert(ca),
-        directory / "ca.key": _pem_key(ca_key),
-        pki.apiserver_crt: _pem_cert(serving),
-        pki.apiserver_key: _pem_key(serving_key),
-        pki.admin_crt: _pem_cert(admin),
-        pki.admin_key: _pem_key(admin_key),
-        pki.sa_key: _pem_key(sa_key),
-        pki.sa_pub: sa_key.public_key().public_bytes(
-            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-        ),
-    }
-    for path, data in files.items():
-        path.write_bytes(data)
-        path.chmod(0o600)
-    return pki
-
-
-def _b64(path: Path) -> str:
-    return base64.b64encode(path.read_bytes()).decode()
-
-
-def _write_kubeconfig(path: Path, *, server: str, ca: Path, user: dict[str, str]) -> Path:
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "local", "cluster": {"server": server, "certificate-authority-data": _b64(ca)}}],
-        "users": [{"name": "user", "user": user}],
-        "contexts": [{"name": "local", "context": {"cluster": "local", "user": "user"}}],
-        "current-context": "local",
-        "preferences": {},
-    }
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    path.chmod(0o600)
-    return path
-
-
-# -- processes ----------------------------------------------------------------------------------
-
-
-@dataclasses.dataclass
-class _Child:
-    name: str
-    popen: subprocess.Popen[bytes]
-    log_path: Path
-    log: IO[bytes]
-
-    @property
-    def pid(self) -> int:
-        return self.popen.pid
-
-
-def _tail(path: Path, lines: int = _LOG_TAIL_LINES) -> str:
-    try:
-        with path.open("rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            handle.seek(max(0, handle.tell() - 64 * 1024))
-            text = handle.read().decode(errors="replace")
-    except OSError as error:
-        return f"(log unreadable: {error})"
-    return "\n".join(text.splitlines()[-lines:])
-
-
-def _terminate(child: _Child, timeout: float) -> None:
-    """SIGTERM the child's process group, wait, SIGKILL the group if it lingers, and reap it."""
-    try:
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(child.pid, sig)  # pgid == pid: started with start_new_session
-            try:
-                child.popen.wait(timeout=timeout)
-                break
-            except subprocess.TimeoutExpired:
-                continue  # NB: still alive after SIGKILL means stuck in the kernel; move on
-        # NB: no killpg after the leader is reaped: its pid, and so the group id, may be reused.
-        # The components fork nothing, so the group died with its leader.
-    finally:
-        child.log.close()
 
 
 class ControlPlane:
@@ -531,9 +147,9 @@ class ControlPlane:
         self._startup_timeout = startup_timeout
         self._stop_timeout = stop_timeout
         self._lock = threading.RLock()
-        self._children: list[_Child] = []
+        self._children: list[Child] = []
         self._work_dir: Path | None = None
-        self._pki: _Pki | None = None
+        self._pki: Pki | None = None
         self._server: str | None = None
         self._kubeconfig_path: Path | None = None
         self._timings: Timings | None = None
@@ -570,24 +186,24 @@ class ControlPlane:
 
     def _start(self) -> None:
         began = time.monotonic()
-        bin_dir = self._bin_dir = _checked_bin_dir(self._bin_dir, origin="bin_dir") if self._bin_dir else find_bin_dir()
+        bin_dir = self._bin_dir = checked_bin_dir(self._bin_dir, origin="bin_dir") if self._bin_dir else find_bin_dir()
         build_seconds = time.monotonic() - began
         started = time.monotonic()
-        _sweep_stale_work_dirs()
-        work_dir = self._work_dir = Path(tempfile.mkdtemp(prefix=_WORK_DIR_PREFIX))
-        if owner := _process_identity(os.getpid()):
-            (work_dir / _OWNER_FILE).write_text(owner)
+        sweep_stale_work_dirs()
+        work_dir = self._work_dir = Path(tempfile.mkdtemp(prefix=WORK_DIR_PREFIX))
+        if owner := process_identity(os.getpid()):
+            (work_dir / OWNER_FILE).write_text(owner)
         (work_dir / "logs").mkdir()
-        pki = self._pki = _write_pki(work_dir / "pki")
-        etcd_port, peer_port, api_port = _free_ports(3)
+        pki = self._pki = write_pki(work_dir / "pki", service_ip=FIRST_SERVICE_IP)
+        etcd_port, peer_port, api_port = free_ports(3)
         self._server = f"https://127.0.0.1:{api_port}"
-        self._kubeconfig_path = _write_kubeconfig(
+        self._kubeconfig_path = write_kubeconfig(
             work_dir / "admin.kubeconfig",
             server=self._server,
             ca=pki.ca_crt,
             user={
-                "client-certificate-data": _b64(pki.admin_crt),
-                "client-key-data": _b64(pki.admin_key),
+                "client-certificate-data": b64(pki.admin_crt),
+                "client-key-data": b64(pki.admin_key),
             },
         )
         context = ssl.create_default_context(cafile=str(pki.ca_crt))
@@ -612,7 +228,7 @@ class ControlPlane:
             "--auto-compaction-retention=1",
             f"--quota-backend-bytes={2 * 1024**3}",
         ]
-        if "--unsafe-no-fsync" in _help_text(bin_dir / "etcd"):
+        if "--unsafe-no-fsync" in help_text(bin_dir / "etcd"):
             etcd_args.append("--unsafe-no-fsync=true")
         etcd = self._spawn("etcd", etcd_args)
         etcd_seconds = self._wait(etcd, "etcd /health", lambda: self._etcd_healthy(f"{etcd_url}/health"))
@@ -666,7 +282,7 @@ class ControlPlane:
             apiserver_seconds=round(apiserver_seconds, 2),
             controller_manager_seconds=round(controller_manager_seconds, 2),
             start_seconds=round(time.monotonic() - started, 2),
-            first_build_seconds=_read_stamp(bin_dir),
+            first_build_seconds=first_build_seconds(bin_dir),
         )
 
     def stop(self) -> None:
@@ -677,41 +293,24 @@ class ControlPlane:
         with self._lock:
             while self._children:
                 # Pop only after the child is gone, so an interrupted stop() can be resumed.
-                _terminate(self._children[-1], self._stop_timeout)
+                terminate(self._children[-1], self._stop_timeout)
                 self._children.pop()
             atexit.unregister(self.stop)
             if self._work_dir is None:
                 return
             if os.environ.get(ENV_KEEP) == "1":
                 # Without an owner the directory is never swept as stale.
-                (self._work_dir / _OWNER_FILE).unlink(missing_ok=True)
+                (self._work_dir / OWNER_FILE).unlink(missing_ok=True)
             else:
                 shutil.rmtree(self._work_dir, ignore_errors=True)
 
-    def _spawn(self, name: str, args: Sequence[str]) -> _Child:
+    def _spawn(self, name: str, args: Sequence[str]) -> Child:
         assert self._bin_dir is not None and self._work_dir is not None
-        log_path = self._work_dir / "logs" / f"{name}.log"
-        log = log_path.open("ab")
-        try:
-            popen = subprocess.Popen(
-                [str(self._bin_dir / name), *args],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=self._work_dir,
-                start_new_session=True,  # own process group: Ctrl-C in a terminal does not hit it
-                # NB: preexec_fn is unsafe with threads in general; ours only calls prctl and
-                # getppid, which take no locks.
-                preexec_fn=_die_with_parent(),  # noqa: PLW1509
-            )
-        except BaseException:
-            log.close()
-            raise
-        child = _Child(name=name, popen=popen, log_path=log_path, log=log)
+        child = spawn(self._bin_dir / name, args, name=name, work_dir=self._work_dir)
         self._children.append(child)
         return child
 
-    def _wait(self, child: _Child, what: str, ready: Callable[[], bool]) -> float:
+    def _wait(self, child: Child, what: str, ready: Callable[[], bool]) -> float:
         began = time.monotonic()
         deadline = began + self._startup_timeout
         delay = 0.05
@@ -729,10 +328,10 @@ class ControlPlane:
             time.sleep(delay)
             delay = min(delay * 1.5, 0.5)
 
-    def _failure(self, child: _Child, message: str) -> ControlPlaneError:
+    def _failure(self, child: Child, message: str) -> ControlPlaneError:
         child.log.flush()
         keep = "" if os.environ.get(ENV_KEEP) == "1" else f" (set {ENV_KEEP}=1 to keep the logs)"
-        return ControlPlaneError(f"{message}; last lines of {child.log_path.name}{keep}:\n{_tail(child.log_path)}")
+        return ControlPlaneError(f"{message}; last lines of {child.log_path.name}{keep}:\n{tail(child.log_path)}")
 
     def _etcd_healthy(self, url: str) -> bool:
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -808,7 +407,7 @@ class ControlPlane:
 
     def kubeconfig_for_token(self, token: str, path: Path | str) -> Path:
         """Write a kubeconfig for this server authenticating with a bearer ``token``; return it."""
-        return _write_kubeconfig(Path(path), server=self.server, ca=self.ca_path, user={"token": token})
+        return write_kubeconfig(Path(path), server=self.server, ca=self.ca_path, user={"token": token})
 
     def metrics_text(self) -> str:
         """The apiserver's Prometheus /metrics, fetched as admin (e.g. apiserver_request_total)."""

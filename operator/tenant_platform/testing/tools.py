@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 from typing import Final
 
-from tenant_platform.testing.controlplane import repo_root
+from tenant_platform.testing.binaries import repo_root
 
 BUILD_SCRIPT: Final = Path("hack") / "build-tools.sh"
 TOOLS: Final = ("helm", "promtool")

@@ -1,0 +1,125 @@
+"""The control plane's binaries: the pinned versions, and where the built (or given) binaries are.
+
+``find_bin_dir`` returns a directory holding etcd, kube-apiserver, kube-controller-manager and
+kubectl: ``TENANT_PLATFORM_BIN_DIR`` when set, else whatever ``hack/build-control-plane.sh``
+prints (it builds from the Go module proxy into a cache keyed by version, see
+docs/control-plane.md). ``pinned_versions`` reads the versions from the wrapper modules under
+hack/, and ``repo_root`` finds the checkout they live in.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import functools
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Final
+
+BINARIES: Final = ("etcd", "kube-apiserver", "kube-controller-manager", "kubectl")
+ENV_BIN_DIR: Final = "TENANT_PLATFORM_BIN_DIR"
+BUILD_SCRIPT: Final = Path("hack") / "build-control-plane.sh"
+LOG_TAIL_LINES: Final = 60
+
+
+class ControlPlaneError(RuntimeError):
+    """The control plane could not be built, started or queried."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Versions:
+    """Versions pinned by hack/k8s/go.mod and hack/etcd/go.mod, e.g. ``v1.36.3`` and ``v3.6.16``."""
+
+    kubernetes: str
+    etcd: str
+
+
+def repo_root() -> Path | None:
+    """The repository this package was imported from, or None when installed without it."""
+    root = Path(__file__).resolve().parents[3]
+    return root if (root / BUILD_SCRIPT).is_file() else None
+
+
+def pinned_versions() -> Versions:
+    """Read the pinned versions from the wrapper modules under hack/ (repository checkouts only)."""
+    root = repo_root()
+    if root is None:
+        raise ControlPlaneError("the hack/ directory is not available: the package runs outside its repo")
+
+    def required(go_mod: Path, module: str) -> str:
+        match = re.search(rf"^\s*(?:require\s+)?{re.escape(module)}\s+(\S+)", go_mod.read_text(), re.M)
+        if match is None:
+            raise ControlPlaneError(f"{module} is not required in {go_mod.relative_to(root)}")
+        return match.group(1)
+
+    return Versions(
+        kubernetes=required(root / "hack" / "k8s" / "go.mod", "k8s.io/kubernetes"),
+        etcd=required(root / "hack" / "etcd" / "go.mod", "go.etcd.io/etcd/server/v3"),
+    )
+
+
+def find_bin_dir() -> Path:
+    """Return a directory holding all of ``BINARIES``, building them if needed.
+
+    TENANT_PLATFORM_BIN_DIR wins when set. Otherwise hack/build-control-plane.sh runs (it returns
+    at once when its cache is complete, and serialises concurrent builds with flock); its progress
+    goes to stderr. Raises ControlPlaneError with the build's last lines when it fails.
+    """
+    if env_dir := os.environ.get(ENV_BIN_DIR):
+        return checked_bin_dir(Path(env_dir), origin=ENV_BIN_DIR)
+    root = repo_root()
+    if root is None:
+        raise ControlPlaneError(
+            f"{BUILD_SCRIPT} was not found next to the tenant_platform package (is it installed "
+            f"without its repository?); set {ENV_BIN_DIR} to a directory holding {', '.join(BINARIES)}"
+        )
+    script = root / BUILD_SCRIPT
+    tail: collections.deque[str] = collections.deque(maxlen=LOG_TAIL_LINES)
+    with subprocess.Popen(
+        ["bash", str(script)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=root,
+    ) as build:
+        assert build.stderr is not None and build.stdout is not None
+        for line in build.stderr:
+            tail.append(line)
+            sys.stderr.write(line)
+        stdout = build.stdout.read()
+    if build.returncode != 0:
+        raise ControlPlaneError(f"{BUILD_SCRIPT} failed with exit code {build.returncode}:\n{''.join(tail)}".rstrip())
+    lines = stdout.strip().splitlines()
+    if not lines:
+        raise ControlPlaneError(f"{BUILD_SCRIPT} printed no bin directory")
+    return checked_bin_dir(Path(lines[-1]), origin=str(BUILD_SCRIPT))
+
+
+def checked_bin_dir(bin_dir: Path, *, origin: str) -> Path:
+    """``bin_dir`` resolved, after checking it holds every binary; ControlPlaneError naming ``origin`` if not."""
+    missing = [name for name in BINARIES if not os.access(bin_dir / name, os.X_OK)]
+    if missing:
+        raise ControlPlaneError(f"{origin}: {bin_dir} lacks executable {', '.join(missing)}")
+    return bin_dir.resolve()
+
+
+def first_build_seconds(bin_dir: Path) -> int | None:
+    """How long the cached build took (``built_in_seconds`` in its STAMP), or None without one."""
+    stamp = bin_dir.parent / "STAMP"
+    try:
+        text = stamp.read_text()
+    except OSError:
+        return None
+    match = re.search(r"^built_in_seconds=(\d+)$", text, re.M)
+    return int(match.group(1)) if match else None
+
+
+@functools.cache
+def help_text(binary: Path) -> str:
+    """``binary --help`` (stdout and stderr), to probe for optional flags."""
+    result = subprocess.run([str(binary), "--help"], capture_output=True, text=True, check=False, timeout=30)
+    return result.stdout + result.stderr
