@@ -45,6 +45,7 @@ from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube
 from tenant_platform.testing import manifests
 from tenant_platform.testing.controlplane import ControlPlane
+from tenant_platform.testing.wait import wait_for
 
 CRD_FILE = Path(__file__).resolve().parents[1] / "crds" / "tenancy.dev_tenantplatforms.yaml"
 PLATFORM = "gpu-bench"
@@ -132,12 +133,14 @@ def wait_status(kube: Kube, predicate: Callable[[dict[str, Any]], bool], timeout
     """Seconds until the status total satisfies ``predicate``, and the GETs it took."""
     started = time.monotonic()
     polls = 0
-    while time.monotonic() - started < timeout:
+
+    def converged() -> bool:
+        nonlocal polls
         polls += 1
-        if predicate(status_total(kube)):
-            return time.monotonic() - started, polls
-        time.sleep(0.02)
-    raise SystemExit(f"status did not converge within {timeout}s: {status_total(kube)}")
+        return predicate(status_total(kube))
+
+    wait_for(converged, "the GPU status to converge", timeout, interval=0.02, context=lambda: status_total(kube))
+    return time.monotonic() - started, polls
 
 
 def snapshot_footprint(kube: Kube) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from tenant_platform.reconcile import gpu, registry
 from tenant_platform.reconcile.base import StepContext, StepResult
 from tenant_platform.testing import manifests
 from tenant_platform.testing.controlplane import ControlPlane
+from tenant_platform.testing.wait import wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -206,14 +207,7 @@ def platform(name: str, **gpu_spec: Any) -> TenantPlatform:
 
 
 def wait_until(probe: Callable[[], Any], what: str, timeout: float = 60) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
+    return wait_for(probe, what, timeout)
 
 
 def register(*cards: dict[str, Any]) -> str:

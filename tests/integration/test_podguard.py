@@ -13,13 +13,12 @@ from __future__ import annotations
 import copy
 import json
 import re
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import pytest
 import yaml
@@ -35,6 +34,7 @@ from tenant_platform.reconcile import registry
 from tenant_platform.reconcile.base import StepContext, StepResult
 from tenant_platform.render import podguard
 from tenant_platform.testing.controlplane import ControlPlane
+from tenant_platform.testing.wait import wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -49,15 +49,8 @@ MIRROR = "mirror.example.com:5000/istio/proxyv2"
 
 
 def eventually(what: str, probe: Callable[[], T | None], timeout: float = 60) -> T:
-    """Poll ``probe`` until it returns something truthy."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.2)
+    """Poll ``probe`` until it returns something truthy (``wait_for`` with this file's argument order)."""
+    return cast(T, wait_for(probe, what, timeout, interval=0.2))
 
 
 # ---- pod shapes -----------------------------------------------------------------------------------

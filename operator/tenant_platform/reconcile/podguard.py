@@ -25,27 +25,24 @@ become facts (and so conditions); any other API error escapes to reconcile._run_
 from __future__ import annotations
 
 import contextlib
-import copy
 import dataclasses
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Final
 
 from tenant_platform import metrics
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.kube import errors
-from tenant_platform.kube.client import Kube, Obj, intent_hash, is_subset
+from tenant_platform.kube.client import Kube, Obj, intent_hash
 from tenant_platform.reconcile.base import (
     ApplyOutcome,
     CleanupResult,
     StepContext,
     StepResult,
+    apply_children,
     child_labels,
     key,
-    prune_children,
     selector,
-    stamp,
 )
 from tenant_platform.render import podguard as render_pg
 from tenant_platform.status import podguard as pg
@@ -58,21 +55,15 @@ _POLICY: Final = render_pg.POLICY_KIND
 _BINDING: Final = render_pg.BINDING_KIND
 
 
-@dataclass
-class GuardApply(ApplyOutcome):
-    would_apply: list[str] = field(default_factory=list)
-    """Dry-run mode: objects that differ from their rendered intent (nothing is written)."""
-    forbidden: bool = False
-    """An apply was refused by RBAC."""
-
-    def facts(self) -> pg.Applied:
-        return pg.Applied(
-            objects=tuple(self.applied),
-            written=self.written,
-            errors=tuple(self.errors),
-            forbidden=self.forbidden,
-            would_apply=tuple(self.would_apply),
-        )
+def applied_facts(outcome: ApplyOutcome) -> pg.Applied:
+    """What applying the guard did, as the pure evaluation reads it."""
+    return pg.Applied(
+        objects=tuple(outcome.applied),
+        written=outcome.written,
+        errors=tuple(outcome.errors),
+        forbidden=outcome.forbidden,
+        would_apply=tuple(outcome.would_apply),
+    )
 
 
 def gather(ctx: StepContext) -> PodGuardFacts:
@@ -134,7 +125,7 @@ class PodGuardStep:
         promoted = False
         if platform.spec.pod_guard.enforcement != "Staged":
             forget_violations(platform.name)
-        if pg.wants_check(platform, target, outcome.facts()):
+        if pg.wants_check(platform, target, applied_facts(outcome)):
             check = self._check_pods(ctx, render_pg.guard_names(platform.name).pod_guard, intent_hash(desired[0]))
             metrics.METRICS.pod_guard_violations.labels(platform.name).set(len(check.violators))
             if pg.promotes(check, dry_run=ctx.dry_run):
@@ -143,40 +134,21 @@ class PodGuardStep:
                 promotion = self._apply(ctx, render_pg.render(platform, enforcement=target), live)
                 promotion.written += outcome.written
                 outcome = promotion
-        return dataclasses.replace(facts, target=target, applied=outcome.facts(), check=check, promoted=promoted)
+        return dataclasses.replace(facts, target=target, applied=applied_facts(outcome), check=check, promoted=promoted)
 
-    def _apply(self, ctx: StepContext, desired: list[Obj], live: Mapping[Ref, Obj | None]) -> GuardApply:
-        """Policies then bindings, each written only when it differs; in dry-run mode only compared."""
-        outcome = GuardApply()
-        for obj in desired:
-            stamped = stamp(copy.deepcopy(obj), ctx, COMPONENT)
-            current = live.get(pg.ref(obj))
-            if ctx.dry_run:
-                if current is None or not is_subset(stamped, current):
-                    outcome.would_apply.append(f"{obj['kind']} {obj['metadata']['name']}")
-                if current is not None:
-                    outcome.applied.append(current)
-                continue
-            try:
-                applied, wrote = ctx.kube.ensure(stamped, live=current)
-            except errors.KubeError as exc:
-                outcome.errors.append(f"{obj['kind']} {obj['metadata']['name']}: {exc.message or exc}")
-                outcome.forbidden = outcome.forbidden or isinstance(exc, errors.Forbidden)
-                continue
-            applied.setdefault("apiVersion", obj["apiVersion"])
-            applied.setdefault("kind", obj["kind"])
-            outcome.applied.append(applied)
-            outcome.written += int(wrote)
-        if not ctx.dry_run:
-            prune_children(
-                ctx,
-                COMPONENT,
-                wanted={key(o) for o in desired},
-                kinds=[(_API, _BINDING), (_API, _POLICY)],
-                namespaces=[None],
-                outcome=outcome,
-            )
-        return outcome
+    @staticmethod
+    def _apply(ctx: StepContext, desired: list[Obj], live: Mapping[Ref, Obj | None]) -> ApplyOutcome:
+        """Policies then bindings, each written only when it differs from what was read; stale
+        ones pruned. In dry-run mode only compared (``would_apply``)."""
+        known = {key(obj): live.get(pg.ref(obj)) for obj in desired}
+        return apply_children(
+            ctx,
+            COMPONENT,
+            desired,
+            live=known,
+            prune_kinds=[(_API, _BINDING), (_API, _POLICY)],
+            prune_namespaces=[None],
+        )
 
     # ---- staged enforcement: the pod check ------------------------------------------------------
 

@@ -16,10 +16,10 @@ too.
 
 from __future__ import annotations
 
+import functools
 import importlib.resources
 import json
 import os
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -29,6 +29,7 @@ import kubernetes.config
 import yaml
 
 from tenant_platform.testing.manifests import gpu_node_manifest, node_manifest
+from tenant_platform.testing.wait import wait_for
 
 Obj = dict[str, Any]
 
@@ -180,18 +181,15 @@ def mark_node_ready(api: kubernetes.client.ApiClient, name: str) -> None:
 
 
 def wait_established(api: kubernetes.client.ApiClient, names: Sequence[str], *, timeout: float = 60) -> None:
-    """Wait until every named CRD reports Established=True; TimeoutError otherwise."""
-    deadline = time.monotonic() + timeout
-    pending = list(names)
-    while pending:
-        crd = request(api, "GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{pending[0]}")
+    """Wait until every named CRD reports Established=True (``wait.WaitTimeout`` otherwise)."""
+
+    def established(name: str) -> bool:
+        crd = request(api, "GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
         conditions = crd.get("status", {}).get("conditions") or []
-        if any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions):
-            pending.pop(0)
-            continue
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"CRDs not Established after {timeout:.0f}s: {', '.join(pending)}")
-        time.sleep(0.1)
+        return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
+
+    for name in names:
+        wait_for(functools.partial(established, name), f"CRD {name} to be Established", timeout)
 
 
 def api_client_from_kubeconfig(path: str | os.PathLike[str]) -> kubernetes.client.ApiClient:
