@@ -313,6 +313,17 @@ def test_nothing_to_write_when_right() -> None:
 
 
 @pytest.mark.parametrize("management", ["Disabled", "External"])
+def test_a_damaged_marker_is_reported_not_guessed(management: str) -> None:
+    damaged = OURS.replace("# END", "# BROKEN", 1)
+    assert damaged != OURS
+    verdict = dns.evaluate(platform(dns={"management": management}), DnsFacts(corefile_cm=coredns_cm(damaged)), now=T0)
+    assert not verdict.writes
+    assert (verdict.condition.status, verdict.condition.reason) == ("False", DNS.COREFILE_UNSUPPORTED)
+    assert "by hand" in verdict.condition.message and "kube-system/coredns" in verdict.condition.message
+    assert verdict.recorded == {"dns": {"management": management}}
+
+
+@pytest.mark.parametrize("management", ["Disabled", "External"])
 def test_disabled_and_external_remove_our_rewrite(management: str) -> None:
     facts = DnsFacts(corefile_cm=coredns_cm(), custom_cm=custom_cm({OVERRIDE_KEY: OVERRIDE}))
     verdict = dns.evaluate(platform(dns={"management": management}), facts, now=T0)

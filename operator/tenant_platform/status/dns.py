@@ -21,7 +21,8 @@ the objects the API server returned, so that the server's time of the change cou
 
 ``External``: verify only, from the resolver's answer gathered in the operator's pod and the
 gateway Service's addresses (NotVerifiable outside the cluster). ``Disabled``: True. Both remove
-a rewrite we wrote earlier (a malformed marker in the Corefile raises CorefileError here).
+a rewrite we wrote earlier; when our marker in the Corefile is damaged they refuse to guess
+(CorefileUnsupported) and say what to remove by hand.
 """
 
 from __future__ import annotations
@@ -126,7 +127,7 @@ def evaluate(
     target = target or CoreDNSTarget()
     if platform.spec.dns.management == "CoreDNS":
         return _coredns(platform, facts, now=now, target=target, dry_run=dry_run)
-    return _unmanaged(platform, facts, dry_run=dry_run)
+    return _unmanaged(platform, facts, target=target, dry_run=dry_run)
 
 
 def removal_writes(platform: str, corefile_cm: Obj | None, custom_cm: Obj | None) -> list[Write]:
@@ -152,9 +153,20 @@ def kept_changing(target: CoreDNSTarget) -> DnsVerdict:
 # -- External and Disabled --------------------------------------------------------------------------
 
 
-def _unmanaged(platform: TenantPlatform, facts: DnsFacts, *, dry_run: bool) -> DnsVerdict:
+def _unmanaged(platform: TenantPlatform, facts: DnsFacts, *, target: CoreDNSTarget, dry_run: bool) -> DnsVerdict:
     management = platform.spec.dns.management
-    writes = [] if dry_run else removal_writes(platform.name, facts.corefile_cm, facts.custom_cm)
+    try:
+        writes = [] if dry_run else removal_writes(platform.name, facts.corefile_cm, facts.custom_cm)
+    except corefile.CorefileError as exc:
+        # Our marker is damaged: never guess where our block ends; a person removes it.
+        t = target
+        return _refused(
+            DnsRecord(management=management),
+            DNS.COREFILE_UNSUPPORTED,
+            f"spec.dns.management is {management}, so the operator would remove the rewrite it wrote earlier, but "
+            f"the Corefile in ConfigMap {t.namespace}/{t.config_map} cannot be edited safely: {exc}. Remove the "
+            f"block between the tenant-platform markers for {platform.name} by hand.",
+        )
     note = " Removed the CoreDNS rewrite the operator had written." if writes else ""
     if management == "Disabled":
         cond = conditions.true(
