@@ -24,7 +24,7 @@ from typing import Any, cast
 import kopf
 
 from tenant_platform import handlers_gpu, metrics, reconcile
-from tenant_platform.api import constants
+from tenant_platform.api import constants, reasons
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.config import Settings, load_settings
 from tenant_platform.kube import errors
@@ -225,7 +225,7 @@ def on_delete(body: kopf.Body, name: str, logger: Logger, **_: Any) -> None:
     if started is not None:
         metrics.record_deletion_started(name, started)
     if started is not None and (STATE.clock() - started).total_seconds() > DELETION_DEADLINE_SECONDS:
-        kopf.warn(body, reason=constants.REASON_DELETION_BLOCKED, message="Gave up cleanup: " + message)
+        kopf.warn(body, reason=reasons.Summary.DELETION_BLOCKED, message="Gave up cleanup: " + message)
         logger.error("giving up cleanup of %s after the deadline: %s", name, message)
         _forget(name)
         return
@@ -243,7 +243,7 @@ def _set_deleting_status(kube: Kube, body: kopf.Body, message: str) -> None:
     current = list((body.get("status") or {}).get("conditions") or [])
     updated = conditions.set_condition(
         current,
-        conditions.false(constants.READY, constants.REASON_DELETION_BLOCKED, message),
+        conditions.false(constants.READY, reasons.Summary.DELETION_BLOCKED, message),
         now=now,
         generation=generation,
     )

@@ -31,7 +31,7 @@ EXPECTED = {
     "step-failed": ("Progressing", "observe generation 2 (observed 1)"),
     "stalled-invalid-spec": ("Degraded", "InvalidSpec: Invalid spec: spec.domain"),
     "ready": ("Healthy", "AllConcernsReady: Every prerequisite is in place."),
-    "not-ready": ("Progressing", "ConcernsNotReady: GatewayReady: IstioNotInstalled"),
+    "not-ready": ("Progressing", "ConcernsNotReady: GatewayReady: GatewayKindNotServed"),
     "reconciling": ("Progressing", "ConcernsNotReady: NamespacesReady: Terminating"),
     "not-yet-reported": ("Progressing", "NotYetReported"),
 }

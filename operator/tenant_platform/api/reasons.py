@@ -1,15 +1,20 @@
 """Every condition reason, in one catalogue per condition type.
 
 A step picks its reason from its own condition type's class (never by searching a message text);
-``Common`` holds the reasons any concern may report (API trouble, conflicts, dry runs). Every
-reason here is explained in docs/status.md (tests/unit/test_status_docs.py checks both ways).
+``Common`` holds the reasons any concern may report (API trouble, conflicts, the step crashing),
+``Summary`` those of Ready, Reconciling and Stalled. ``Reason`` is the union of these classes:
+status/conditions.py accepts nothing else (mypy rejects a bare string; a reason outside
+``allowed(type)`` raises at runtime). ``Event`` holds the reasons of the Kubernetes events the
+operator posts, which are not condition reasons.
+
+Every reason here is explained in docs/status.md (tests/unit/test_status_docs.py checks both ways).
 Reasons are CamelCase (metav1.Condition); the values are part of the API: never rename one.
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Final
+from typing import Final, TypeAlias
 
 from tenant_platform.api import constants
 
@@ -29,6 +34,7 @@ class Summary(StrEnum):
     """Ready, Reconciling and Stalled."""
 
     ALL_READY = constants.REASON_ALL_READY
+    NOT_YET_REPORTED = constants.REASON_NOT_YET_REPORTED
     CONCERNS_NOT_READY = constants.REASON_CONCERNS_NOT_READY
     RECONCILED = constants.REASON_RECONCILED
     PROGRESSING = constants.REASON_PROGRESSING
@@ -55,8 +61,6 @@ class Installer(StrEnum):
     WOULD_CREATE = "WouldCreate"
     EXCESS_PERMISSIONS = "ExcessPermissions"
     PERMISSIONS_MISSING = "PermissionsMissing"
-    TOKEN_MINTED = "TokenMinted"
-    """The reason of the Normal event posted when a new installer token is minted (no condition)."""
 
 
 class PodGuard(StrEnum):
@@ -186,6 +190,37 @@ class GPU(StrEnum):
     NO_ALLOCATABLE = "NoAllocatableGPUs"
     UNHEALTHY = "UnhealthyCards"
     STALE_LOCK = "StaleNodeLock"
+
+
+Reason: TypeAlias = (
+    Common
+    | Summary
+    | Namespaces
+    | Installer
+    | PodGuard
+    | Mesh
+    | Gateway
+    | EdgeCertificate
+    | DNS
+    | Storage
+    | PullSecrets
+    | ObjectStore
+    | GPU
+)
+"""A condition reason: a member of one of the classes above."""
+
+
+class Event(StrEnum):
+    """Reasons of the events posted on the TenantPlatform besides condition transitions (those carry
+    the condition's reason)."""
+
+    TOKEN_MINTED = "TokenMinted"
+    CERTIFICATE_ISSUED = "CertificateIssued"
+    POD_GUARD_ENFORCING = "PodGuardEnforcing"
+    GATEWAY_APPLIED = "GatewayApplied"
+    COREFILE_UPDATED = "CorefileUpdated"
+    COREDNS_CUSTOM_UPDATED = "CorednsCustomUpdated"
+    INSTALL_VALUES_NOT_WRITTEN = "InstallValuesNotWritten"
 
 
 CATALOGUE: Final[dict[str, type[StrEnum]]] = {

@@ -17,7 +17,7 @@ from typing import Any
 import pydantic
 
 from tenant_platform import metrics
-from tenant_platform.api import constants
+from tenant_platform.api import constants, reasons
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.config import Settings
 from tenant_platform.kube import errors
@@ -75,7 +75,7 @@ def run(
     except pydantic.ValidationError as exc:
         message = invalid_spec_message(exc)
         summary = conditions.summarize(
-            {}, constants.CONCERN_TYPES, stalled_reason=constants.REASON_INVALID_SPEC, stalled_message=message
+            {}, constants.CONCERN_TYPES, stalled_reason=reasons.Summary.INVALID_SPEC, stalled_message=message
         )
         new_conditions = old_conditions
         for cond in (summary.ready, summary.reconciling, summary.stalled):
@@ -88,7 +88,7 @@ def run(
     if platform.paused:
         paused = conditions.false(
             constants.RECONCILING,
-            constants.REASON_PAUSED,
+            reasons.Summary.PAUSED,
             f"Paused by annotation {constants.ANNOTATION_PAUSED}=true: no writes until it is removed.",
         )
         new_conditions = conditions.set_condition(old_conditions, paused, now=now, generation=generation)
@@ -146,7 +146,9 @@ def _run_step(step: Step, ctx: StepContext) -> StepResult:
         log.exception("step %s crashed for %s", step.name, ctx.name)
         return StepResult(
             conditions=[
-                conditions.unknown(t, "InternalError", f"The {step.name} step failed unexpectedly: {exc!r}.")
+                conditions.unknown(
+                    t, reasons.Common.INTERNAL_ERROR, f"The {step.name} step failed unexpectedly: {exc!r}."
+                )
                 for t in step.condition_types
             ],
             failed=True,
@@ -183,7 +185,7 @@ def compute_status(
         if type_ not in concerns:
             new_conditions = conditions.set_condition(
                 new_conditions,
-                conditions.unknown(type_, constants.REASON_NOT_YET_REPORTED, "This concern has not reported yet."),
+                conditions.unknown(type_, reasons.Common.NOT_YET_REPORTED, "This concern has not reported yet."),
                 now=now,
                 generation=generation,
             )

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from tenant_platform.api import constants
+from tenant_platform.api import constants, reasons
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.config import Settings
 from tenant_platform.kube import errors
@@ -244,7 +244,7 @@ def api_error_condition(type_: str, exc: errors.KubeError, doing: str) -> Condit
     if isinstance(exc, errors.Forbidden):
         return conditions.false(
             type_,
-            constants.REASON_FORBIDDEN,
+            reasons.Common.FORBIDDEN,
             f"The operator is not allowed to {doing}: {exc.message}. Check its RBAC in deploy/.",
         )
-    return conditions.false(type_, constants.REASON_API_ERROR, f"Failed to {doing}: {exc.message or exc}")
+    return conditions.false(type_, reasons.Common.API_ERROR, f"Failed to {doing}: {exc.message or exc}")
