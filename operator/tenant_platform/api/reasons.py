@@ -22,25 +22,25 @@ from tenant_platform.api import constants
 class Common(StrEnum):
     """Reasons every concern may report."""
 
-    NOT_YET_REPORTED = constants.REASON_NOT_YET_REPORTED
-    FORBIDDEN = constants.REASON_FORBIDDEN
-    API_ERROR = constants.REASON_API_ERROR
-    CONFLICT = constants.REASON_CONFLICT
+    NOT_YET_REPORTED = "NotYetReported"
+    FORBIDDEN = "Forbidden"
+    API_ERROR = "APIError"
+    CONFLICT = "Conflict"
     INTERNAL_ERROR = "InternalError"
-    DISABLED = constants.REASON_DISABLED
+    DISABLED = "Disabled"
 
 
 class Summary(StrEnum):
     """Ready, Reconciling and Stalled."""
 
-    ALL_READY = constants.REASON_ALL_READY
-    NOT_YET_REPORTED = constants.REASON_NOT_YET_REPORTED
-    CONCERNS_NOT_READY = constants.REASON_CONCERNS_NOT_READY
-    RECONCILED = constants.REASON_RECONCILED
-    PROGRESSING = constants.REASON_PROGRESSING
-    INVALID_SPEC = constants.REASON_INVALID_SPEC
-    PAUSED = constants.REASON_PAUSED
-    DELETION_BLOCKED = constants.REASON_DELETION_BLOCKED
+    ALL_READY = "AllConcernsReady"
+    NOT_YET_REPORTED = "NotYetReported"
+    CONCERNS_NOT_READY = "ConcernsNotReady"
+    RECONCILED = "Reconciled"
+    PROGRESSING = "Progressing"
+    INVALID_SPEC = "InvalidSpec"
+    PAUSED = "Paused"
+    DELETION_BLOCKED = "DeletionBlocked"
 
 
 # -- one class per concern condition type (filled by each step's owner) ----------------------------
@@ -49,7 +49,7 @@ class Summary(StrEnum):
 class Namespaces(StrEnum):
     """NamespacesReady (Conflict and APIError come from ``Common``)."""
 
-    RECONCILED = constants.REASON_RECONCILED
+    RECONCILED = "Reconciled"
     TERMINATING = "Terminating"
     WOULD_CREATE = "WouldCreate"
 
@@ -57,7 +57,7 @@ class Namespaces(StrEnum):
 class Installer(StrEnum):
     """InstallerReady (Forbidden and APIError come from ``Common``)."""
 
-    RECONCILED = constants.REASON_RECONCILED
+    RECONCILED = "Reconciled"
     WOULD_CREATE = "WouldCreate"
     EXCESS_PERMISSIONS = "ExcessPermissions"
     PERMISSIONS_MISSING = "PermissionsMissing"
