@@ -14,6 +14,7 @@ Reasons are CamelCase (metav1.Condition); the values are part of the API: never 
 from __future__ import annotations
 
 from enum import StrEnum
+from functools import cache
 from typing import Final, TypeAlias
 
 from tenant_platform.api import constants
@@ -238,6 +239,7 @@ CATALOGUE: Final[dict[str, type[StrEnum]]] = {
 }
 
 
+@cache
 def allowed(type_: str) -> frozenset[str]:
     """Every reason a condition of ``type_`` may carry: its own catalogue plus ``Common``."""
     if type_ in constants.SUMMARY_TYPES:

@@ -4,6 +4,7 @@ A ``Condition`` takes its reason from the catalogue (api/reasons.py): the constr
 a ``Reason`` member (mypy rejects a bare string), and a reason that is not allowed for the
 condition's type raises ValueError. The condition keeps the reason's plain string value, so a
 status built from conditions dumps as plain YAML and JSON.
+
 ``set_condition`` keeps ``lastTransitionTime`` unless the status flips (cert-manager's and
 Cluster API's rule). ``summarize`` derives Ready, Reconciling and Stalled from the concern
 conditions: a concern that has not reported is Unknown with reason NotYetReported.
