@@ -241,7 +241,8 @@ CATALOGUE: Final[dict[str, type[StrEnum]]] = {
 
 @cache
 def allowed(type_: str) -> frozenset[str]:
-    """Every reason a condition of ``type_`` may carry: its own catalogue plus ``Common``."""
+    """Every reason a condition of ``type_`` may carry: its own class plus ``Common`` (``Summary`` for
+    Ready, Reconciling and Stalled)."""
     if type_ in constants.SUMMARY_TYPES:
         return frozenset(r.value for r in Summary)
     own = CATALOGUE.get(type_)
