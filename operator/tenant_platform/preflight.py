@@ -14,8 +14,8 @@ becomes a row:
 - FAIL: anything else: a prerequisite a person must provide or fix.
 
 The exit code is 1 when any row FAILs, else 0. Each row carries a fix: REMEDIATIONS keyed by
-(condition type, reason), then by (None, reason) for reasons shared by every concern, then a
-generic sentence.
+(condition type, catalogue reason), then by (None, reason) for the ``Common`` and ``Summary``
+reasons, then a generic sentence; a non-condition check's fix is CHECK_FIXES[check name].
 """
 
 from __future__ import annotations
@@ -30,7 +30,22 @@ import pydantic
 import yaml
 
 from tenant_platform import reconcile
-from tenant_platform.api import constants, reasons
+from tenant_platform.api import constants
+from tenant_platform.api.reasons import (
+    DNS,
+    Common,
+    EdgeCertificate,
+    Gateway,
+    Installer,
+    Mesh,
+    Namespaces,
+    ObjectStore,
+    PodGuard,
+    PullSecrets,
+    Reason,
+    Storage,
+    Summary,
+)
 from tenant_platform.api.status.recorded import Recorded
 from tenant_platform.config import Settings, load_settings
 from tenant_platform.kube.client import Kube, Obj
@@ -48,109 +63,118 @@ class PreflightError(Exception):
 
 
 # (condition type or None for any type, reason) -> what to do.
-REMEDIATIONS: dict[tuple[str | None, str], str] = {
+REMEDIATIONS: dict[tuple[str | None, Reason], str] = {
     # Shared reasons.
-    (None, constants.REASON_FORBIDDEN): (
+    (None, Common.FORBIDDEN): (
         "Run check with an identity allowed to read what the detail names, or grant the operator that "
         "permission (deploy/ holds its RBAC)."
     ),
-    (None, constants.REASON_API_ERROR): "Check that the API server is reachable and healthy, then run check again.",
-    (None, constants.REASON_INVALID_SPEC): "Fix the spec field the detail names; nothing else is checked until then.",
-    (None, "InternalError"): "A bug in the operator: report it with the detail.",
-    (None, "WouldCreate"): "Nothing to do: the operator creates it when it runs.",
-    (None, "WouldApply"): "Nothing to do: the operator applies it when it runs.",
-    (None, "WouldIssue"): "Nothing to do: the operator issues a self-signed certificate when it runs.",
+    (None, Common.API_ERROR): "Check that the API server is reachable and healthy, then run check again.",
+    (None, Summary.INVALID_SPEC): "Fix the spec field the detail names; nothing else is checked until then.",
+    (None, Common.INTERNAL_ERROR): "A bug in the operator: report it with the detail.",
+    # Dry runs.
+    (constants.NAMESPACES_READY, Namespaces.WOULD_CREATE): "Nothing to do: the operator creates it when it runs.",
+    (constants.INSTALLER_READY, Installer.WOULD_CREATE): "Nothing to do: the operator creates it when it runs.",
+    (constants.POD_GUARD_READY, PodGuard.WOULD_APPLY): "Nothing to do: the operator applies it when it runs.",
+    (constants.GATEWAY_READY, Gateway.WOULD_APPLY): "Nothing to do: the operator applies it when it runs.",
+    (constants.EDGE_CERTIFICATE_READY, EdgeCertificate.WOULD_ISSUE): (
+        "Nothing to do: the operator issues a self-signed certificate when it runs."
+    ),
     # Pod guard.
-    (constants.POD_GUARD_READY, "ViolatingPodsFound"): (
+    (constants.POD_GUARD_READY, PodGuard.VIOLATING_PODS_FOUND): (
         "Fix or delete the pods the detail names (their manifests break Pod Security baseline); the guard "
         "switches to Deny once none would be denied. See docs/pod-guard.md."
     ),
-    (constants.POD_GUARD_READY, "PodsNotChecked"): (
+    (constants.POD_GUARD_READY, PodGuard.PODS_NOT_CHECKED): (
         "The detail names pods whose dry-run check failed (for example a full ResourceQuota); fix that, and "
         "the staged check runs again."
     ),
-    (constants.POD_GUARD_READY, "UnsupportedKubernetesVersion"): (
+    (constants.POD_GUARD_READY, PodGuard.UNSUPPORTED_KUBERNETES_VERSION): (
         "Upgrade to Kubernetes 1.30 or newer, or enforce the same rules with Kyverno or Gatekeeper "
         "(docs/pod-guard.md) and set spec.podGuard.enforcement to Warn."
     ),
-    (constants.POD_GUARD_READY, "InvalidProxyImageRepository"): (
+    (constants.POD_GUARD_READY, PodGuard.INVALID_PROXY_IMAGE_REPOSITORY): (
         "List repositories only in spec.podGuard.proxyImageRepositories (registry/path, no tag or digest)."
     ),
     # Concerns of other steps, where the fix is standard (their messages carry the specifics).
-    (constants.MESH_READY, "IstiodNotFound"): (
+    (constants.MESH_READY, Mesh.ISTIOD_NOT_FOUND): (
         "Install Istio in sidecar mode (e.g. istioctl install --set profile=default), or set spec.mesh.namespace "
         "to where istiod runs."
     ),
-    (constants.MESH_READY, "IstioKindsNotServed"): "Install or upgrade Istio so that its CRDs are served.",
-    (constants.GATEWAY_READY, "GatewayKindNotServed"): "Install Istio (its CRDs serve networking.istio.io Gateway).",
-    (constants.DNS_READY, "CoreDNSNotFound"): (
+    (constants.MESH_READY, Mesh.ISTIO_KINDS_NOT_SERVED): "Install or upgrade Istio so that its CRDs are served.",
+    (constants.GATEWAY_READY, Gateway.GATEWAY_KIND_NOT_SERVED): (
+        "Install Istio (its CRDs serve networking.istio.io Gateway)."
+    ),
+    (constants.DNS_READY, DNS.COREDNS_NOT_FOUND): (
         "Set spec.dns.management to External and make the domain resolve to the gateway for pods yourself."
     ),
-    (constants.EDGE_CERTIFICATE_READY, "SecretNotFound"): (
+    (constants.EDGE_CERTIFICATE_READY, EdgeCertificate.SECRET_NOT_FOUND): (
         "Create the kubernetes.io/tls Secret named in spec.edgeCertificate.secretName in the gateway namespace, "
         "or set spec.edgeCertificate.issuer to SelfSigned."
     ),
     # Storage.
-    (constants.STORAGE_READY, reasons.Storage.STORAGE_CLASS_NOT_FOUND): (
+    (constants.STORAGE_READY, Storage.STORAGE_CLASS_NOT_FOUND): (
         "Create the StorageClass named in spec.storage.storageClassName, or set that field to an existing class "
         "(kubectl get storageclass)."
     ),
-    (constants.STORAGE_READY, reasons.Storage.NO_DEFAULT_STORAGE_CLASS): (
+    (constants.STORAGE_READY, Storage.NO_DEFAULT_STORAGE_CLASS): (
         "Set spec.storage.storageClassName, or mark one class default: kubectl annotate storageclass NAME "
         "storageclass.kubernetes.io/is-default-class=true."
     ),
-    (constants.STORAGE_READY, reasons.Storage.AMBIGUOUS_DEFAULT_STORAGE_CLASS): (
+    (constants.STORAGE_READY, Storage.AMBIGUOUS_DEFAULT_STORAGE_CLASS): (
         "Set spec.storage.storageClassName to the class the platform should use, or remove the default "
         "annotation from all classes but one."
     ),
-    (constants.STORAGE_READY, reasons.Storage.VERIFICATION_PENDING): (
+    (constants.STORAGE_READY, Storage.VERIFICATION_PENDING): (
         "Wait for the write test; if it stays pending, check the provisioner and that pods in the tenant "
         "namespace get scheduled."
     ),
-    (constants.STORAGE_READY, reasons.Storage.VERIFICATION_FAILED): (
+    (constants.STORAGE_READY, Storage.VERIFICATION_FAILED): (
         "Check the provisioner and the volume's permissions; kubectl describe the test pod while it runs."
     ),
-    (constants.STORAGE_READY, reasons.Storage.VERIFICATION_TIMED_OUT): (
+    (constants.STORAGE_READY, Storage.VERIFICATION_TIMED_OUT): (
         "Check that the provisioner creates volumes (kubectl get pvc -n NAMESPACE) and that pods can be "
         "scheduled and can pull the test image."
     ),
     # Pull secrets.
-    (constants.PULL_SECRETS_READY, reasons.PullSecrets.PULL_SECRET_NOT_FOUND): (
+    (constants.PULL_SECRETS_READY, PullSecrets.PULL_SECRET_NOT_FOUND): (
         "Create it in the tenant namespace: kubectl create secret docker-registry NAME -n NAMESPACE "
         "--docker-server=REGISTRY --docker-username=USER --docker-password=... (create the namespace first, "
         "or let the operator create it)."
     ),
-    (constants.PULL_SECRETS_READY, reasons.PullSecrets.WRONG_SECRET_TYPE): (
+    (constants.PULL_SECRETS_READY, PullSecrets.WRONG_SECRET_TYPE): (
         "Recreate the Secret with type kubernetes.io/dockerconfigjson (kubectl create secret docker-registry)."
     ),
-    (constants.PULL_SECRETS_READY, reasons.PullSecrets.UNPARSEABLE): (
+    (constants.PULL_SECRETS_READY, PullSecrets.UNPARSEABLE): (
         "Recreate the Secret with kubectl create secret docker-registry, or from a valid "
         "~/.docker/config.json with --from-file=.dockerconfigjson=PATH."
     ),
-    (constants.PULL_SECRETS_READY, reasons.PullSecrets.NO_REGISTRIES): (
+    (constants.PULL_SECRETS_READY, PullSecrets.NO_REGISTRIES): (
         "Recreate the Secret with at least one registry under auths (kubectl create secret docker-registry)."
     ),
     # Object store.
-    (constants.OBJECT_STORE_READY, reasons.ObjectStore.CREDENTIALS_SECRET_NOT_FOUND): (
+    (constants.OBJECT_STORE_READY, ObjectStore.CREDENTIALS_SECRET_NOT_FOUND): (
         "Create the credentials Secret in the tenant namespace: kubectl create secret generic NAME -n NAMESPACE "
         "--from-literal=AWS_ACCESS_KEY_ID=... --from-literal=AWS_SECRET_ACCESS_KEY=..."
     ),
-    (constants.OBJECT_STORE_READY, reasons.ObjectStore.CREDENTIALS_KEYS_MISSING): (
+    (constants.OBJECT_STORE_READY, ObjectStore.CREDENTIALS_KEYS_MISSING): (
         "Add the missing keys to the Secret, or set spec.objectStore.s3.credentialsSecret.accessKeyIdKey and "
         "secretAccessKeyKey to the keys it has."
     ),
-    (constants.OBJECT_STORE_READY, reasons.ObjectStore.S3_SETTINGS_MISSING): (
+    (constants.OBJECT_STORE_READY, ObjectStore.S3_SETTINGS_MISSING): (
         "Fill in spec.objectStore.s3 (endpoint, bucket, credentialsSecret), or set spec.objectStore.mode to Builtin."
     ),
-    (constants.OBJECT_STORE_READY, reasons.ObjectStore.INVALID_ENDPOINT): (
+    (constants.OBJECT_STORE_READY, ObjectStore.INVALID_ENDPOINT): (
         "Set spec.objectStore.s3.endpoint to a URL such as https://s3.example.com."
     ),
-    # Non-condition checks (keyed by check name, result).
-    ("kubernetesAPI", "Warn"): (
+}
+# Non-condition check (its name in status.checks) -> what to do when it warns.
+CHECK_FIXES: dict[str, str] = {
+    "kubernetesAPI": (
         "Make sure the API server maintains the default/kubernetes EndpointSlice (its endpoint reconciler), or "
         "create one listing every API server address; the install's NetworkPolicies need them."
     ),
-    ("registryProbes", "Warn"): (
+    "registryProbes": (
         "From a pod in the cluster: nslookup REGISTRY and curl -sSI https://REGISTRY/v2/ ; fix DNS, egress "
         "firewall or proxy settings for the nodes."
     ),
@@ -160,9 +184,12 @@ OPERATOR_DOES_IT = "Nothing to do: the operator does this when it runs."
 NOTHING_TO_DO = ""
 
 
+_BY_VALUE: dict[tuple[str | None, str], str] = dict(REMEDIATIONS.items())
+
+
 def remediation(type_: str, reason: str) -> str:
-    """The fix sentence for a (condition type, reason)."""
-    found = REMEDIATIONS.get((type_, reason)) or REMEDIATIONS.get((None, reason))
+    """The fix sentence for a (condition type, reason); ``reason`` may be the plain value."""
+    found = _BY_VALUE.get((type_, reason)) or _BY_VALUE.get((None, reason))
     if found:
         return found
     return OPERATOR_DOES_IT if reason.startswith("Would") else GENERIC_FIX
@@ -222,10 +249,10 @@ def run_check(
         # Invalid spec (Stalled) or paused: the steps did not run.
         for cond in outcome.status.get("conditions") or []:
             if cond.get("type") in (constants.STALLED, constants.RECONCILING) and cond.get("reason") in (
-                constants.REASON_INVALID_SPEC,
-                constants.REASON_PAUSED,
+                Summary.INVALID_SPEC,
+                Summary.PAUSED,
             ):
-                verdict = FAIL if cond["reason"] == constants.REASON_INVALID_SPEC else WARN
+                verdict = FAIL if cond["reason"] == Summary.INVALID_SPEC else WARN
                 rows.append(_row("Spec", verdict, cond.get("message", ""), remediation("Spec", cond["reason"])))
                 break
         return rows, _exit_code(rows)
@@ -245,7 +272,7 @@ def run_check(
             detail = str(entry.get("message", ""))
             if entry.get("bestEffort"):
                 detail = f"(best effort) {detail}"
-            fix = NOTHING_TO_DO if passed else remediation(name, "Warn")
+            fix = NOTHING_TO_DO if passed else CHECK_FIXES.get(name, GENERIC_FIX)
             check_rows.append(_row(name, PASS if passed else WARN, detail, fix))
     order = {t: i for i, t in enumerate(constants.CONCERN_TYPES)}
     rows = [by_type[t] for t in sorted(by_type, key=lambda t: (order.get(t, len(order)), t))]

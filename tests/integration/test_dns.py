@@ -19,7 +19,7 @@ from tests.support import create_namespace
 
 from tenant_platform import reconcile
 from tenant_platform.api import constants
-from tenant_platform.api.reasons import DNS
+from tenant_platform.api.reasons import DNS, Common
 from tenant_platform.api.status.dns import Mode
 from tenant_platform.config import Settings
 from tenant_platform.kube import errors
@@ -373,7 +373,7 @@ def test_disabled_and_external_remove_our_rewrite(
     assert corefile.block_for(corefile_of(kube, ns), unique_name) is not None
 
     status, reason, message = only(run(step, kube, body(unique_name, unique_name, dns={"management": "Disabled"})))
-    assert (status, reason) == ("True", constants.REASON_DISABLED)
+    assert (status, reason) == ("True", Common.DISABLED)
     assert "Removed the CoreDNS rewrite" in message
     assert corefile_of(kube, ns) == STOCK_COREFILE
 

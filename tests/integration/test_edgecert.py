@@ -19,6 +19,7 @@ from tests.support import create_namespace
 
 from tenant_platform import metrics
 from tenant_platform.api import constants
+from tenant_platform.api.reasons import Common
 from tenant_platform.api.reasons import EdgeCertificate as Reason
 from tenant_platform.kube.client import Kube
 from tenant_platform.reconcile import edgecert
@@ -230,7 +231,7 @@ def test_self_signed_never_overwrites_a_secret_that_is_not_ours(
     secret = factory.tls_secret(SECRET, spaces[1], chain=[expired.cert], key=expired.key)
     kube.create(secret)
     status, reason, message = only(run(edgecert.STEP, kube, platform, now=NOW))
-    assert (status, reason) == ("False", constants.REASON_CONFLICT)
+    assert (status, reason) == ("False", Common.CONFLICT)
     assert "expired" in message and "lacks our labels" in message
     assert kube.get("v1", "Secret", SECRET, spaces[1])["data"] == secret["data"]
 

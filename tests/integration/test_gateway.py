@@ -114,7 +114,7 @@ def test_managed_gateway_never_overwrites_one_that_is_not_ours(
     status, reason, message = only(
         run(gateway.STEP, kube, body(unique_name, unique_name, gateway={"name": unique_name}))
     )
-    assert (status, reason) == ("False", constants.REASON_CONFLICT)
+    assert (status, reason) == ("False", reasons.Common.CONFLICT)
     assert "lacks our labels" in message
     assert kube.get(*GW, unique_name, ISTIO)["spec"]["servers"][0]["hosts"] == ["someone.example.com"]
 

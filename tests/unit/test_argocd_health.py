@@ -17,7 +17,7 @@ import pytest
 import yaml
 from lupa import lua51
 
-from tenant_platform.api import constants
+from tenant_platform.api import constants, reasons
 from tenant_platform.status import conditions
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,7 +31,7 @@ EXPECTED = {
     "step-failed": ("Progressing", "observe generation 2 (observed 1)"),
     "stalled-invalid-spec": ("Degraded", "InvalidSpec: Invalid spec: spec.domain"),
     "ready": ("Healthy", "AllConcernsReady: Every prerequisite is in place."),
-    "not-ready": ("Progressing", "ConcernsNotReady: GatewayReady: IstioNotInstalled"),
+    "not-ready": ("Progressing", "ConcernsNotReady: GatewayReady: GatewayKindNotServed"),
     "reconciling": ("Progressing", "ConcernsNotReady: NamespacesReady: Terminating"),
     "not-yet-reported": ("Progressing", "NotYetReported"),
 }
@@ -110,7 +110,7 @@ def test_fixture_summaries_match_the_status_code() -> None:
         concerns = {
             c["type"]: conditions.Condition(c["type"], c["status"], c["reason"], c["message"])
             for c in conds
-            if c["type"] in constants.CONCERN_TYPES and c["reason"] != constants.REASON_NOT_YET_REPORTED
+            if c["type"] in constants.CONCERN_TYPES and c["reason"] != reasons.Common.NOT_YET_REPORTED
         }
         expected = [c["type"] for c in conds if c["type"] in constants.CONCERN_TYPES]
         summary = conditions.summarize(concerns, expected)

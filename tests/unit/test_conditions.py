@@ -1,47 +1,84 @@
-"""Conditions: lastTransitionTime moves only on flips; Ready summarises every concern."""
+"""Conditions: reasons come from the catalogue; lastTransitionTime moves only on flips; Ready
+summarises every concern."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
 import pytest
+import yaml
 
-from tenant_platform.api import constants
+from tenant_platform.api import constants, reasons
+from tenant_platform.api.reasons import DNS, Common, Summary
 from tenant_platform.reconcile import merge_patch_for
 from tenant_platform.status import conditions
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 T1 = T0 + timedelta(minutes=5)
+A = constants.DNS_READY
+
+
+def true_for(type_: str, message: str = "ok") -> conditions.Condition:
+    """A True condition of any concern type, with a reason its catalogue class has."""
+    own = reasons.CATALOGUE[type_]
+    return conditions.true(type_, next(iter(own)), message)  # type: ignore[arg-type]
 
 
 def test_transition_time_kept_when_status_unchanged() -> None:
-    first = conditions.set_condition([], conditions.true("A", "Fine", "ok"), now=T0, generation=1)
-    second = conditions.set_condition(first, conditions.true("A", "StillFine", "ok too"), now=T1, generation=2)
+    first = conditions.set_condition([], conditions.true(A, DNS.CONFIGURED, "ok"), now=T0, generation=1)
+    second = conditions.set_condition(first, conditions.true(A, DNS.RESOLVES, "ok too"), now=T1, generation=2)
     assert second[0]["lastTransitionTime"] == "2026-11-01T12:00:00Z"
-    assert second[0]["reason"] == "StillFine"
+    assert second[0]["reason"] == "Resolves"
     assert second[0]["observedGeneration"] == 2
 
 
 def test_transition_time_moves_on_flip() -> None:
-    first = conditions.set_condition([], conditions.true("A", "Fine", "ok"), now=T0, generation=1)
-    second = conditions.set_condition(first, conditions.false("A", "Broken", "no"), now=T1, generation=1)
+    first = conditions.set_condition([], conditions.true(A, DNS.CONFIGURED, "ok"), now=T0, generation=1)
+    second = conditions.set_condition(first, conditions.false(A, DNS.COREDNS_NOT_FOUND, "no"), now=T1, generation=1)
     assert second[0]["lastTransitionTime"] == "2026-11-01T12:05:00Z"
 
 
 def test_set_condition_returns_new_list() -> None:
-    first = conditions.set_condition([], conditions.true("A", "Fine", "ok"), now=T0, generation=1)
-    conditions.set_condition(first, conditions.false("A", "Broken", "no"), now=T1, generation=1)
+    first = conditions.set_condition([], conditions.true(A, DNS.CONFIGURED, "ok"), now=T0, generation=1)
+    conditions.set_condition(first, conditions.false(A, DNS.COREDNS_NOT_FOUND, "no"), now=T1, generation=1)
     assert first[0]["status"] == "True"
 
 
 @pytest.mark.parametrize("reason", ["not camel", "Trailing-", "9Lives", ""])
 def test_reason_must_be_camel_case(reason: str) -> None:
     with pytest.raises(ValueError, match="CamelCase"):
-        conditions.true("A", reason, "x")
+        conditions.true(A, reason, "x")  # type: ignore[arg-type]
+
+
+def test_reason_must_be_in_the_types_catalogue() -> None:
+    with pytest.raises(ValueError, match="not a reason of DNSReady"):
+        conditions.false(A, reasons.Storage.STORAGE_CLASS_NOT_FOUND, "x")
+    with pytest.raises(ValueError, match="not a reason of Ready"):
+        conditions.true(constants.READY, Common.DISABLED, "x")
+    with pytest.raises(ValueError, match="not a reason of DNSReady"):
+        conditions.true(A, "Fine", "x")  # type: ignore[arg-type]
+    # Common reasons are allowed for every concern, and the same value from another class is that value.
+    assert conditions.false(A, Common.CONFLICT, "x").reason == "Conflict"
+    assert conditions.true(constants.NAMESPACES_READY, reasons.Installer.RECONCILED, "x").reason == "Reconciled"
+
+
+def test_condition_keeps_the_plain_string_so_yaml_dumps_it() -> None:
+    cond = conditions.true(A, DNS.CONFIGURED, "ok")
+    assert type(cond.reason) is str
+    status = {"conditions": conditions.set_condition([], cond, now=T0, generation=1)}
+    assert "reason: Configured\n" in yaml.safe_dump(status)
+    summary = conditions.summarize({}, constants.CONCERN_TYPES, stalled_reason=Summary.INVALID_SPEC)
+    assert yaml.safe_dump({"ready": summary.ready.reason}) == "ready: InvalidSpec\n"
+
+
+def test_every_catalogue_value_is_a_valid_condition_reason() -> None:
+    for type_, cls in [*reasons.CATALOGUE.items(), (constants.READY, Summary)]:
+        for member in [*cls, *(Common if cls is not Summary else ())]:
+            assert conditions.unknown(type_, member, "x").reason == member.value
 
 
 def test_ready_true_only_when_every_concern_true() -> None:
-    concerns = {t: conditions.true(t, "Fine", "ok") for t in constants.CONCERN_TYPES}
+    concerns = {t: true_for(t) for t in constants.CONCERN_TYPES}
     summary = conditions.summarize(concerns, constants.CONCERN_TYPES)
     assert summary.ready.status == "True"
     assert summary.reconciling.status == "False"
@@ -49,16 +86,16 @@ def test_ready_true_only_when_every_concern_true() -> None:
 
 
 def test_unreported_concern_keeps_ready_unknown() -> None:
-    concerns = {t: conditions.true(t, "Fine", "ok") for t in constants.CONCERN_TYPES[1:]}
+    concerns = {t: true_for(t) for t in constants.CONCERN_TYPES[1:]}
     summary = conditions.summarize(concerns, constants.CONCERN_TYPES)
     assert summary.ready.status == "Unknown"
-    assert summary.ready.reason == constants.REASON_NOT_YET_REPORTED
+    assert summary.ready.reason == Summary.NOT_YET_REPORTED
     assert constants.CONCERN_TYPES[0] in summary.ready.message
 
 
 def test_false_concern_makes_ready_false_naming_it() -> None:
-    concerns = {t: conditions.true(t, "Fine", "ok") for t in constants.CONCERN_TYPES}
-    concerns[constants.DNS_READY] = conditions.false(constants.DNS_READY, "ManagedByDistribution", "k0s owns it")
+    concerns = {t: true_for(t) for t in constants.CONCERN_TYPES}
+    concerns[constants.DNS_READY] = conditions.false(constants.DNS_READY, DNS.MANAGED_BY_DISTRIBUTION, "k0s owns it")
     summary = conditions.summarize(concerns, constants.CONCERN_TYPES, progressing=[constants.DNS_READY])
     assert summary.ready.status == "False"
     assert "DNSReady: ManagedByDistribution: k0s owns it" in summary.ready.message
@@ -67,10 +104,10 @@ def test_false_concern_makes_ready_false_naming_it() -> None:
 
 def test_stalled_for_invalid_spec() -> None:
     summary = conditions.summarize(
-        {}, constants.CONCERN_TYPES, stalled_reason=constants.REASON_INVALID_SPEC, stalled_message="spec.x: bad"
+        {}, constants.CONCERN_TYPES, stalled_reason=Summary.INVALID_SPEC, stalled_message="spec.x: bad"
     )
     assert (summary.stalled.status, summary.ready.status, summary.reconciling.status) == ("True", "False", "False")
-    assert summary.ready.reason == constants.REASON_INVALID_SPEC
+    assert summary.ready.reason == Summary.INVALID_SPEC
 
 
 def test_order_puts_summary_first() -> None:

@@ -69,16 +69,4 @@ CONCERN_TYPES: Final[tuple[str, ...]] = (
 )
 SUMMARY_TYPES: Final[tuple[str, ...]] = (READY, RECONCILING, STALLED)
 
-# Reasons shared by several concerns (each concern may define its own, CamelCase).
-REASON_NOT_YET_REPORTED: Final = "NotYetReported"
-REASON_RECONCILED: Final = "Reconciled"
-REASON_PROGRESSING: Final = "Progressing"
-REASON_INVALID_SPEC: Final = "InvalidSpec"
-REASON_CONFLICT: Final = "Conflict"
-REASON_PAUSED: Final = "Paused"
-REASON_FORBIDDEN: Final = "Forbidden"
-REASON_API_ERROR: Final = "APIError"
-REASON_DISABLED: Final = "Disabled"
-REASON_ALL_READY: Final = "AllConcernsReady"
-REASON_CONCERNS_NOT_READY: Final = "ConcernsNotReady"
-REASON_DELETION_BLOCKED: Final = "DeletionBlocked"
+# Condition reasons live in api/reasons.py, one class per condition type.

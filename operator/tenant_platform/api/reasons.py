@@ -1,15 +1,21 @@
 """Every condition reason, in one catalogue per condition type.
 
 A step picks its reason from its own condition type's class (never by searching a message text);
-``Common`` holds the reasons any concern may report (API trouble, conflicts, dry runs). Every
-reason here is explained in docs/status.md (tests/unit/test_status_docs.py checks both ways).
+``Common`` holds the reasons any concern may report (API trouble, conflicts, the step crashing),
+``Summary`` those of Ready, Reconciling and Stalled. ``Reason`` is the union of these classes:
+status/conditions.py accepts nothing else (mypy rejects a bare string; a reason outside
+``allowed(type)`` raises at runtime). ``Event`` holds the reasons of the Kubernetes events the
+operator posts, which are not condition reasons.
+
+Every reason here is explained in docs/status.md (tests/unit/test_status_docs.py checks both ways).
 Reasons are CamelCase (metav1.Condition); the values are part of the API: never rename one.
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Final
+from functools import cache
+from typing import Final, TypeAlias
 
 from tenant_platform.api import constants
 
@@ -17,24 +23,25 @@ from tenant_platform.api import constants
 class Common(StrEnum):
     """Reasons every concern may report."""
 
-    NOT_YET_REPORTED = constants.REASON_NOT_YET_REPORTED
-    FORBIDDEN = constants.REASON_FORBIDDEN
-    API_ERROR = constants.REASON_API_ERROR
-    CONFLICT = constants.REASON_CONFLICT
+    NOT_YET_REPORTED = "NotYetReported"
+    FORBIDDEN = "Forbidden"
+    API_ERROR = "APIError"
+    CONFLICT = "Conflict"
     INTERNAL_ERROR = "InternalError"
-    DISABLED = constants.REASON_DISABLED
+    DISABLED = "Disabled"
 
 
 class Summary(StrEnum):
     """Ready, Reconciling and Stalled."""
 
-    ALL_READY = constants.REASON_ALL_READY
-    CONCERNS_NOT_READY = constants.REASON_CONCERNS_NOT_READY
-    RECONCILED = constants.REASON_RECONCILED
-    PROGRESSING = constants.REASON_PROGRESSING
-    INVALID_SPEC = constants.REASON_INVALID_SPEC
-    PAUSED = constants.REASON_PAUSED
-    DELETION_BLOCKED = constants.REASON_DELETION_BLOCKED
+    ALL_READY = "AllConcernsReady"
+    NOT_YET_REPORTED = "NotYetReported"
+    CONCERNS_NOT_READY = "ConcernsNotReady"
+    RECONCILED = "Reconciled"
+    PROGRESSING = "Progressing"
+    INVALID_SPEC = "InvalidSpec"
+    PAUSED = "Paused"
+    DELETION_BLOCKED = "DeletionBlocked"
 
 
 # -- one class per concern condition type (filled by each step's owner) ----------------------------
@@ -43,7 +50,7 @@ class Summary(StrEnum):
 class Namespaces(StrEnum):
     """NamespacesReady (Conflict and APIError come from ``Common``)."""
 
-    RECONCILED = constants.REASON_RECONCILED
+    RECONCILED = "Reconciled"
     TERMINATING = "Terminating"
     WOULD_CREATE = "WouldCreate"
 
@@ -51,12 +58,10 @@ class Namespaces(StrEnum):
 class Installer(StrEnum):
     """InstallerReady (Forbidden and APIError come from ``Common``)."""
 
-    RECONCILED = constants.REASON_RECONCILED
+    RECONCILED = "Reconciled"
     WOULD_CREATE = "WouldCreate"
     EXCESS_PERMISSIONS = "ExcessPermissions"
     PERMISSIONS_MISSING = "PermissionsMissing"
-    TOKEN_MINTED = "TokenMinted"
-    """The reason of the Normal event posted when a new installer token is minted (no condition)."""
 
 
 class PodGuard(StrEnum):
@@ -188,6 +193,37 @@ class GPU(StrEnum):
     STALE_LOCK = "StaleNodeLock"
 
 
+Reason: TypeAlias = (
+    Common
+    | Summary
+    | Namespaces
+    | Installer
+    | PodGuard
+    | Mesh
+    | Gateway
+    | EdgeCertificate
+    | DNS
+    | Storage
+    | PullSecrets
+    | ObjectStore
+    | GPU
+)
+"""A condition reason: a member of one of the classes above."""
+
+
+class Event(StrEnum):
+    """Reasons of the events posted on the TenantPlatform besides condition transitions (those carry
+    the condition's reason)."""
+
+    TOKEN_MINTED = "TokenMinted"
+    CERTIFICATE_ISSUED = "CertificateIssued"
+    POD_GUARD_ENFORCING = "PodGuardEnforcing"
+    GATEWAY_APPLIED = "GatewayApplied"
+    COREFILE_UPDATED = "CorefileUpdated"
+    COREDNS_CUSTOM_UPDATED = "CorednsCustomUpdated"
+    INSTALL_VALUES_NOT_WRITTEN = "InstallValuesNotWritten"
+
+
 CATALOGUE: Final[dict[str, type[StrEnum]]] = {
     constants.NAMESPACES_READY: Namespaces,
     constants.INSTALLER_READY: Installer,
@@ -203,8 +239,10 @@ CATALOGUE: Final[dict[str, type[StrEnum]]] = {
 }
 
 
+@cache
 def allowed(type_: str) -> frozenset[str]:
-    """Every reason a condition of ``type_`` may carry: its own catalogue plus ``Common``."""
+    """Every reason a condition of ``type_`` may carry: its own class plus ``Common`` (``Summary`` for
+    Ready, Reconciling and Stalled)."""
     if type_ in constants.SUMMARY_TYPES:
         return frozenset(r.value for r in Summary)
     own = CATALOGUE.get(type_)

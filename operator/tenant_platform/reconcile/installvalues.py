@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tenant_platform.api import reasons
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.status.recorded import Recorded
 from tenant_platform.kube.client import Obj
@@ -76,7 +77,7 @@ class InstallValuesStep:
                 + "; ".join(outcome.errors)
                 + ". It is retried on the next pass."
             )
-            ctx.events.append(("Warning", "InstallValuesNotWritten", section["error"]))
+            ctx.events.append(("Warning", reasons.Event.INSTALL_VALUES_NOT_WRITTEN, section["error"]))
             return StepResult(conditions=[], status={"installValues": section}, failed=True, requeue_after=10.0)
         return StepResult(conditions=[], status={"installValues": section})
 

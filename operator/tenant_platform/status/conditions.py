@@ -1,5 +1,10 @@
 """metav1.Condition handling and the kstatus-compatible summary.
 
+A ``Condition`` takes its reason from the catalogue (api/reasons.py): the constructors accept only
+a ``Reason`` member (mypy rejects a bare string), and a reason that is not allowed for the
+condition's type raises ValueError. The condition keeps the reason's plain string value, so a
+status built from conditions dumps as plain YAML and JSON.
+
 ``set_condition`` keeps ``lastTransitionTime`` unless the status flips (cert-manager's and
 Cluster API's rule). ``summarize`` derives Ready, Reconciling and Stalled from the concern
 conditions: a concern that has not reported is Unknown with reason NotYetReported.
@@ -14,39 +19,49 @@ from datetime import datetime
 from typing import Any, Literal
 
 from tenant_platform.api import constants, timestamps
+from tenant_platform.api.reasons import Reason, allowed
+from tenant_platform.api.reasons import Summary as SummaryReason
 
 Status = Literal["True", "False", "Unknown"]
 REASON_PATTERN = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
 MAX_MESSAGE = 32768
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Condition:
     """One concern's verdict, before timestamps and generations are attached."""
 
     type: str
     status: Status
     reason: str
+    """The plain value of the catalogue member it was built with."""
     message: str
 
-    def __post_init__(self) -> None:
-        if not REASON_PATTERN.match(self.reason) or len(self.reason) > 1024:
-            raise ValueError(f"condition reason must be CamelCase: {self.reason!r}")
+    def __init__(self, type: str, status: Status, reason: Reason, message: str) -> None:
+        value = str(reason)
+        if not REASON_PATTERN.match(value) or len(value) > 1024:
+            raise ValueError(f"condition reason must be CamelCase: {value!r}")
+        if value not in allowed(type):
+            raise ValueError(f"{value!r} is not a reason of {type} (api/reasons.py)")
+        object.__setattr__(self, "type", type)
+        object.__setattr__(self, "status", status)
+        object.__setattr__(self, "reason", value)
+        object.__setattr__(self, "message", message)
 
     @property
     def is_true(self) -> bool:
         return self.status == "True"
 
 
-def true(type_: str, reason: str, message: str) -> Condition:
+def true(type_: str, reason: Reason, message: str) -> Condition:
     return Condition(type_, "True", reason, message)
 
 
-def false(type_: str, reason: str, message: str) -> Condition:
+def false(type_: str, reason: Reason, message: str) -> Condition:
     return Condition(type_, "False", reason, message)
 
 
-def unknown(type_: str, reason: str, message: str) -> Condition:
+def unknown(type_: str, reason: Reason, message: str) -> Condition:
     return Condition(type_, "Unknown", reason, message)
 
 
@@ -109,7 +124,7 @@ def summarize(
     concerns: dict[str, Condition],
     expected: Sequence[str],
     *,
-    stalled_reason: str | None = None,
+    stalled_reason: SummaryReason | None = None,
     stalled_message: str = "",
     progressing: Sequence[str] = (),
 ) -> Summary:
@@ -132,18 +147,18 @@ def summarize(
         parts = [f"{t}: {concerns[t].reason}: {concerns[t].message}" for t in not_true]
         parts += [f"{t}: not yet reported" for t in missing]
         status: Status = "False" if not_true and any(concerns[t].status == "False" for t in not_true) else "Unknown"
-        reason = constants.REASON_CONCERNS_NOT_READY if not_true else constants.REASON_NOT_YET_REPORTED
+        reason = SummaryReason.CONCERNS_NOT_READY if not_true else SummaryReason.NOT_YET_REPORTED
         ready = Condition(constants.READY, status, reason, " | ".join(parts))
     else:
-        ready = true(constants.READY, constants.REASON_ALL_READY, "Every prerequisite is in place.")
+        ready = true(constants.READY, SummaryReason.ALL_READY, "Every prerequisite is in place.")
 
     if progressing:
         reconciling = true(
             constants.RECONCILING,
-            constants.REASON_PROGRESSING,
+            SummaryReason.PROGRESSING,
             "Still converging: " + ", ".join(progressing) + ".",
         )
     else:
-        reconciling = false(constants.RECONCILING, constants.REASON_RECONCILED, "Nothing in progress.")
-    stalled = false(constants.STALLED, constants.REASON_RECONCILED, "Not stalled.")
+        reconciling = false(constants.RECONCILING, SummaryReason.RECONCILED, "Nothing in progress.")
+    stalled = false(constants.STALLED, SummaryReason.RECONCILED, "Not stalled.")
     return Summary(ready, reconciling, stalled)

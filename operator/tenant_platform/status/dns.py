@@ -27,11 +27,11 @@ a rewrite we wrote earlier; when our marker in the Corefile is damaged they refu
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from tenant_platform.api import constants
+from tenant_platform.api import constants, reasons
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.reasons import DNS, Common
 from tenant_platform.api.status.dns import DnsRecord, Mode
@@ -176,7 +176,7 @@ def _unmanaged(platform: TenantPlatform, facts: DnsFacts, *, target: CoreDNSTarg
         )
     else:
         verified = _verify_external(platform, facts)
-        cond = Condition(verified.type, verified.status, verified.reason, verified.message + note)
+        cond = replace(verified, message=verified.message + note)
     return DnsVerdict([cond], recorded=_recorded(DnsRecord(management=management)), writes=writes)
 
 
@@ -326,7 +326,7 @@ def _in_imports(platform: TenantPlatform, facts: DnsFacts, dist: Distribution, t
     writes: list[Write] = []
     rewritten = ((facts.custom_cm or {}).get("data") or {}).get(key) != wanted
     if rewritten:
-        event = ("Normal", "CorednsCustomUpdated", f"Wrote key {key} of {where}.")
+        event = ("Normal", reasons.Event.COREDNS_CUSTOM_UPDATED, f"Wrote key {key} of {where}.")
         writes.append(OverrideWrite(key, wanted, event))
     if corefile.block_for(corefile_text(facts.corefile_cm), platform.name) is not None:
         writes.append(CorefileWrite(platform.name, None))
@@ -354,7 +354,7 @@ def _in_corefile(platform: TenantPlatform, facts: DnsFacts, dist: Distribution, 
     writes: list[Write] = []
     rewritten = corefile.upsert_block(text, platform.name, *rewrite) != text
     if rewritten:
-        event = ("Normal", "CorefileUpdated", f"Added the rewrite for {spec.domain} to {where}.")
+        event = ("Normal", reasons.Event.COREFILE_UPDATED, f"Added the rewrite for {spec.domain} to {where}.")
         writes.append(CorefileWrite(platform.name, rewrite, event))
     key = corefile.override_key(platform.name)
     if key in ((facts.custom_cm or {}).get("data") or {}):

@@ -22,7 +22,7 @@ import datetime as dt
 import functools
 from dataclasses import dataclass
 
-from tenant_platform.api import constants
+from tenant_platform.api import constants, reasons
 from tenant_platform.api.models import TenantPlatform, parse_duration
 from tenant_platform.api.reasons import Common
 from tenant_platform.api.reasons import EdgeCertificate as Reason
@@ -133,7 +133,7 @@ def evaluate(
             validity=certs.self_signed_validity(renew_before),
             event=(
                 "Normal",
-                "CertificateIssued",
+                reasons.Event.CERTIFICATE_ISSUED,
                 f"Issued a self-signed certificate for {spec.domain} in Secret {where}.",
             ),
         )

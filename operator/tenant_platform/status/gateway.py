@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tenant_platform.api import constants
+from tenant_platform.api import constants, reasons
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.reasons import Common
 from tenant_platform.api.reasons import Gateway as Reason
@@ -267,7 +267,7 @@ def evaluate(platform: TenantPlatform, facts: GatewayFacts, *, dry_run: bool = F
     gw = platform.spec.gateway
     where = f"{gw.namespace}/{gw.name}"
     recorded = {"gateway": recorded_gateway(platform).dump()}
-    events = [("Normal", "GatewayApplied", f"Applied Gateway {where}.")] if facts.wrote else []
+    events = [("Normal", reasons.Event.GATEWAY_APPLIED, f"Applied Gateway {where}.")] if facts.wrote else []
 
     def verdict(cond: Condition, desired: list[Manifest] | None = None) -> GatewayVerdict:
         desired = desired or []

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from tenant_platform.api import constants
+from tenant_platform.api import constants, reasons
 from tenant_platform.api.models import TenantPlatform, parse_duration
 from tenant_platform.api.reasons import Common, Installer
 from tenant_platform.api.status.installer import RecordedInstaller
@@ -75,7 +75,7 @@ def token_plan(platform: TenantPlatform, secret: Manifest | None, *, claim: str 
 def token_minted(platform: TenantPlatform) -> Event:
     """The event posted when a new token was minted (never the token itself)."""
     where = f"{platform.spec.namespace}/{platform.kubeconfig_secret_name}"
-    return ("Normal", Installer.TOKEN_MINTED, f"Minted a new installer token for Secret {where}.")
+    return ("Normal", reasons.Event.TOKEN_MINTED, f"Minted a new installer token for Secret {where}.")
 
 
 @dataclass(frozen=True)

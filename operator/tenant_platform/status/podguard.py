@@ -225,7 +225,7 @@ def evaluate(platform: TenantPlatform, facts: PodGuardFacts, *, dry_run: bool) -
         events.append(
             (
                 "Normal",
-                "PodGuardEnforcing",
+                reasons.Event.POD_GUARD_ENFORCING,
                 f"No existing pod in {', '.join(platform.spec.all_namespaces)} would be denied: the pod guard and "
                 "exec guard now deny (staged enforcement complete).",
             )

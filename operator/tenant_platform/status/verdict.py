@@ -17,10 +17,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from tenant_platform.api import reasons
 from tenant_platform.status.conditions import Condition
 
 Manifest = dict[str, Any]
-Event = tuple[str, str, str]
+Event = tuple[str, reasons.Event, str]
 """(type "Normal"|"Warning", reason, message) for an event on the TenantPlatform."""
 
 
