@@ -343,10 +343,11 @@ def run_child(kubeconfig: str, stats_path: str, debounce: float) -> None:
     from tenant_platform.config import Settings  # noqa: PLC0415
     from tenant_platform.observe import cluster  # noqa: PLC0415
     from tenant_platform.reconcile import gpu, registry  # noqa: PLC0415
+    from tenant_platform.testing.steps import NoHandoff  # noqa: PLC0415
 
     logging.basicConfig(level=logging.WARNING)
     registry.STEPS[:] = [gpu.STEP]
-    registry.HANDOFF = _NoHandoff()  # the GPU part alone: no values ConfigMap
+    registry.HANDOFF = NoHandoff()  # the GPU part alone: no values ConfigMap
     kube = Kube.from_kubeconfig(kubeconfig)
     settings = Settings(gpu_debounce=debounce)
     refreshes: list[float] = []
@@ -411,23 +412,3 @@ def run_child(kubeconfig: str, stats_path: str, debounce: float) -> None:
 
 if __name__ == "__main__":
     main()
-
-
-class _NoHandoff:
-    """Stands in for the install-values hand-off in this benchmark (it measures the GPU step)."""
-
-    name = "installvalues"
-    condition_types: tuple[str, ...] = ()
-
-    def reconcile(self, ctx: Any) -> Any:
-        from tenant_platform.reconcile.base import StepResult  # noqa: PLC0415
-
-        return StepResult(conditions=[])
-
-    def cleanup(self, ctx: Any) -> Any:
-        from tenant_platform.reconcile.base import CleanupResult  # noqa: PLC0415
-
-        return CleanupResult(True)
-
-    def render(self, platform: Any) -> list[Any]:
-        return []

@@ -30,6 +30,7 @@ from tenant_platform.reconcile import gpu, registry
 from tenant_platform.reconcile.base import StepContext, StepResult
 from tenant_platform.testing import manifests
 from tenant_platform.testing.controlplane import ControlPlane
+from tenant_platform.testing.steps import NoHandoff
 from tenant_platform.testing.wait import wait_for
 
 pytestmark = pytest.mark.cluster
@@ -441,6 +442,7 @@ def test_healthy_cluster_reports_ready_and_writes_the_printer_column(
     )
     try:
         monkeypatch.setattr(registry, "STEPS", [gpu.STEP])
+        monkeypatch.setattr(registry, "HANDOFF", NoHandoff())
         body = world.kube.get(constants.API_VERSION, constants.KIND, name)
         assert body is not None
         outcome = reconcile.run(
