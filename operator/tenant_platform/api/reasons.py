@@ -101,6 +101,7 @@ class Gateway(StrEnum):
     SELECTOR_MISMATCH = "SelectorMismatch"
     NO_HTTPS_SERVER = "NoHTTPSServer"
     HOSTS_MISS_DOMAIN = "HostsMissDomain"
+    DOMAIN_OPEN_TO_ALL_NAMESPACES = "DomainOpenToAllNamespaces"
     NO_CREDENTIAL = "NoCredential"
     CREDENTIAL_MISMATCH = "CredentialMismatch"
 
