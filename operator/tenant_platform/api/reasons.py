@@ -139,6 +139,8 @@ class DNS(StrEnum):
     RESOLVES_ELSEWHERE = "ResolvesElsewhere"
     DOES_NOT_RESOLVE = "DoesNotResolve"
     NOT_VERIFIABLE = "NotVerifiable"
+    RESERVED_DOMAIN = "ReservedDomain"
+    DOMAIN_HELD_BY_ANOTHER_PLATFORM = "DomainHeldByAnotherPlatform"
 
 
 class Storage(StrEnum):
