@@ -6,7 +6,10 @@ sharing istio-system.
 
 from __future__ import annotations
 
+import copy
+import tempfile
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,8 +18,11 @@ from tests.support import create_namespace
 
 from tenant_platform.api import constants, reasons
 from tenant_platform.api.reasons import Gateway as Reason
+from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube
 from tenant_platform.reconcile import gateway, installer, mesh, namespaces
+from tenant_platform.status import gateway as check
+from tenant_platform.testing.controlplane import ControlPlane
 
 GW = ("networking.istio.io/v1", "Gateway")
 ISTIO = "istio-system"
@@ -65,9 +71,9 @@ def test_managed_gateway_is_created_restored_after_edit_and_idle_when_unchanged(
     assert live is not None
     https, http = live["spec"]["servers"]
     assert https["port"] == {"number": 443, "name": "https", "protocol": "HTTPS"}
-    assert https["hosts"] == [domain]
+    assert https["hosts"] == [f"{unique_name}/{domain}"]
     assert https["tls"] == {"mode": "SIMPLE", "credentialName": "kamiwaza-edge-tls"}
-    assert http["hosts"] == [domain] and http["tls"] == {"httpsRedirect": True}
+    assert http["hosts"] == [f"{unique_name}/{domain}"] and http["tls"] == {"httpsRedirect": True}
     assert live["spec"]["selector"] == {"istio": "ingressgateway"}
     assert live["metadata"]["labels"][constants.LABEL_PLATFORM] == unique_name
     (owner,) = live["metadata"]["ownerReferences"]
@@ -87,7 +93,7 @@ def test_managed_gateway_is_created_restored_after_edit_and_idle_when_unchanged(
     )
     assert kube.get(*GW, unique_name, ISTIO)["spec"]["servers"][0]["hosts"] == ["evil.example.com"]
     assert only(run(gateway.STEP, kube, platform))[0] == "True"
-    assert kube.get(*GW, unique_name, ISTIO)["spec"]["servers"][0]["hosts"] == [domain]
+    assert kube.get(*GW, unique_name, ISTIO)["spec"]["servers"][0]["hosts"] == [f"{unique_name}/{domain}"]
 
     # Renamed in the spec: the new one is created and ours under the old name pruned.
     renamed = f"{unique_name}-v2"
@@ -96,6 +102,98 @@ def test_managed_gateway_is_created_restored_after_edit_and_idle_when_unchanged(
     assert only(run(gateway.STEP, kube, platform))[0] == "True"
     assert kube.get(*GW, renamed, ISTIO) is not None
     assert kube.get(*GW, unique_name, ISTIO) is None
+
+
+def test_a_virtualservice_from_another_namespace_does_not_bind_the_domain(
+    kube: Kube,
+    control_plane: ControlPlane,
+    unique_name: str,
+    make_platform: Callable[..., dict[str, Any]],
+    gateways: list[str],
+) -> None:
+    """Both tenants' routes exist on the real API server; the served Gateway admits only the tenant's.
+
+    No istiod runs here, so the binding is judged by Istio's host rule (status.gateway.binds) on the
+    Gateway and VirtualServices exactly as the API server stores them. The attacker creates its
+    route with a ServiceAccount token of its own namespace, allowed to write VirtualServices there
+    only, as a neighbouring tenant would be.
+    """
+    gateways.append(unique_name)
+    attacker_ns = f"{unique_name}-x"
+    platform = make_platform(unique_name, unique_name, gateway={"name": unique_name})
+    domain = platform["spec"]["domain"]
+    assert only(run(gateway.STEP, kube, platform))[:2] == ("True", Reason.PROGRAMMED)
+    for ns in (unique_name, attacker_ns):
+        create_namespace(kube, ns)
+    try:
+        kube.create(
+            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "mallory", "namespace": attacker_ns}}
+        )
+        kube.create(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRole",
+                "metadata": {"name": f"{unique_name}-vs"},
+                "rules": [{"apiGroups": ["networking.istio.io"], "resources": ["virtualservices"], "verbs": ["*"]}],
+            }
+        )
+        kube.create(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "RoleBinding",
+                "metadata": {"name": "mallory-vs", "namespace": attacker_ns},
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "ClusterRole",
+                    "name": f"{unique_name}-vs",
+                },
+                "subjects": [{"kind": "ServiceAccount", "name": "mallory", "namespace": attacker_ns}],
+            }
+        )
+        token, _ = kube.request_token(attacker_ns, "mallory", expiration_seconds=600)
+        with tempfile.TemporaryDirectory() as tmp:
+            mallory = Kube.from_kubeconfig(str(control_plane.kubeconfig_for_token(token, Path(tmp) / "mallory")))
+        # Mallory cannot touch the Gateway itself, nor write routes in the tenant's namespace.
+        with pytest.raises(errors.Forbidden):
+            mallory.get(*GW, unique_name, ISTIO)
+        with pytest.raises(errors.Forbidden):
+            mallory.create(virtual_service(unique_name, domain, f"{ISTIO}/{unique_name}"))
+        for ns, client in ((unique_name, kube), (attacker_ns, mallory)):
+            client.create(virtual_service(ns, domain, f"{ISTIO}/{unique_name}"))
+        served = kube.get(*GW, unique_name, ISTIO)
+        assert served is not None
+        assert {h for s in served["spec"]["servers"] for h in s["hosts"]} == {f"{unique_name}/{domain}"}
+        bound = {}
+        for ns in (unique_name, attacker_ns):
+            vs = kube.get(*VS, "route", ns)
+            assert vs is not None and vs["spec"]["gateways"] == [f"{ISTIO}/{unique_name}"]
+            bound[ns] = check.binds(served, namespace=vs["metadata"]["namespace"], host=vs["spec"]["hosts"][0])
+        assert bound == {unique_name: [443, 80], attacker_ns: []}
+        # The same route would have bound to the Gateway as it used to be rendered (bare hosts).
+        bare = copy.deepcopy(served)
+        for server in bare["spec"]["servers"]:
+            server["hosts"] = [domain]
+        assert check.binds(bare, namespace=attacker_ns, host=domain) == [443, 80]
+    finally:
+        kube.delete("rbac.authorization.k8s.io/v1", "ClusterRole", f"{unique_name}-vs")
+        for ns in (unique_name, attacker_ns):
+            delete_namespace(kube, ns)
+
+
+VS = ("networking.istio.io/v1", "VirtualService")
+
+
+def virtual_service(namespace: str, host: str, gateway_ref: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "networking.istio.io/v1",
+        "kind": "VirtualService",
+        "metadata": {"name": "route", "namespace": namespace},
+        "spec": {
+            "hosts": [host],
+            "gateways": [gateway_ref],
+            "http": [{"route": [{"destination": {"host": f"web.{namespace}.svc.cluster.local"}}]}],
+        },
+    }
 
 
 def test_dry_run_reports_without_writing(kube: Kube, unique_name: str) -> None:
@@ -135,10 +233,21 @@ def test_external_gateway_whose_hosts_miss_the_domain(kube: Kube, unique_name: s
     assert "other.example.com" in message and domain in message
     assert writes(kube) == before  # External never writes
 
+    # A host open to every namespace (bare, as many hand-written Gateways have it) is refused.
     kube.json_patch(
         *GW,
         unique_name,
         [{"op": "replace", "path": "/spec/servers/0/hosts", "value": ["*.example.com"]}],
+        namespace=ISTIO,
+    )
+    status, reason, message = only(run(gateway.STEP, kube, platform))
+    assert (status, reason) == ("False", Reason.DOMAIN_OPEN_TO_ALL_NAMESPACES), message
+    assert f"{unique_name}/{domain}" in message
+
+    kube.json_patch(
+        *GW,
+        unique_name,
+        [{"op": "replace", "path": "/spec/servers/0/hosts", "value": [f"{unique_name}/*.example.com"]}],
         namespace=ISTIO,
     )
     kube.json_patch(*GW, unique_name, [{"op": "remove", "path": "/spec/servers/0/tls/credentialName"}], namespace=ISTIO)

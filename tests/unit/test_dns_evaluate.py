@@ -12,7 +12,7 @@ from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.reasons import DNS, Common
 from tenant_platform.api.status.dns import DnsRecord
 from tenant_platform.render import corefile
-from tenant_platform.status import dns
+from tenant_platform.status import dns, dnsguard
 from tenant_platform.status.coredns import CoreDNSTarget
 from tenant_platform.status.dns import CorefileWrite, DnsFacts, OverrideWrite
 from tenant_platform.testing.seed import STOCK_COREFILE
@@ -158,8 +158,17 @@ ROWS = [
         {},
         {},
         "False",
-        Common.CONFLICT,
-        "TenantPlatform other already rewrites",
+        DNS.DOMAIN_HELD_BY_ANOTHER_PLATFORM,
+        f"TenantPlatform other already rewrites {DOMAIN} in the cluster DNS",
+    ),
+    Row(
+        "a cluster-internal domain",
+        DnsFacts(corefile_cm=coredns_cm(STOCK_COREFILE)),
+        {"domain": "kubernetes.default.svc.cluster.local"},
+        {},
+        "False",
+        DNS.RESERVED_DOMAIN,
+        "kubernetes.default.svc.cluster.local is a cluster-internal name (under cluster.local)",
     ),
     Row(
         "External resolves to the gateway",
@@ -221,6 +230,131 @@ def test_reason(row: Row) -> None:
 
 def test_every_dns_reason_has_a_row() -> None:
     assert {row.reason for row in ROWS} >= set(DNS)
+
+
+# -- guard rails: in every mode, re-judged from whatever was read -----------------------------------
+
+MODES = ["CoreDNS", "External", "Disabled"]
+OTHER_BLOCK = corefile.upsert_block(STOCK_COREFILE, "other", DOMAIN, HOST)
+
+
+def claim(name: str, created: str, domain: str = DOMAIN, *, deleting: bool = False) -> dnsguard.Claim:
+    return dnsguard.Claim(name, domain, created, deleting)
+
+
+GUARD_ROWS = [
+    pytest.param(
+        {"domain": "metadata.google.internal"}, DnsFacts(), DNS.RESERVED_DOMAIN, "instance-metadata", id="gce"
+    ),
+    pytest.param({"domain": "169.254.169.254.nip.io"}, DnsFacts(), DNS.RESERVED_DOMAIN, "link-local", id="imds ip"),
+    pytest.param({"domain": "web.tenant.svc"}, DnsFacts(), DNS.RESERVED_DOMAIN, "under svc", id="svc"),
+    pytest.param(
+        {"domain": "api.corp.k8s"},
+        DnsFacts(corefile_cm=coredns_cm(STOCK_COREFILE.replace("kubernetes cluster.local", "kubernetes corp.k8s"))),
+        DNS.RESERVED_DOMAIN,
+        "inside corp.k8s, a zone the cluster's CoreDNS answers with the kubernetes plugin",
+        id="the cluster's own domain",
+    ),
+    pytest.param(
+        {}, DnsFacts(corefile_cm=coredns_cm(OTHER_BLOCK)), DNS.DOMAIN_HELD_BY_ANOTHER_PLATFORM, "other", id="block"
+    ),
+    pytest.param(
+        {},
+        DnsFacts(
+            corefile_cm=coredns_cm(K3S_COREFILE),
+            custom_cm=custom_cm({corefile.override_key("other"): corefile.render_override("other", DOMAIN, HOST)}),
+        ),
+        DNS.DOMAIN_HELD_BY_ANOTHER_PLATFORM,
+        "TenantPlatform other already rewrites",
+        id="import key",
+    ),
+    pytest.param(
+        {},
+        DnsFacts(
+            corefile_cm=coredns_cm(STOCK_COREFILE),
+            claims=(claim(NAME, "2026-06-01T12:00:00Z"), claim("first", "2026-05-01T12:00:00Z")),
+        ),
+        DNS.DOMAIN_HELD_BY_ANOTHER_PLATFORM,
+        "TenantPlatform first was created earlier with spec.domain",
+        id="older claim",
+    ),
+]
+
+
+@pytest.mark.parametrize("management", MODES)
+@pytest.mark.parametrize(("spec", "facts", "reason", "fragment"), GUARD_ROWS)
+def test_guard_refuses_in_every_mode(
+    management: str, spec: dict[str, Any], facts: DnsFacts, reason: str, fragment: str
+) -> None:
+    verdict = dns.evaluate(platform(dns={"management": management}, **spec), facts, now=T0)
+    cond = verdict.condition
+    assert (cond.status, cond.reason) == ("False", reason), cond.message
+    assert fragment in cond.message
+    assert verdict.writes == []  # nothing of ours to remove here, and nothing else is ever written
+    assert verdict.recorded == {"dns": {"management": management}}
+
+
+def test_a_reserved_domain_loses_the_rewrite_we_wrote_for_it() -> None:
+    bad = "kubernetes.default.svc.cluster.local"
+    text = corefile.upsert_block(STOCK_COREFILE, NAME, bad, HOST)
+    facts = DnsFacts(corefile_cm=coredns_cm(text), custom_cm=custom_cm({OVERRIDE_KEY: OVERRIDE}))
+    verdict = dns.evaluate(platform(domain=bad), facts, now=T0)
+    assert verdict.condition.reason == DNS.RESERVED_DOMAIN
+    assert [type(w) for w in verdict.writes] == [CorefileWrite, OverrideWrite]
+    assert verdict.writes[0].edit(text) == STOCK_COREFILE
+    assert "Removed the rewrite" in verdict.condition.message
+    assert dns.evaluate(platform(domain=bad), facts, now=T0, dry_run=True).writes == []
+
+
+def test_a_held_domain_keeps_the_other_platforms_rewrite_and_writes_nothing() -> None:
+    text = corefile.upsert_block(OTHER_BLOCK, NAME, DOMAIN, HOST)  # both rewrite it (written before the guard)
+    verdict = dns.evaluate(platform(), DnsFacts(corefile_cm=coredns_cm(text)), now=T0)
+    assert verdict.condition.reason == DNS.DOMAIN_HELD_BY_ANOTHER_PLATFORM
+    assert verdict.writes == []
+
+
+@pytest.mark.parametrize(
+    ("claims", "corefile_text", "held"),
+    [
+        pytest.param((claim(NAME, "2026-06-01T00:00:00Z"),), STOCK_COREFILE, False, id="alone"),
+        pytest.param(
+            (claim("b", "2026-07-01T00:00:00Z"), claim(NAME, "2026-06-01T00:00:00Z")), STOCK_COREFILE, False, id="first"
+        ),
+        pytest.param(
+            (claim("a", "2026-06-01T00:00:00Z"), claim(NAME, "2026-06-01T00:00:00Z")),
+            STOCK_COREFILE,
+            True,
+            id="tie by name",
+        ),
+        pytest.param((claim("a", "2026-05-01T00:00:00Z"),), STOCK_COREFILE, True, id="we are not listed"),
+        pytest.param(
+            (claim("a", "2026-05-01T00:00:00Z", deleting=True),), STOCK_COREFILE, False, id="older one deleting"
+        ),
+        pytest.param((claim("a", "2026-05-01T00:00:00Z", "a.example.com"),), STOCK_COREFILE, False, id="other domain"),
+        pytest.param(
+            (claim("a", "2026-05-01T00:00:00Z"), claim(NAME, "2026-06-01T00:00:00Z")), OURS, False, id="ours in place"
+        ),
+    ],
+)
+def test_first_come_first_served(claims: tuple[dnsguard.Claim, ...], corefile_text: str, held: bool) -> None:
+    found = dnsguard.refusal(platform(), corefile_text=corefile_text, custom_data={}, claims=claims)
+    assert (found is not None) == held, found
+
+
+def test_claims_of_listed_platforms() -> None:
+    items = [
+        {"metadata": {"name": "a", "creationTimestamp": "2026-05-01T00:00:00Z"}, "spec": {"domain": "a.example.com"}},
+        {"metadata": {"name": "b", "deletionTimestamp": "2026-05-02T00:00:00Z"}, "spec": {"domain": "b.example.com"}},
+    ]
+    assert dnsguard.claims_of(items) == (
+        claim("a", "2026-05-01T00:00:00Z", "a.example.com"),
+        claim("b", "", "b.example.com", deleting=True),
+    )
+
+
+def test_cluster_zones() -> None:
+    assert dnsguard.cluster_zones(STOCK_COREFILE) == ["cluster.local", "in-addr.arpa", "ip6.arpa"]
+    assert dnsguard.cluster_zones("broken {") == []
 
 
 def test_reload_pending_is_progressing_until_the_grace_ends() -> None:

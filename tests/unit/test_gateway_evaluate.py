@@ -126,6 +126,15 @@ ROWS = [
         f"hosts ['other.example.com'] do not include {DOMAIN}",
     ),
     Row(
+        "domain open to all namespaces",
+        facts(live=gateway(servers=https(hosts=[DOMAIN]))),
+        EXTERNAL,
+        False,
+        "False",
+        Reason.DOMAIN_OPEN_TO_ALL_NAMESPACES,
+        f"hosts ['{DOMAIN}'] admit {DOMAIN} for VirtualServices from every namespace",
+    ),
+    Row(
         "no credential",
         facts(live=gateway(servers=https(tls={"mode": "SIMPLE"}))),
         EXTERNAL,

@@ -35,17 +35,43 @@ def test_render_managed_gateway() -> None:
             "servers": [
                 {
                     "port": {"number": 443, "name": "https", "protocol": "HTTPS"},
-                    "hosts": [DOMAIN],
+                    "hosts": [f"kamiwaza/{DOMAIN}"],
                     "tls": {"mode": "SIMPLE", "credentialName": "edge"},
                 },
                 {
                     "port": {"number": 80, "name": "http", "protocol": "HTTP"},
-                    "hosts": [DOMAIN],
+                    "hosts": [f"kamiwaza/{DOMAIN}"],
                     "tls": {"httpsRedirect": True},
                 },
             ],
         },
     }
+
+
+def test_hosts_name_every_tenant_namespace_and_nothing_else() -> None:
+    gw = render_gateway.render_gateway(platform(additionalNamespaces=["kamiwaza-jobs", "kamiwaza-models"]))
+    hosts = [f"kamiwaza/{DOMAIN}", f"kamiwaza-jobs/{DOMAIN}", f"kamiwaza-models/{DOMAIN}"]
+    assert [server["hosts"] for server in gw["spec"]["servers"]] == [hosts, hosts]
+    assert not any(check.open_to_all(h, domain=DOMAIN) for h in hosts)
+
+
+@pytest.mark.parametrize(
+    ("namespace", "host", "ports"),
+    [
+        pytest.param("kamiwaza", DOMAIN, [443, 80], id="the tenant's route binds"),
+        pytest.param("attacker", DOMAIN, [], id="another namespace does not bind"),
+        pytest.param("istio-system", DOMAIN, [], id="nor the gateway's own namespace"),
+        pytest.param("kamiwaza", "other.example.com", [], id="nor another host from the tenant"),
+    ],
+)
+def test_which_virtualservices_bind_the_rendered_gateway(namespace: str, host: str, ports: list[int]) -> None:
+    assert check.binds(live_gateway(), namespace=namespace, host=host) == ports
+
+
+def test_a_bare_host_binds_routes_from_any_namespace() -> None:
+    live = with_hosts([DOMAIN])
+    assert check.binds(live, namespace="attacker", host=DOMAIN) == [443]
+    assert check.binds(with_hosts(["./" + DOMAIN]), namespace="istio-system", host=DOMAIN) == [443]
 
 
 def test_selector_values_are_escaped() -> None:
@@ -91,15 +117,37 @@ def with_hosts(hosts: list[str]) -> dict[str, Any]:
 @pytest.mark.parametrize(
     "hosts",
     [
-        pytest.param(["*.example.com"], id="wildcard"),
-        pytest.param(["*"], id="star"),
+        pytest.param(["kamiwaza/*.example.com"], id="wildcard"),
+        pytest.param(["kamiwaza/*"], id="star"),
         pytest.param(["kamiwaza/kamiwaza.example.com"], id="tenant namespace"),
-        pytest.param(["*/kamiwaza.example.com"], id="any namespace"),
-        pytest.param(["other.example.com", "*.com"], id="istio suffix wildcard"),
+        pytest.param(["other.example.com", "kamiwaza/*.com"], id="istio suffix wildcard"),
+        pytest.param(["kamiwaza/kamiwaza.example.com", "*/other.example.com"], id="open hosts for other names"),
     ],
 )
 def test_hosts_that_admit_the_domain(hosts: list[str]) -> None:
     assert verify(with_hosts(hosts)).ok
+
+
+@pytest.mark.parametrize(
+    "hosts",
+    [
+        pytest.param(["*.example.com"], id="bare wildcard"),
+        pytest.param(["*"], id="bare star"),
+        pytest.param(["kamiwaza.example.com"], id="bare host"),
+        pytest.param(["*/kamiwaza.example.com"], id="any namespace"),
+        pytest.param(["kamiwaza/kamiwaza.example.com", "*/*.com"], id="one open host beside a closed one"),
+    ],
+)
+def test_hosts_open_to_every_namespace_are_reported(hosts: list[str]) -> None:
+    report = verify(with_hosts(hosts))
+    assert report.reason == Reason.DOMAIN_OPEN_TO_ALL_NAMESPACES, report.problems
+    assert "from every namespace" in report.message and f"kamiwaza/{DOMAIN}" in report.message
+
+
+def test_an_open_port_80_host_is_reported_too() -> None:
+    live = live_gateway()
+    live["spec"]["servers"][1]["hosts"] = [DOMAIN]
+    assert verify(live).reason == Reason.DOMAIN_OPEN_TO_ALL_NAMESPACES
 
 
 @pytest.mark.parametrize(

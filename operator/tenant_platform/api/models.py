@@ -20,6 +20,8 @@ from tenant_platform.api import constants
 DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 DNS1123_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 DURATION = r"^([0-9]+(\.[0-9]+)?(h|m|s|ms))+$"
+OPTIONAL_DNS1123_LABEL = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$"
+OPTIONAL_DNS1123_SUBDOMAIN = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$"
 _DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(h|ms|m|s)")
 _UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 
@@ -43,11 +45,15 @@ class Injection(_Model):
     mode: Literal["Label", "Revision"] = Field(
         "Label", description="Label: istio-injection=enabled; Revision: istio.io/rev=<revision>."
     )
-    revision: str = Field("", description="Istio revision for mode Revision.")
+    revision: str = Field(
+        "", pattern=OPTIONAL_DNS1123_LABEL, max_length=63, description="Istio revision for mode Revision."
+    )
 
 
 class Mesh(_Model):
-    namespace: str = Field("istio-system", description="Namespace where istiod runs.")
+    namespace: str = Field(
+        "istio-system", pattern=DNS1123_LABEL, max_length=63, description="Namespace where istiod runs."
+    )
     injection: Injection = Field(default_factory=Injection, description="Sidecar injection labelling.")
     sidecar_style: Literal["Auto", "Native", "Classic"] = Field(
         "Auto", description="How istio-proxy is injected; Auto detects it."
@@ -66,12 +72,19 @@ class PodSecurity(_Model):
 class Subject(_Model):
     kind: Literal["User", "Group", "ServiceAccount"] = Field(description="RBAC subject kind.")
     name: str = Field(description="Subject name.")
-    namespace: str = Field("", description="Namespace, for kind ServiceAccount only.")
+    namespace: str = Field(
+        "", pattern=OPTIONAL_DNS1123_LABEL, max_length=63, description="Namespace, for kind ServiceAccount only."
+    )
 
 
 class KubeconfigSecret(_Model):
     enabled: bool = Field(False, description="Mint a kubeconfig Secret for the installer identity.")
-    name: str = Field("", description="Secret name; empty means <serviceAccountName>-kubeconfig.")
+    name: str = Field(
+        "",
+        pattern=OPTIONAL_DNS1123_SUBDOMAIN,
+        max_length=253,
+        description="Secret name; empty means <serviceAccountName>-kubeconfig.",
+    )
     token_ttl: str = Field(
         "24h", alias="tokenTTL", pattern=DURATION, description="Token lifetime; re-minted before expiry."
     )
@@ -109,7 +122,9 @@ class Gateway(_Model):
     selector: dict[str, str] = Field(
         default_factory=lambda: {"istio": "ingressgateway"}, description="Gateway workload selector."
     )
-    service_account_name: str = Field("istio-ingressgateway", description="Gateway workload's SA.")
+    service_account_name: str = Field(
+        "istio-ingressgateway", pattern=DNS1123_SUBDOMAIN, max_length=253, description="Gateway workload's SA."
+    )
     service_host: str = Field(
         "istio-ingressgateway.istio-system.svc.cluster.local",
         pattern=DNS1123_SUBDOMAIN,
@@ -124,7 +139,10 @@ class EdgeCertificate(_Model):
     )
     renew_before: str = Field("720h", pattern=DURATION, description="Renew/alert this long before expiry.")
     trust_config_map_name: str = Field(
-        "", description="Trust ConfigMap in the tenant namespace; empty means <namespace>-edge-trust."
+        "",
+        pattern=OPTIONAL_DNS1123_SUBDOMAIN,
+        max_length=253,
+        description="Trust ConfigMap in the tenant namespace; empty means <namespace>-edge-trust.",
     )
 
 
@@ -135,12 +153,17 @@ class Dns(_Model):
 
 
 class Storage(_Model):
-    storage_class_name: str = Field("", description="StorageClass; empty means the cluster default.")
+    storage_class_name: str = Field(
+        "",
+        pattern=OPTIONAL_DNS1123_SUBDOMAIN,
+        max_length=253,
+        description="StorageClass; empty means the cluster default.",
+    )
     verify: bool = Field(False, description="Run a PVC + pod write test in the tenant namespace.")
 
 
 class S3CredentialsSecret(_Model):
-    name: str = Field(description="Secret in the tenant namespace.")
+    name: str = Field(pattern=DNS1123_SUBDOMAIN, max_length=253, description="Secret in the tenant namespace.")
     access_key_id_key: str = Field("AWS_ACCESS_KEY_ID", description="Key holding the access key id.")
     secret_access_key_key: str = Field("AWS_SECRET_ACCESS_KEY", description="Key holding the secret key.")
 
@@ -159,7 +182,10 @@ class ObjectStore(_Model):
 
 class InstallValues(_Model):
     config_map_name: str = Field(
-        "", description="Values ConfigMap in the tenant namespace; empty means <platform>-install-values."
+        "",
+        pattern=OPTIONAL_DNS1123_SUBDOMAIN,
+        max_length=253,
+        description="Values ConfigMap in the tenant namespace; empty means <platform>-install-values.",
     )
 
 
@@ -170,7 +196,9 @@ class NodeLabels(_Model):
 
 class Hami(_Model):
     enabled: bool = Field(True, description="Report HAMi capacity and health.")
-    config_map_namespace: str = Field("kube-system", description="Namespace of hami-scheduler-device.")
+    config_map_namespace: str = Field(
+        "kube-system", pattern=DNS1123_LABEL, max_length=63, description="Namespace of hami-scheduler-device."
+    )
     node_lock_timeout: str = Field("5m", pattern=DURATION, description="HAMi node-lock expiry.")
 
 

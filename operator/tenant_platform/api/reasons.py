@@ -106,6 +106,7 @@ class Gateway(StrEnum):
     SELECTOR_MISMATCH = "SelectorMismatch"
     NO_HTTPS_SERVER = "NoHTTPSServer"
     HOSTS_MISS_DOMAIN = "HostsMissDomain"
+    DOMAIN_OPEN_TO_ALL_NAMESPACES = "DomainOpenToAllNamespaces"
     NO_CREDENTIAL = "NoCredential"
     CREDENTIAL_MISMATCH = "CredentialMismatch"
 
@@ -143,6 +144,8 @@ class DNS(StrEnum):
     RESOLVES_ELSEWHERE = "ResolvesElsewhere"
     DOES_NOT_RESOLVE = "DoesNotResolve"
     NOT_VERIFIABLE = "NotVerifiable"
+    RESERVED_DOMAIN = "ReservedDomain"
+    DOMAIN_HELD_BY_ANOTHER_PLATFORM = "DomainHeldByAnotherPlatform"
 
 
 class Storage(StrEnum):

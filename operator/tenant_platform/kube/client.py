@@ -202,15 +202,28 @@ class Kube:
         namespace: str | None = None,
         subresource: str | None = None,
     ) -> str:
+        """The request path; every name, namespace and subresource is one quoted path segment.
+
+        A value the API server could read as more than one segment (``kube-system/secrets/x?``)
+        stays one (``kube-system%2Fsecrets%2Fx%3F``); a namespace that is not a DNS-1123 label
+        (no namespace can have such a name), and a name that would walk the path (``.``, ``..``)
+        or vanish ("" where a value was given), raise Invalid before any request is made.
+        """
         plural, namespaced = self.resource(api_version, kind)
         parts = [_gv_path(api_version)]
         if namespaced and namespace:
-            parts.append(f"namespaces/{namespace}")
+            if not _NAMESPACE.fullmatch(namespace):
+                raise errors.Invalid(
+                    400,
+                    "InvalidNamespace",
+                    f"namespace {namespace!r} is not a DNS-1123 label, so no such namespace exists",
+                )
+            parts += ["namespaces", path_segment(namespace, "namespace")]
         parts.append(plural)
-        if name:
-            parts.append(urllib.parse.quote(name, safe=""))
-        if subresource:
-            parts.append(subresource)
+        if name is not None:
+            parts.append(path_segment(name, "name"))
+        if subresource is not None:
+            parts.append(path_segment(subresource, "subresource"))
         return "/".join(parts)
 
     # ---- raw ------------------------------------------------------------------------------
@@ -584,6 +597,20 @@ def parse_warnings(values: Iterable[str]) -> builtins.list[str]:
         found = [re.sub(r"\\(.)", r"\1", m.group(3)) for m in _WARNING.finditer(value)]
         texts += found or [value.strip()]
     return texts
+
+
+_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+def path_segment(value: str, what: str = "name") -> str:
+    """``value`` as exactly one URL path segment (percent-encoded, ``/`` and ``?`` included).
+
+    Raises errors.Invalid for "", ``.`` and ``..``: quoting leaves them as they are, and a client
+    or proxy may resolve them against the path (the API server refuses such names anyway).
+    """
+    if value in ("", ".", ".."):
+        raise errors.Invalid(400, "InvalidPathSegment", f"{what} {value!r} cannot be part of a request path")
+    return urllib.parse.quote(value, safe="")
 
 
 def _gv_path(api_version: str) -> str:

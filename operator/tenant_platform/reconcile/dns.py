@@ -26,6 +26,12 @@ times tell whether CoreDNS loaded the change; status/coredns.py ``pickup``). Aft
 object the pods must load, ``apply`` evaluates again on what the API server returned, so that the
 server's time of our change counts.
 
+Guard rails, in every mode (status/dnsguard.py): ``gather`` also lists the TenantPlatforms, and
+a cluster-internal or cloud-metadata domain, or one another platform holds, is refused before
+anything is written. ``_edit_corefile`` runs the guard again on every retry, on the Corefile it
+just re-read and a fresh list of TenantPlatforms, so a platform that took the domain while we
+retried wins and the Corefile is left as it is.
+
 ``management: External``: verify only, by resolving the domain from the operator's pod (in-cluster
 only, ``resolver``) and comparing with the gateway Service's addresses. ``Disabled``: True with
 reason Disabled. Both also remove a rewrite we wrote earlier. An API error becomes
@@ -45,7 +51,7 @@ from tenant_platform.kube import errors
 from tenant_platform.kube.client import Obj
 from tenant_platform.reconcile.base import CleanupResult, StepContext, StepResult
 from tenant_platform.render import corefile
-from tenant_platform.status import dns
+from tenant_platform.status import dns, dnsguard
 from tenant_platform.status.coredns import COREFILE_KEY, CoreDNSTarget, corefile_text, pod_selector
 from tenant_platform.status.gatewayservice import service_of
 
@@ -62,6 +68,14 @@ def default_resolver(host: str) -> list[str]:
 
 class CorefileConflict(Exception):
     """The Corefile kept changing under us for dns.MAX_ATTEMPTS attempts."""
+
+
+class Refused(Exception):
+    """The guard refused the domain on a retry of the Corefile edit (``verdict`` says why)."""
+
+    def __init__(self, verdict: dns.DnsVerdict) -> None:
+        super().__init__(verdict.condition.message)
+        self.verdict = verdict
 
 
 @dataclass
@@ -95,6 +109,8 @@ class DnsStep:
             return self.apply(ctx, facts, self.evaluate(ctx, facts))
         except CorefileConflict:
             return self._result(dns.kept_changing(self.target))
+        except Refused as refused:
+            return self._result(refused.verdict)
 
     def cleanup(self, ctx: StepContext) -> CleanupResult:
         try:
@@ -114,7 +130,7 @@ class DnsStep:
         management = ctx.platform.spec.dns.management
         if management == "CoreDNS":
             return self._gather_coredns(ctx)
-        facts = dns.DnsFacts(in_cluster=ctx.settings.in_cluster)
+        facts = dns.DnsFacts(in_cluster=ctx.settings.in_cluster, claims=self._claims(ctx))
         if not ctx.dry_run:  # to remove a rewrite we wrote earlier
             cm, custom = self._read_configs(ctx)
             facts = replace(facts, corefile_cm=cm, custom_cm=custom)
@@ -153,6 +169,11 @@ class DnsStep:
         custom = ctx.kube.get("v1", "ConfigMap", t.custom_config_map, t.namespace)
         return cm, custom
 
+    @staticmethod
+    def _claims(ctx: StepContext) -> tuple[dnsguard.Claim, ...]:
+        """Every TenantPlatform's domain (one list of the cluster-scoped kind)."""
+        return dnsguard.claims_of(ctx.kube.list(constants.API_VERSION, constants.KIND))
+
     def _gather_coredns(self, ctx: StepContext) -> dns.DnsFacts:
         t = self.target
         kube = ctx.kube
@@ -169,6 +190,7 @@ class DnsStep:
             rke2_cm=rke2,
             pods=pods,
             in_cluster=ctx.settings.in_cluster,
+            claims=self._claims(ctx),
         )
 
     def _gather_resolution(self, ctx: StepContext, facts: dns.DnsFacts) -> dns.DnsFacts:
@@ -189,28 +211,37 @@ class DnsStep:
         """Make ``writes`` in order; ``facts`` with the objects as the API server returned them."""
         for write in writes:
             if isinstance(write, dns.CorefileWrite):
-                facts = replace(facts, corefile_cm=self._edit_corefile(ctx, facts.corefile_cm, write.edit))
+                facts = replace(facts, corefile_cm=self._edit_corefile(ctx, facts, write))
             else:
                 facts = replace(facts, custom_cm=self._patch_custom(ctx, write.key, write.value))
             if write.event is not None:
                 ctx.events.append(write.event)
         return facts
 
-    def _edit_corefile(self, ctx: StepContext, first: Obj | None, edit: Callable[[str], str]) -> Obj:
+    def _edit_corefile(self, ctx: StepContext, facts: dns.DnsFacts, write: dns.CorefileWrite) -> Obj:
         """Read-modify-write of the Corefile with a resourceVersion precondition; retries on 409.
 
-        ``first`` is the object already read (saves one GET). Returns the object as written, or
-        as read when the edit is a no-op.
+        ``facts.corefile_cm`` is the object already read (saves one GET). Before every attempt
+        that adds our rewrite, the guard judges the Corefile about to be edited (re-read, with the
+        TenantPlatforms listed again, on a retry); a refusal raises Refused and nothing is written.
+        Returns the object as written, or as read when the edit is a no-op.
         """
         t = self.target
-        live = first
-        for _attempt in range(dns.MAX_ATTEMPTS):
+        live = facts.corefile_cm
+        claims = facts.claims
+        for attempt in range(dns.MAX_ATTEMPTS):
             if live is None:
                 live = ctx.kube.get("v1", "ConfigMap", t.config_map, t.namespace)
                 if live is None:
                     raise errors.NotFound(404, "NotFound", f"ConfigMap {t.namespace}/{t.config_map} disappeared")
+            if write.rewrite is not None:
+                if attempt:
+                    claims = self._claims(ctx)
+                refused = dns.guard(ctx.platform, replace(facts, corefile_cm=live, claims=claims), dry_run=True)
+                if refused is not None:
+                    raise Refused(refused)
             text = corefile_text(live)
-            new = edit(text)
+            new = write.edit(text)
             if new == text:
                 return live
             body = copy.deepcopy(live)

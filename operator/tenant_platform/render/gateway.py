@@ -3,6 +3,10 @@
 HTTPS on 443 for the domain with ``credentialName`` = the edge certificate Secret, and HTTP on 80
 redirecting to HTTPS, selecting the gateway workload by ``spec.gateway.selector`` (every label as
 given). Rendered only for ``spec.gateway.management: Managed``.
+
+Every host carries a namespace (``<namespace>/<domain>``, one per tenant namespace, primary
+first): Istio reads a bare host as ``*/<domain>``, which would let a VirtualService in any
+namespace bind the platform's domain on this Gateway.
 """
 
 from __future__ import annotations
@@ -16,6 +20,11 @@ API_VERSION = "networking.istio.io/v1"
 KIND = "Gateway"
 
 
+def gateway_hosts(platform: TenantPlatform) -> list[str]:
+    """The Gateway's hosts: the domain, admitting VirtualServices from the tenant namespaces only."""
+    return [f"{namespace}/{platform.spec.domain}" for namespace in platform.spec.all_namespaces]
+
+
 def render_gateway(platform: TenantPlatform) -> dict[str, Any]:
     """The desired Gateway (without our labels or ownerReference: apply_children adds them)."""
     gw = platform.spec.gateway
@@ -24,7 +33,7 @@ def render_gateway(platform: TenantPlatform) -> dict[str, Any]:
         name=gw.name,
         namespace=gw.namespace,
         selector=dict(sorted(gw.selector.items())),
-        domain=platform.spec.domain,
+        hosts=gateway_hosts(platform),
         credential_name=platform.spec.edge_certificate.secret_name,
     )
 

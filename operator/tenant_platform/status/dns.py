@@ -13,11 +13,15 @@ the writes to make, in order:
 upserts our block (render/corefile.py) and drops an import key we wrote before; ``import`` writes
 our key and drops a block we wrote before; ``managed`` writes nothing and says what to change.
 Refused without writing: no CoreDNS ConfigMap (CoreDNSNotFound), a Corefile we cannot edit
-safely (CorefileUnsupported), another platform rewriting the same domain (Conflict). A dry run
+safely (CorefileUnsupported). A dry run
 writes nothing and reports WouldConfigure when a write is due. Otherwise the condition is the
 pods' pickup of the change (``pickup``). When the verdict writes the object whose change the pods
 must load, it assumes the write lands at ``now`` and sets ``recheck``: the step evaluates again on
 the objects the API server returned, so that the server's time of the change counts.
+
+In every mode, first (``guard``, status/dnsguard.py): a reserved domain (ReservedDomain: its
+earlier rewrite of ours is removed) or one another platform holds (DomainHeldByAnotherPlatform:
+nothing written) is refused. The step runs ``guard`` again on every retry of its Corefile edit.
 
 ``External``: verify only, from the resolver's answer gathered in the operator's pod and the
 gateway Service's addresses (NotVerifiable outside the cluster). ``Disabled``: True. Both remove
@@ -36,7 +40,7 @@ from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.reasons import DNS, Common
 from tenant_platform.api.status.dns import DnsRecord, Mode
 from tenant_platform.render import corefile
-from tenant_platform.status import conditions
+from tenant_platform.status import conditions, dnsguard
 from tenant_platform.status.conditions import Condition
 from tenant_platform.status.coredns import (
     CoreDNSTarget,
@@ -77,6 +81,8 @@ class DnsFacts:
     """External, in cluster: what the domain resolves to from the operator's pod."""
     resolve_error: str | None = None
     """External, in cluster: why the domain did not resolve."""
+    claims: tuple[dnsguard.Claim, ...] = ()
+    """Every TenantPlatform's spec.domain (ours included), for the guard."""
 
 
 @dataclass(frozen=True)
@@ -125,9 +131,36 @@ def evaluate(
 ) -> DnsVerdict:
     """The DNSReady verdict for ``platform`` from ``facts``."""
     target = target or CoreDNSTarget()
+    refused = guard(platform, facts, dry_run=dry_run)
+    if refused is not None:
+        return refused
     if platform.spec.dns.management == "CoreDNS":
         return _coredns(platform, facts, now=now, target=target, dry_run=dry_run)
     return _unmanaged(platform, facts, target=target, dry_run=dry_run)
+
+
+def guard(platform: TenantPlatform, facts: DnsFacts, *, dry_run: bool = False) -> DnsVerdict | None:
+    """The refusal of a reserved or held domain (status/dnsguard.py), in every mode; None when allowed."""
+    found = dnsguard.refusal(
+        platform,
+        corefile_text=corefile_text(facts.corefile_cm),
+        custom_data=dict((facts.custom_cm or {}).get("data") or {}),
+        claims=facts.claims,
+    )
+    if found is None:
+        return None
+    writes: list[Write] = []
+    if found.remove_ours and not dry_run:
+        try:
+            writes = removal_writes(platform.name, facts.corefile_cm, facts.custom_cm)
+        except corefile.CorefileError:
+            writes = []
+    note = " Removed the rewrite the operator had written for it." if writes else ""
+    return DnsVerdict(
+        [conditions.false(TYPE, found.reason, found.message + note)],
+        recorded=_recorded(DnsRecord(management=platform.spec.dns.management)),
+        writes=writes,
+    )
 
 
 def removal_writes(platform: str, corefile_cm: Obj | None, custom_cm: Obj | None) -> list[Write]:
@@ -253,20 +286,12 @@ def _coredns(
     text = corefile_text(cm)
     try:
         desired_text = corefile.upsert_block(text, platform.name, spec.domain, spec.gateway.service_host)
-        others = _others_with_domain(text, platform.name, spec.domain)
     except corefile.CorefileError as exc:
         return _refused(
             record,
             DNS.COREFILE_UNSUPPORTED,
             f"The Corefile in ConfigMap {t.namespace}/{t.config_map} cannot be edited safely: {exc}. "
             "Fix it, or set spec.dns.management to External and configure DNS yourself.",
-        )
-    if others:
-        return _refused(
-            record,
-            Common.CONFLICT,
-            f"TenantPlatform {', '.join(others)} already rewrites {spec.domain} in the Corefile; two platforms "
-            "cannot share a domain.",
         )
     if dist.mode == Mode.MANAGED:
         return _refused(
@@ -381,15 +406,3 @@ def _record(dist: Distribution, **where: str) -> DnsRecord:
 def _refused(record: DnsRecord, reason: DNS | Common, message: str) -> DnsVerdict:
     """False, nothing written."""
     return DnsVerdict([conditions.false(TYPE, reason, message)], recorded=_recorded(record))
-
-
-def _others_with_domain(text: str, platform: str, domain: str) -> list[str]:
-    """Other platforms whose block rewrites ``domain``."""
-    line = f"rewrite name exact {domain} "
-    return sorted(
-        {
-            b.platform
-            for b in corefile.marked_blocks(text)
-            if b.platform != platform and any(x.startswith(line) for x in b.body)
-        }
-    )

@@ -3,20 +3,25 @@
 ``verify_gateway(live, ...)`` returns the problems (reason, sentence) with a Gateway that should
 serve the platform: it must select the gateway workload (``spec.selector`` equal to ours), and
 have an HTTPS server on port 443 whose ``hosts`` admit the domain for VirtualServices in the
-tenant namespace, with TLS from a ``credentialName`` (the edge certificate Secret). A missing
-port-80 server is only a note. Empty problems means the Gateway is fine.
+tenant namespace, no host (on any port) that admits the domain for VirtualServices from every
+namespace (a bare host or ``*/``: any namespace could bind routes for the platform's domain),
+and TLS from a ``credentialName`` (the edge certificate Secret). A missing port-80 server is
+only a note. Empty problems means the Gateway is fine.
 
 ``evaluate(platform, facts, dry_run=...)`` turns what the gateway step read (``GatewayFacts``)
 into its ``GatewayVerdict``: the Gateway to apply (Managed), the GatewayReady condition, the
 event and the recorded coordinates. Checks, in the order a reason is chosen:
 
     GatewayKindNotServed, Conflict (Managed), WouldApply (dry run), GatewayNotFound,
-    SelectorMismatch, NoHTTPSServer, HostsMissDomain, NoCredential, CredentialMismatch,
+    SelectorMismatch, NoHTTPSServer, HostsMissDomain, DomainOpenToAllNamespaces, NoCredential,
+    CredentialMismatch,
     GatewayServiceNotFound, then Programmed (Managed) or Verified (External)
 
 Host matching follows Istio: a host is ``[namespace/]dnsName``; the namespace part is ``*`` (any),
 ``.`` (the Gateway's own namespace) or a namespace name; ``dnsName`` ``*`` matches every name and
 ``*.example.com`` every name ending in ``.example.com`` (any depth, as Istio's suffix match).
+``binds`` applies the same rule to a VirtualService: which of a Gateway's servers a route for a
+host, from a namespace, would bind.
 """
 
 from __future__ import annotations
@@ -75,6 +80,30 @@ def host_matches(host: str, *, domain: str, tenant_namespace: str, gateway_names
         f"host {host!r} matches the domain but only admits VirtualServices from namespace {effective}, "
         f"not {tenant_namespace}"
     )
+
+
+def open_to_all(host: str, *, domain: str) -> bool:
+    """Whether ``host`` admits ``domain`` for VirtualServices from every namespace (``*/`` or bare)."""
+    namespace, _, _ = host.rpartition("/")
+    return namespace in ("", "*") and host_matches(host, domain=domain, tenant_namespace="", gateway_namespace="")[0]
+
+
+def binds(live: dict[str, Any], *, namespace: str, host: str) -> list[int]:
+    """The ports of ``live``'s servers a VirtualService in ``namespace`` for ``host`` binds to.
+
+    Istio's rule: a server admits the route when one of its hosts admits both the route's
+    namespace (the host's namespace part) and its host name.
+    """
+    gateway_namespace = str((live.get("metadata") or {}).get("namespace") or "")
+    return [
+        _port(server)[0]
+        for server in (live.get("spec") or {}).get("servers") or []
+        if isinstance(server, dict)
+        and any(
+            host_matches(str(h), domain=host, tenant_namespace=namespace, gateway_namespace=gateway_namespace)[0]
+            for h in server.get("hosts") or []
+        )
+    ]
 
 
 def _port(server: dict[str, Any]) -> tuple[int, str]:
@@ -146,6 +175,15 @@ def verify_gateway(
             )
         )
         return report
+    open_hosts = sorted({str(h) for s in servers for h in s.get("hosts") or [] if open_to_all(str(h), domain=domain)})
+    if open_hosts:
+        report.problems.append(
+            (
+                Reason.DOMAIN_OPEN_TO_ALL_NAMESPACES,
+                f"{where}'s hosts {open_hosts} admit {domain} for VirtualServices from every namespace, so any "
+                f"namespace could route the platform's domain; list it as {tenant_namespace}/{domain} instead",
+            )
+        )
     credentials = [str((s.get("tls") or {}).get("credentialName") or "") for s in serving]
     if not any(credentials):
         modes = sorted({str((s.get("tls") or {}).get("mode") or "none") for s in serving})

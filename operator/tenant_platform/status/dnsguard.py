@@ -1,0 +1,141 @@
+"""PURE guard rails of DNSReady: domains a platform may not have rewritten, in any DNS mode.
+
+``refusal(platform, corefile_text=..., custom_data=..., claims=...)`` returns why the operator
+refuses the platform's domain, or None:
+
+- ``ReservedDomain``: a cluster-internal or cloud-metadata name (api/domains.reserved, the same
+  rules the CRD applies at apply time, re-checked for objects stored before them), or a name
+  inside a zone the cluster's CoreDNS serves with the ``kubernetes`` plugin (the cluster domain,
+  whatever it is called). A rewrite the operator wrote for it earlier is removed.
+- ``DomainHeldByAnotherPlatform``: another TenantPlatform's marked block in the Corefile, or its
+  key in ``coredns-custom``, already rewrites the domain; or, while no platform rewrites it yet,
+  another TenantPlatform created earlier names it in spec.domain (first come, first served; a
+  platform whose own rewrite is already in place keeps it). Nothing is written.
+
+The DNS step runs it before every decision and again on every retry of its Corefile edit, on the
+freshly read Corefile and TenantPlatforms, so a platform that took the domain in between wins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tenant_platform.api import domains
+from tenant_platform.api.models import TenantPlatform
+from tenant_platform.api.reasons import DNS
+from tenant_platform.render import corefile
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One TenantPlatform's domain, as listed from the API."""
+
+    platform: str
+    domain: str
+    created: str = ""
+    """metadata.creationTimestamp (RFC 3339 in UTC, so it sorts as text)."""
+    deleting: bool = False
+
+
+def claims_of(items: Iterable[Mapping[str, Any]]) -> tuple[Claim, ...]:
+    """The claims of listed TenantPlatform objects."""
+    found = []
+    for item in items:
+        meta = item.get("metadata") or {}
+        found.append(
+            Claim(
+                platform=str(meta.get("name") or ""),
+                domain=str((item.get("spec") or {}).get("domain") or ""),
+                created=str(meta.get("creationTimestamp") or ""),
+                deleting=bool(meta.get("deletionTimestamp")),
+            )
+        )
+    return tuple(found)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    reason: DNS
+    message: str
+    remove_ours: bool
+    """Remove a rewrite the operator wrote for this platform earlier (reserved names only)."""
+
+
+def cluster_zones(text: str) -> list[str]:
+    """The zones the DNS server block's ``kubernetes`` plugin serves ([] when it cannot be read)."""
+    try:
+        server = corefile.dns_server_block(text)
+    except corefile.CorefileError:
+        return []
+    plugin = server.directive(corefile.KUBERNETES_PLUGIN)
+    zones = plugin.args if plugin is not None and plugin.args else [corefile.zone_of(k) for k in server.keys]
+    return [z for z in zones if z.strip(".")]
+
+
+def rewriters(domain: str, text: str, custom_data: Mapping[str, str]) -> set[str]:
+    """The platforms whose marked block or ``coredns-custom`` key rewrites ``domain``."""
+    line = corefile.rewrite_line(domain, "")
+    found: set[str] = set()
+    try:
+        blocks = corefile.marked_blocks(text)
+    except corefile.CorefileError:
+        blocks = []  # the step refuses such a Corefile anyway (CorefileUnsupported)
+    found |= {b.platform for b in blocks if any(x.startswith(line) for x in b.body)}
+    prefix, suffix = f"{corefile.MARKER}-", corefile.OVERRIDE_SUFFIX
+    for key, value in custom_data.items():
+        ours = key.startswith(prefix) and key.endswith(suffix)
+        if ours and any(x.strip().startswith(line) for x in str(value or "").splitlines()):
+            found.add(key[len(prefix) : -len(suffix)])
+    return found
+
+
+def refusal(
+    platform: TenantPlatform, *, corefile_text: str, custom_data: Mapping[str, str], claims: Iterable[Claim]
+) -> Refusal | None:
+    """Why ``platform``'s domain must not be rewritten (see the module docstring), or None."""
+    domain = platform.spec.domain
+    never = (
+        " The operator never points it at the gateway, in any spec.dns.management; choose the platform's own domain."
+    )
+    found = domains.reserved(domain)
+    if found is not None:
+        return Refusal(DNS.RESERVED_DOMAIN, f"spec.domain {found[1]}.{never}", True)
+    zone = domains.under_zone(domain, cluster_zones(corefile_text))
+    if zone:
+        return Refusal(
+            DNS.RESERVED_DOMAIN,
+            f"spec.domain {domain} is inside {zone}, a zone the cluster's CoreDNS answers with the kubernetes plugin "
+            f"(in-cluster names).{never}",
+            True,
+        )
+    holders = rewriters(domain, corefile_text, custom_data)
+    others = sorted(holders - {platform.name})
+    if others:
+        return Refusal(
+            DNS.DOMAIN_HELD_BY_ANOTHER_PLATFORM,
+            f"TenantPlatform {', '.join(others)} already rewrites {domain} in the cluster DNS; two platforms cannot "
+            "share a domain, so nothing was written. Give this platform its own spec.domain.",
+            False,
+        )
+    if platform.name in holders:
+        return None  # ours is in place: we hold it
+    listed = list(claims)
+    mine = next((c for c in listed if c.platform == platform.name), None)
+    earlier = sorted(
+        c.platform
+        for c in listed
+        if c.platform != platform.name
+        and c.domain == domain
+        and not c.deleting
+        and (mine is None or (c.created, c.platform) < (mine.created, mine.platform))
+    )
+    if earlier:
+        return Refusal(
+            DNS.DOMAIN_HELD_BY_ANOTHER_PLATFORM,
+            f"TenantPlatform {', '.join(earlier)} was created earlier with spec.domain {domain}; two platforms "
+            "cannot share a domain, so nothing was written. Give this platform its own spec.domain.",
+            False,
+        )
+    return None
