@@ -181,7 +181,8 @@ def test_every_alert_has_a_runbook_url_whose_anchor_exists() -> None:
 
 
 def test_anchor_function() -> None:
-    assert github_anchors("## Alerts\n### TenantPlatformNotReady\n#### The `up` series, 2 ways\n```sh\n# no\n```\n") == {
+    markdown = "## Alerts\n### TenantPlatformNotReady\n#### The `up` series, 2 ways\n```sh\n# no\n```\n"
+    assert github_anchors(markdown) == {
         "alerts",
         "tenantplatformnotready",
         "the-up-series-2-ways",
