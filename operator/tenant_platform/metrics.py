@@ -145,7 +145,7 @@ def build_labels() -> dict[str, str]:
 GPU_NODE_GAUGES = {
     "cards": "GPU cards HAMi registers on the node.",
     "unhealthy_cards": "GPU cards HAMi reports unhealthy on the node.",
-    "slots_total": "HAMi sharing slots on the node.",
+    "slots": "HAMi sharing slots on the node.",
     "slots_used": "HAMi sharing slots in use on the node.",
     "memory_total_bytes": "GPU memory of the node's schedulable cards, bytes.",
     "memory_used_bytes": "GPU memory HAMi allocated on the node, bytes.",
@@ -245,8 +245,11 @@ METRICS = Metrics()
 
 def observe_step(platform: str, step: str, seconds: float, *, failed: bool) -> None:
     METRICS.reconcile_duration.labels(platform, step).observe(seconds)
+    # The error counter exists from the first pass at 0 (Prometheus' advice for labelled
+    # counters), so a query or an alert on it has data, and rate() sees the first failure.
+    errors = METRICS.reconcile_errors.labels(platform, step)
     if failed:
-        METRICS.reconcile_errors.labels(platform, step).inc()
+        errors.inc()
 
 
 def record_conditions(platform: str, conditions: Iterable[dict[str, Any]]) -> None:

@@ -139,7 +139,7 @@ def _node_metrics(node: capacity.NodeCapacity) -> dict[str, float]:
     return {
         "cards": len(node.cards),
         "unhealthy_cards": len(node.unhealthy),
-        "slots_total": totals.slots_total,
+        "slots": totals.slots_total,
         "slots_used": totals.slots_used,
         "memory_total_bytes": totals.mem_total * MIB,
         "memory_used_bytes": totals.mem_used * MIB,
