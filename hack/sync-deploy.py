@@ -12,6 +12,8 @@ One source each:
   labels become the chart's labels; rules, names and comments are kept as they are.
 - deploy/helm/tenant-platform/templates/prometheusrule.yaml, rendered by `helm template` with
   the chart's defaults, becomes the plain deploy/monitoring/prometheusrule.yaml.
+- deploy/monitoring/grafana-dashboard.json is copied byte for byte into the chart's dashboards/
+  (templates/grafana-dashboard.yaml puts it in a ConfigMap).
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ CHART = Path("deploy/helm/tenant-platform")
 BASE_RBAC = Path("deploy/base/rbac.yaml")
 CHART_RBAC = CHART / "templates" / "rbac.yaml"
 PLAIN_RULE = Path("deploy/monitoring/prometheusrule.yaml")
+DASHBOARD = Path("deploy/monitoring/grafana-dashboard.json")
+CHART_DASHBOARD = CHART / "dashboards" / "tenant-platform.json"
 OPERATOR_NAMESPACE = "tenant-platform-system"
 RELEASE_NAME = "tenant-platform"
 NAME_LABEL = "app.kubernetes.io/name"
@@ -112,6 +116,7 @@ def expected() -> dict[Path, bytes]:
         Path("deploy/base/crds") / CRD.name: crd,
         CHART_RBAC: chart_rbac((ROOT / BASE_RBAC).read_text()).encode(),
         PLAIN_RULE: plain_rule().encode(),
+        CHART_DASHBOARD: (ROOT / DASHBOARD).read_bytes(),
     }
 
 

@@ -2,26 +2,50 @@
 
 Reconcile code calls ``record_*``/``observe_*``; render never does. ``forget_platform`` drops a
 platform's series when it is deleted. Tests pass their own CollectorRegistry to ``Metrics``.
+
+Conventions (https://prometheus.io/docs/practices/naming/): base units (``_bytes``,
+``_seconds``, ``_ratio`` for 0..1), points in time as ``_timestamp_seconds``, no ``_created``
+series. Per-platform series carry a ``platform`` label; the GPU series describe the cluster, not
+a platform, so they have none and are exported once however many platforms report them
+(``GpuCollector``).
 """
 
 from __future__ import annotations
 
+import platform as _python
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
+from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
+import prometheus_client
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, Info
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from tenant_platform import __version__
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
 
 PREFIX = "tenant_platform"
 
+# A `_created` series per counter and histogram child doubles the series count and means
+# nothing to the alerts or the dashboard; switched off process-wide before any metric exists.
+prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
+
 
 class Metrics:
     def __init__(self, registry: CollectorRegistry = REGISTRY) -> None:
         self.registry = registry
+        self.build_info = Info(
+            f"{PREFIX}_build",
+            "The running operator's version (value always 1).",
+            registry=registry,
+        )
+        self.build_info.info(build_labels())
         self.condition = Gauge(
             f"{PREFIX}_condition",
             "1 when the TenantPlatform's condition has this status, else 0.",
@@ -48,8 +72,8 @@ class Metrics:
             registry=registry,
         )
         self.edge_certificate_expiry = Gauge(
-            f"{PREFIX}_edge_certificate_expiry_seconds",
-            "Seconds until the edge certificate expires (negative when expired).",
+            f"{PREFIX}_edge_certificate_expiry_timestamp_seconds",
+            "Unix time the edge certificate expires (its notAfter), as of the last reconcile.",
             ["platform", "secret"],
             registry=registry,
         )
@@ -65,21 +89,9 @@ class Metrics:
             ["platform"],
             registry=registry,
         )
-        self._gpu_lock = threading.Lock()
-        self.gpu_node = {
-            key: Gauge(f"{PREFIX}_gpu_node_{key}", help_, ["platform", "node"], registry=registry)
-            for key, help_ in _GPU_NODE_GAUGES.items()
-        }
-        self.gpu_model = {
-            key: Gauge(f"{PREFIX}_gpu_model_{key}", help_, ["platform", "model"], registry=registry)
-            for key, help_ in _GPU_MODEL_GAUGES.items()
-        }
-        self.gpu_node_lock_stale = Gauge(
-            f"{PREFIX}_gpu_node_lock_stale",
-            "1 when the HAMi node lock on this node is stale (expired, dangling or leaked).",
-            ["platform", "node"],
-            registry=registry,
-        )
+        # Cluster-wide: no platform label, one copy of each series (see GpuCollector).
+        self.gpu = GpuCollector()
+        registry.register(self.gpu)
 
     def record_gpu(
         self,
@@ -89,21 +101,16 @@ class Metrics:
         models: Mapping[str, Mapping[str, float]],
         stale_locks: Mapping[str, bool],
     ) -> None:
-        """Set one platform's GPU gauges and drop its series of nodes and models now gone.
+        """The cluster's GPU capacity as ``platform``'s last pass computed it (see GpuCollector).
 
-        ``nodes``: node -> {key of _GPU_NODE_GAUGES: value}; ``models``: model -> {key of
-        _GPU_MODEL_GAUGES: value}; ``stale_locks``: node -> whether its HAMi lock is stale.
+        ``nodes``: node -> {key of GPU_NODE_GAUGES: value}; ``models``: model -> {key of
+        GPU_MODEL_GAUGES: value}; ``stale_locks``: node -> whether its HAMi lock is stale.
         """
-        with self._gpu_lock:
-            for key, gauge in self.gpu_node.items():
-                _set_series(gauge, platform, {n: v[key] for n, v in nodes.items() if key in v})
-            for key, gauge in self.gpu_model.items():
-                _set_series(gauge, platform, {m: v[key] for m, v in models.items() if key in v})
-            _set_series(self.gpu_node_lock_stale, platform, {n: float(s) for n, s in stale_locks.items()})
+        self.gpu.record(platform, GpuSeries(dict(nodes), dict(models), dict(stale_locks)))
 
     def forget_gpu(self, platform: str) -> None:
-        """Drop one platform's GPU series (GPU reporting turned off)."""
-        self.record_gpu(platform, nodes={}, models={}, stale_locks={})
+        """``platform`` no longer reports GPU capacity (HAMi reporting off, or deleted)."""
+        self.gpu.forget(platform)
 
     def forget_platform(self, platform: str) -> None:
         """Drop every series of a deleted platform."""
@@ -111,48 +118,115 @@ class Metrics:
             for labels in list(_label_sets(metric)):
                 if labels.get("platform") == platform:
                     metric.remove(*labels.values())
+        self.forget_gpu(platform)
 
     def _all(self) -> Iterable[Any]:
+        """The metrics with a ``platform`` label."""
         yield self.condition
         yield self.reconcile_duration
         yield self.reconcile_errors
         yield self.last_success
         yield self.edge_certificate_expiry
         yield self.pod_guard_violations
-        yield self.gpu_node_lock_stale
         yield self.deletion_started
-        yield from self.gpu_node.values()
-        yield from self.gpu_model.values()
 
 
-_GPU_NODE_GAUGES = {
+def build_labels() -> dict[str, str]:
+    """The labels of ``tenant_platform_build_info``."""
+    try:
+        kopf_version = metadata.version("kopf")
+    except metadata.PackageNotFoundError:
+        kopf_version = "unknown"
+    return {"version": __version__, "python_version": _python.python_version(), "kopf_version": kopf_version}
+
+
+# -- GPU: cluster-wide series -----------------------------------------------------------------------
+
+GPU_NODE_GAUGES = {
     "cards": "GPU cards HAMi registers on the node.",
     "unhealthy_cards": "GPU cards HAMi reports unhealthy on the node.",
-    "slots_total": "HAMi sharing slots on the node.",
+    "slots": "HAMi sharing slots on the node.",
     "slots_used": "HAMi sharing slots in use on the node.",
-    "memory_total_mib": "GPU memory on the node, MiB.",
-    "memory_used_mib": "GPU memory allocated by HAMi on the node, MiB.",
-    "memory_free_mib": "GPU memory not allocated on the node, MiB.",
-    "cores_total_percent": "GPU compute on the node, percent of one card per card.",
-    "cores_used_percent": "GPU compute allocated on the node, percent.",
-    "cores_free_percent": "GPU compute not allocated on the node, percent.",
+    "memory_total_bytes": "GPU memory of the node's schedulable cards, bytes.",
+    "memory_used_bytes": "GPU memory HAMi allocated on the node, bytes.",
+    "memory_free_bytes": "GPU memory not allocated on the node, bytes.",
+    "cores_used_ratio": "Share of the node's GPU compute HAMi allocated, 0..1 (absent without schedulable cards).",
     "unparseable": "1 when HAMi's register annotation on the node cannot be parsed.",
 }
-_GPU_MODEL_GAUGES = {
+GPU_MODEL_GAUGES = {
     "cards": "GPU cards of this model.",
-    "memory_total_mib": "GPU memory of this model, MiB.",
-    "memory_free_mib": "GPU memory of this model not allocated, MiB.",
-    "cores_free_percent": "GPU compute of this model not allocated, percent.",
+    "memory_total_bytes": "GPU memory of this model's schedulable cards, bytes.",
+    "memory_free_bytes": "GPU memory of this model not allocated, bytes.",
+    "cores_used_ratio": "Share of this model's GPU compute HAMi allocated, 0..1.",
 }
+GPU_NODE_LOCK_STALE = f"{PREFIX}_gpu_node_lock_stale"
 
 
-def _set_series(gauge: Gauge, platform: str, values: Mapping[str, float]) -> None:
-    """Set ``gauge{platform, <second label>}`` for each item; remove the platform's other series."""
-    for labels in list(_label_sets(gauge)):
-        if labels.get("platform") == platform and list(labels.values())[1] not in values:
-            gauge.remove(*labels.values())
-    for second, value in values.items():
-        gauge.labels(platform, second).set(value)
+@dataclass(frozen=True)
+class GpuSeries:
+    """One pass's GPU values: node -> {gauge key: value}, model -> {...}, node -> lock stale."""
+
+    nodes: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    models: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    stale_locks: Mapping[str, bool] = field(default_factory=dict)
+
+
+class GpuCollector(Collector):
+    """The GPU capacity series, read at scrape time, exported once.
+
+    Every platform with HAMi reporting on computes the same cluster-wide capacity from the same
+    watched snapshot; each pass hands its result here under the platform's name, and a scrape
+    yields the most recent one only. So ``sum by (model)`` adds up whatever the number of
+    platforms, one stale lock is one alert, and a node or model that is gone is simply not
+    yielded (no stale series to remove). The values go when the last platform reporting them
+    stops (``forget``).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_source: dict[str, GpuSeries] = {}  # insertion order: the latest last
+
+    def record(self, source: str, series: GpuSeries) -> None:
+        with self._lock:
+            self._by_source.pop(source, None)
+            self._by_source[source] = series
+
+    def forget(self, source: str) -> None:
+        with self._lock:
+            self._by_source.pop(source, None)
+
+    def current(self) -> GpuSeries | None:
+        with self._lock:
+            return next(reversed(self._by_source.values()), None)
+
+    def describe(self) -> Iterable[prometheus_client.Metric]:
+        return list(self._families(None))
+
+    def collect(self) -> Iterable[prometheus_client.Metric]:
+        return list(self._families(self.current()))
+
+    def _families(self, series: GpuSeries | None) -> Iterator[GaugeMetricFamily]:
+        data = series or GpuSeries()
+        for key, help_ in GPU_NODE_GAUGES.items():
+            family = GaugeMetricFamily(f"{PREFIX}_gpu_node_{key}", help_, labels=["node"])
+            for node, values in sorted(data.nodes.items()):
+                if key in values:
+                    family.add_metric([node], values[key])
+            yield family
+        for key, help_ in GPU_MODEL_GAUGES.items():
+            family = GaugeMetricFamily(f"{PREFIX}_gpu_model_{key}", help_, labels=["model"])
+            for model, values in sorted(data.models.items()):
+                if key in values:
+                    family.add_metric([model], values[key])
+            yield family
+        lock = GaugeMetricFamily(
+            GPU_NODE_LOCK_STALE,
+            "1 when the HAMi node lock on this node is stale (expired, dangling or leaked).",
+            labels=["node"],
+        )
+        for node, stale in sorted(data.stale_locks.items()):
+            lock.add_metric([node], float(stale))
+        yield lock
 
 
 def _label_sets(metric: Any) -> Iterable[dict[str, str]]:
@@ -171,8 +245,11 @@ METRICS = Metrics()
 
 def observe_step(platform: str, step: str, seconds: float, *, failed: bool) -> None:
     METRICS.reconcile_duration.labels(platform, step).observe(seconds)
+    # The error counter exists from the first pass at 0 (Prometheus' advice for labelled
+    # counters), so a query or an alert on it has data, and rate() sees the first failure.
+    errors = METRICS.reconcile_errors.labels(platform, step)
     if failed:
-        METRICS.reconcile_errors.labels(platform, step).inc()
+        errors.inc()
 
 
 def record_conditions(platform: str, conditions: Iterable[dict[str, Any]]) -> None:
@@ -190,18 +267,18 @@ def record_deletion_started(platform: str, since: datetime) -> None:
     METRICS.deletion_started.labels(platform).set(since.timestamp())
 
 
-def record_edge_certificate_expiry(platform: str, secret: str, seconds: float | None) -> None:
-    """Set seconds-to-expiry for the platform's edge certificate (one series per platform).
+def record_edge_certificate_expiry(platform: str, secret: str, not_after: datetime | None) -> None:
+    """Set the expiry time of the platform's edge certificate (one series per platform).
 
-    ``seconds`` None (no readable certificate) drops the series; a series for another Secret name
-    (the spec changed) is dropped too.
+    ``not_after`` None (no readable certificate) drops the series; a series for another Secret
+    name (the spec changed) is dropped too.
     """
     gauge = METRICS.edge_certificate_expiry
     for labels in list(_label_sets(gauge)):
-        if labels.get("platform") == platform and (seconds is None or labels.get("secret") != secret):
+        if labels.get("platform") == platform and (not_after is None or labels.get("secret") != secret):
             gauge.remove(*labels.values())
-    if seconds is not None:
-        gauge.labels(platform, secret).set(seconds)
+    if not_after is not None:
+        gauge.labels(platform, secret).set(not_after.timestamp())
 
 
 def forget_platform(platform: str) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import subprocess
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -75,15 +75,18 @@ def run_tests(tmp_path: Path, rules: Path, tests: list[dict[str, Any]]) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def alert(name: str, labels: dict[str, str], summary: str, description: str) -> dict[str, Any]:
-    return {"exp_labels": labels, "exp_annotations": {"summary": summary, "description": description}}
+def alert(
+    name: str, labels: dict[str, str], summary: str, description: str, runbooks: str = "docs/metrics-and-alerts.md"
+) -> dict[str, Any]:
+    annotations = {"summary": summary, "description": description, "runbook_url": f"{runbooks}#{name.lower()}"}
+    return {"exp_labels": labels, "exp_annotations": annotations}
 
 
 def test_rules_pass_promtool_check(tmp_path: Path) -> None:
     rules = rules_file(yaml.safe_load(PLAIN_RULE.read_text()), tmp_path)
     proc = promtool("check", "rules", "--lint=all", "--lint-fatal", rules.name, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "SUCCESS: 7 rules found" in proc.stdout
+    assert "SUCCESS: 8 rules found" in proc.stdout
 
 
 def test_condition_alerts(m: metrics.Metrics, tmp_path: Path) -> None:
@@ -126,11 +129,13 @@ def test_condition_alerts(m: metrics.Metrics, tmp_path: Path) -> None:
 
 
 def test_certificate_and_lock_alerts(m: metrics.Metrics, tmp_path: Path) -> None:
-    m.edge_certificate_expiry.labels("red", "red-tls").set(10 * 86400)
-    m.edge_certificate_expiry.labels("green", "green-tls").set(30 * 86400)
-    m.edge_certificate_expiry.labels("black", "black-tls").set(-3600)
-    m.gpu_node_lock_stale.labels("red", "gpu-1").set(1)
-    m.gpu_node_lock_stale.labels("green", "gpu-2").set(0)
+    # promtool's clock starts at the Unix epoch: expiry times are set relative to it.
+    metrics.record_edge_certificate_expiry("red", "red-tls", EPOCH + timedelta(days=10, minutes=1))
+    metrics.record_edge_certificate_expiry("green", "green-tls", EPOCH + timedelta(days=30))
+    metrics.record_edge_certificate_expiry("black", "black-tls", EPOCH + timedelta(seconds=30))
+    # Two platforms report the same cluster: one stale lock is one alert, without a platform label.
+    for platform in ("red", "green"):
+        metrics.record_gpu(platform, nodes={}, models={}, stale_locks={"gpu-1": True, "gpu-2": False})
     soon = alert(
         "TenantPlatformEdgeCertificateExpiringSoon",
         {"platform": "red", "secret": "red-tls", "severity": "warning"},
@@ -146,10 +151,10 @@ def test_certificate_and_lock_alerts(m: metrics.Metrics, tmp_path: Path) -> None
     )
     lock = alert(
         "TenantPlatformHAMiNodeLockStale",
-        {"platform": "red", "node": "gpu-1", "severity": "warning"},
-        "HAMi's scheduling lock on node gpu-1 is stale (TenantPlatform red).",
-        "New GPU pods cannot be scheduled to node gpu-1 while the lock is held. status.gpu.nodes of the "
-        "TenantPlatform shows the lock's holder and age.",
+        {"node": "gpu-1", "severity": "warning"},
+        "HAMi's scheduling lock on GPU node gpu-1 is stale.",
+        "New GPU pods cannot be scheduled to node gpu-1 while the lock is held. status.gpu.nodes of any "
+        "TenantPlatform with HAMi reporting on shows the lock's holder and age.",
     )
     run_tests(
         tmp_path,
@@ -165,6 +170,57 @@ def test_certificate_and_lock_alerts(m: metrics.Metrics, tmp_path: Path) -> None
                     {"eval_time": "6m", "alertname": "TenantPlatformHAMiNodeLockStale", "exp_alerts": [lock]},
                 ],
             }
+        ],
+    )
+
+
+JOB = "tenant-platform-operator-metrics"
+
+
+def _down(job: str = JOB, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    return alert(
+        "TenantPlatformOperatorDown",
+        {"severity": "critical", **(labels or {})},
+        "The TenantPlatform operator has not been scraped successfully for 5m.",
+        f"No target of job {job} is up: the operator is not running, not ready, or Prometheus no longer "
+        "discovers it. No TenantPlatform is reconciled meanwhile and the other TenantPlatform alerts cannot fire.",
+    )
+
+
+def test_operator_down(tmp_path: Path) -> None:
+    """`up` is Prometheus' series about the scrape: down, gone from discovery, one of two replicas down."""
+
+    def up(instance: str, values: str, job: str = JOB) -> dict[str, str]:
+        return {"series": f'up{{job="{job}",instance="{instance}:8080"}}', "values": values}
+
+    rules = rules_file(yaml.safe_load(PLAIN_RULE.read_text()), tmp_path)
+    run_tests(
+        tmp_path,
+        rules,
+        [
+            {  # scraped fine for 5 minutes, then down
+                "interval": "1m",
+                "input_series": [up("10.0.0.1", "1x4 0x20")],
+                "alert_rule_test": [
+                    {"eval_time": "9m", "alertname": "TenantPlatformOperatorDown", "exp_alerts": []},
+                    {"eval_time": "11m", "alertname": "TenantPlatformOperatorDown", "exp_alerts": [_down()]},
+                ],
+            },
+            {  # never discovered (only another job's target exists)
+                "interval": "1m",
+                "input_series": [up("10.0.0.9", "1x20", job="node-exporter")],
+                "alert_rule_test": [
+                    {"eval_time": "4m", "alertname": "TenantPlatformOperatorDown", "exp_alerts": []},
+                    {"eval_time": "6m", "alertname": "TenantPlatformOperatorDown", "exp_alerts": [_down()]},
+                ],
+            },
+            {  # one of two processes down: the other still serves
+                "interval": "1m",
+                "input_series": [up("10.0.0.1", "0x20"), up("10.0.0.2", "1x20")],
+                "alert_rule_test": [
+                    {"eval_time": "15m", "alertname": "TenantPlatformOperatorDown", "exp_alerts": []},
+                ],
+            },
         ],
     )
 
@@ -187,6 +243,8 @@ def _success_series(m: metrics.Metrics, minutes: int) -> list[dict[str, str]]:
     metrics.record_success("green", EPOCH)
     series = []
     for selector, value in exposed(m).items():
+        if selector.startswith("tenant_platform_build_info{"):
+            continue
         assert value == 0, selector
         values = "0+60x" if 'platform="green"' in selector else "0x"
         series.append({"series": selector, "values": f"{values}{minutes}"})
@@ -243,8 +301,14 @@ def test_chart_rules_follow_drift_interval_and_values(m: metrics.Metrics, tmp_pa
         "metrics.prometheusRule.certificateExpiryDays=7",
         "metrics.prometheusRule.notReadyFor=5m",
         "metrics.prometheusRule.alertLabels.team=platform",
+        "metrics.prometheusRule.operatorJob=tp-operator",
+        "metrics.prometheusRule.runbookURL=https://docs.example.com/tp/metrics-and-alerts.html",
     )
     exprs = {r["alert"]: r for g in rule["spec"]["groups"] for r in g["rules"]}
+    assert exprs["TenantPlatformOperatorDown"]["expr"] == 'absent(up{job="tp-operator"} == 1)'
+    assert exprs["TenantPlatformNotReady"]["annotations"]["runbook_url"] == (
+        "https://docs.example.com/tp/metrics-and-alerts.html#tenantplatformnotready"
+    )
     assert exprs["TenantPlatformDeletionStuck"]["expr"].endswith("> 7200")
     assert "< 604800 and" in exprs["TenantPlatformEdgeCertificateExpiringSoon"]["expr"]
     assert exprs["TenantPlatformNotReady"]["for"] == "5m"
@@ -254,6 +318,9 @@ def test_chart_rules_follow_drift_interval_and_values(m: metrics.Metrics, tmp_pa
     assert proc.returncode == 0, proc.stdout + proc.stderr
     expected = _stale_alert("red", "4m 0s", 180)
     expected["exp_labels"]["team"] = "platform"
+    expected["exp_annotations"]["runbook_url"] = (
+        "https://docs.example.com/tp/metrics-and-alerts.html#tenantplatformreconcilestale"
+    )
     run_tests(
         tmp_path,
         rules,

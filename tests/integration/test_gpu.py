@@ -407,16 +407,18 @@ def test_status_gpu_is_exactly_what_the_cluster_holds(world: World) -> None:
     assert fit.reasons == {a0: "needs 30% cores, 10% free"}
     assert fit.cards == (a1,)  # a1 has 50% cores left
 
-    # Per-node and per-model gauges; a node that disappears loses its series.
-    assert metrics.METRICS.gpu_node["memory_free_mib"].labels(p.name, node_a)._value.get() == 149696
-    assert metrics.METRICS.gpu_model["cards"].labels(p.name, A100)._value.get() == 2
+    # Per-node and per-model gauges (cluster-wide, bytes); a node that disappears loses its series.
+    gpu = metrics.METRICS.gpu.current()
+    assert gpu is not None
+    assert gpu.nodes[node_a]["memory_free_bytes"] == 149696 * 1024 * 1024
+    assert gpu.models[A100]["cards"] == 2
     world.kube.delete("v1", "Node", node_c)
     world.run(p)
     node_series = [
         sample.labels["node"]
-        for family in metrics.METRICS.gpu_node["cards"].collect()
+        for family in metrics.METRICS.gpu.collect()
+        if family.name == "tenant_platform_gpu_node_cards"
         for sample in family.samples
-        if sample.labels["platform"] == p.name
     ]
     assert sorted(node_series) == [node_a, node_b, node_d, node_e]
     metrics.forget_platform(p.name)
@@ -686,8 +688,10 @@ def test_stale_locks_show_in_gpu_ready(world: World) -> None:
     assert locks[expired]["reason"] == "older than 5m"
     # Nothing will announce the active lock's expiry: the step asks to come back then.
     assert result.requeue_after == pytest.approx(241.0)
-    assert metrics.METRICS.gpu_node_lock_stale.labels(p.name, expired)._value.get() == 1
-    assert metrics.METRICS.gpu_node_lock_stale.labels(p.name, active)._value.get() == 0
+    gpu = metrics.METRICS.gpu.current()
+    assert gpu is not None
+    assert gpu.stale_locks[expired] is True
+    assert gpu.stale_locks[active] is False
 
     # Four minutes later, the active lock expired too.
     later = world.run(p, now=now + timedelta(minutes=4, seconds=30))

@@ -52,13 +52,14 @@ def fill(m: metrics.Metrics, platform: str = "kamiwaza") -> None:
     metrics.observe_step(platform, "dns", 0.1, failed=True)
     metrics.record_success(platform, NOW)
     metrics.record_deletion_started(platform, NOW)
-    m.edge_certificate_expiry.labels(platform, "kamiwaza-edge-tls").set(86400.0)
+    metrics.record_edge_certificate_expiry(platform, "kamiwaza-edge-tls", NOW)
     m.pod_guard_violations.labels(platform).set(2)
-    m.gpu_node_lock_stale.labels(platform, "gpu-1").set(0)
-    for gauge in m.gpu_node.values():
-        gauge.labels(platform, "gpu-1").set(1)
-    for gauge in m.gpu_model.values():
-        gauge.labels(platform, "NVIDIA H200").set(1)
+    metrics.record_gpu(
+        platform,
+        nodes={"gpu-1": dict.fromkeys(metrics.GPU_NODE_GAUGES, 1.0)},
+        models={"NVIDIA H200": dict.fromkeys(metrics.GPU_MODEL_GAUGES, 1.0)},
+        stale_locks={"gpu-1": False},
+    )
 
 
 def exported_names(text: str) -> set[str]:
@@ -71,7 +72,7 @@ def metric_names_in(expr: str) -> set[str]:
     expr = re.sub(r"\[[^\]]*\]", "", expr)  # range selectors
     expr = re.sub(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", "", expr)
     words = set(re.findall(r"\b[a-zA-Z_:][a-zA-Z0-9_:]*\b", expr))
-    unknown = words - PROMQL_WORDS - {w for w in words if w.startswith("tenant_platform_")}
+    unknown = words - PROMQL_WORDS - {"up"} - {w for w in words if w.startswith("tenant_platform_")}
     assert not unknown, f"unexpected words in {expr!r}: {unknown}"
     return words - PROMQL_WORDS
 
@@ -92,15 +93,19 @@ def test_serve_exposes_every_metric_over_http(private_metrics: metrics.Metrics) 
         "tenant_platform_reconcile_step_duration_seconds_bucket",
         "tenant_platform_reconcile_step_errors_total",
         "tenant_platform_last_successful_reconcile_timestamp_seconds",
-        "tenant_platform_edge_certificate_expiry_seconds",
+        "tenant_platform_edge_certificate_expiry_timestamp_seconds",
         "tenant_platform_gpu_node_lock_stale",
-        "tenant_platform_gpu_node_memory_free_mib",
+        "tenant_platform_gpu_node_memory_free_bytes",
+        "tenant_platform_gpu_node_cores_used_ratio",
+        "tenant_platform_build_info",
         "tenant_platform_gpu_model_cards",
         "tenant_platform_pod_guard_pods_would_be_denied",
         "tenant_platform_deletion_started_timestamp_seconds",
     ):
         assert expected in names
     assert all(name.startswith("tenant_platform_") for name in names)
+    assert not [name for name in names if name.endswith("_created")], "_created series are switched off"
+    assert not [name for name in names if name.endswith(("_mib", "_percent"))], "base units only"
     assert 'tenant_platform_condition{platform="kamiwaza",status="True",type="Ready"} 0.0' in text
     assert 'tenant_platform_condition{platform="kamiwaza",status="False",type="Ready"} 1.0' in text
 
@@ -114,6 +119,8 @@ def test_forget_platform_drops_every_series(private_metrics: metrics.Metrics) ->
     )
     assert "'platform': 'doomed'" not in text
     assert "'platform': 'kept'" in text
+    # The GPU series are the cluster's: "kept" still reports them.
+    assert private_metrics.gpu.current() is not None
     assert "tenant_platform_deletion_started_timestamp_seconds{'platform': 'kept'}" in text
 
 
@@ -133,14 +140,50 @@ def test_every_alert_uses_only_exported_metrics(private_metrics: metrics.Metrics
         "TenantPlatformHAMiNodeLockStale",
         "TenantPlatformReconcileStale",
         "TenantPlatformDeletionStuck",
+        "TenantPlatformOperatorDown",
     }
     for name, expr in alerts:
         used = metric_names_in(expr)
         assert used, f"{name} uses no metric"
-        assert used <= exported, f"{name} uses {used - exported}, which the operator does not export"
+        # `up` is Prometheus' own series about the scrape (TenantPlatformOperatorDown).
+        assert used - {"up"} <= exported, f"{name} uses {used - exported}, which the operator does not export"
 
 
 def test_name_extraction_catches_typos() -> None:
     assert metric_names_in('time() - tenant_platform_x{a="b"} > 3') == {"tenant_platform_x"}
     with pytest.raises(AssertionError, match="unexpected words"):
         metric_names_in("tenant_platfrom_condition == 0 or up == 0")
+    assert metric_names_in('absent(up{job="x"} == 1)') == {"up"}
+
+
+DOCS = ROOT / "docs" / "metrics-and-alerts.md"
+
+
+def github_anchors(markdown: str) -> set[str]:
+    """The anchors GitHub gives a Markdown file's headings (lower case, punctuation dropped, - for spaces)."""
+    anchors = set()
+    prose = re.sub(r"^```.*?^```", "", markdown, flags=re.M | re.S)  # a # in a code block is no heading
+    for heading in re.findall(r"^#{1,6} +(.+?) *$", prose, re.M):
+        anchors.add(re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-"))
+    return anchors
+
+
+def test_every_alert_has_a_runbook_url_whose_anchor_exists() -> None:
+    rule = yaml.safe_load(PLAIN_RULE.read_text())
+    anchors = github_anchors(DOCS.read_text())
+    for group in rule["spec"]["groups"]:
+        for r in group["rules"]:
+            url = r["annotations"]["runbook_url"]
+            path, _, anchor = url.partition("#")
+            assert path == "docs/metrics-and-alerts.md", url
+            assert anchor == r["alert"].lower(), url
+            assert anchor in anchors, f"{r['alert']}: docs/metrics-and-alerts.md has no heading for #{anchor}"
+
+
+def test_anchor_function() -> None:
+    markdown = "## Alerts\n### TenantPlatformNotReady\n#### The `up` series, 2 ways\n```sh\n# no\n```\n"
+    assert github_anchors(markdown) == {
+        "alerts",
+        "tenantplatformnotready",
+        "the-up-series-2-ways",
+    }

@@ -26,6 +26,7 @@ through ``action`` (reconcile._run_step).
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import timedelta
 
 from tenant_platform import issuance, metrics
 from tenant_platform.api import constants
@@ -84,7 +85,8 @@ class EdgeCertStep:
             verdict = edgecert.evaluate(ctx.platform, facts, now=ctx.now, dry_run=ctx.dry_run)
         if not ctx.dry_run:
             spec = ctx.platform.spec
-            metrics.record_edge_certificate_expiry(ctx.name, spec.edge_certificate.secret_name, verdict.expiry_seconds)
+            expires = None if verdict.expiry_seconds is None else ctx.now + timedelta(seconds=verdict.expiry_seconds)
+            metrics.record_edge_certificate_expiry(ctx.name, spec.edge_certificate.secret_name, expires)
         result = StepResult(
             conditions=verdict.conditions,
             recorded=verdict.recorded,

@@ -125,31 +125,57 @@ def gather(ctx: StepContext) -> GpuFacts:
 # -- report ---------------------------------------------------------------------------------------
 
 
+MIB: Final = 1024 * 1024
+
+
+def _used_ratio(used: int, total: int) -> dict[str, float]:
+    """``{"cores_used_ratio": used/total}``; nothing when there is no compute to share."""
+    return {"cores_used_ratio": used / total} if total > 0 else {}
+
+
 def _node_metrics(node: capacity.NodeCapacity) -> dict[str, float]:
+    """The node's gauges in base units: memory in bytes (HAMi counts MiB), compute as a 0..1 ratio."""
     totals = node.totals()
     return {
         "cards": len(node.cards),
         "unhealthy_cards": len(node.unhealthy),
-        "slots_total": totals.slots_total,
+        "slots": totals.slots_total,
         "slots_used": totals.slots_used,
-        "memory_total_mib": totals.mem_total,
-        "memory_used_mib": totals.mem_used,
-        "memory_free_mib": totals.mem_total - totals.mem_used,
-        "cores_total_percent": totals.cores_total,
-        "cores_used_percent": totals.cores_used,
-        "cores_free_percent": totals.cores_total - totals.cores_used,
+        "memory_total_bytes": totals.mem_total * MIB,
+        "memory_used_bytes": totals.mem_used * MIB,
+        "memory_free_bytes": (totals.mem_total - totals.mem_used) * MIB,
+        **_used_ratio(totals.cores_used, totals.cores_total),
         "unparseable": float(node.unparseable is not None),
     }
 
 
+def _model_metrics(capacities: tuple[capacity.NodeCapacity, ...]) -> dict[str, dict[str, float]]:
+    """Per model: cards, memory (bytes) and the allocated share of compute, over schedulable cards."""
+    cores_total: dict[str, int] = {}
+    for node in capacities:
+        for state in node.schedulable:
+            cores_total[state.card.model] = cores_total.get(state.card.model, 0) + state.card.devcore
+    out: dict[str, dict[str, float]] = {}
+    for model, rollup in capacity.model_rollup(capacities).items():
+        total = cores_total.get(model, 0)
+        out[model] = {
+            "cards": rollup["cards"],
+            "memory_total_bytes": rollup["memory_total_mib"] * MIB,
+            "memory_free_bytes": rollup["memory_free_mib"] * MIB,
+            **_used_ratio(total - rollup["cores_free_percent"], total),
+        }
+    return out
+
+
 def record_metrics(platform: str, capacities: tuple[capacity.NodeCapacity, ...], *, enabled: bool) -> None:
+    """The cluster-wide GPU gauges (exported once, whichever platform computed them last)."""
     if not enabled:
         metrics.forget_gpu(platform)
         return
     metrics.record_gpu(
         platform,
         nodes={c.name: _node_metrics(c) for c in capacities},
-        models={model: {k: float(v) for k, v in m.items()} for model, m in capacity.model_rollup(capacities).items()},
+        models=_model_metrics(capacities),
         stale_locks={c.name: bool(c.lock is not None and c.lock.stale) for c in capacities},
     )
 
