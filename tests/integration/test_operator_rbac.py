@@ -200,21 +200,15 @@ MUST_BE_YES = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("what", "verb", "resource", "group", "ns", "name", "sub"), MUST_BE_NO, ids=[r[0] for r in MUST_BE_NO]
-)
-def test_rbac_says_no(
-    as_operator: Kube, crd: Kube, what: str, verb: str, resource: str, group: str, ns: str, name: str, sub: str
-) -> None:
+@pytest.mark.parametrize("row", MUST_BE_NO, ids=[r[0] for r in MUST_BE_NO])
+def test_rbac_says_no(as_operator: Kube, crd: Kube, row: tuple[str, str, str, str, str, str, str]) -> None:
+    what, verb, resource, group, ns, name, sub = row
     assert not sar(crd, verb, resource, group=group, namespace=ns, name=name, sub=sub), what
 
 
-@pytest.mark.parametrize(
-    ("what", "verb", "resource", "group", "ns", "name", "sub"), MUST_BE_YES, ids=[r[0] for r in MUST_BE_YES]
-)
-def test_rbac_says_yes(
-    as_operator: Kube, crd: Kube, what: str, verb: str, resource: str, group: str, ns: str, name: str, sub: str
-) -> None:
+@pytest.mark.parametrize("row", MUST_BE_YES, ids=[r[0] for r in MUST_BE_YES])
+def test_rbac_says_yes(as_operator: Kube, crd: Kube, row: tuple[str, str, str, str, str, str, str]) -> None:
+    what, verb, resource, group, ns, name, sub = row
     assert sar(crd, verb, resource, group=group, namespace=ns, name=name, sub=sub), what
 
 
@@ -248,7 +242,8 @@ def fence_cases(k: Kube, ns: str) -> list[tuple[str, str, str, Any, str]]:
     return [
         ("label kube-system", "PATCH", p("v1", "Namespace", "kube-system"), LABEL_PATCH, "may not change namespace"),
         ("delete its own namespace", "DELETE", p("v1", "Namespace", OPERATOR_NAMESPACE), None, "may not change"),
-        ("delete default", "DELETE", p("v1", "Namespace", "default"), None, "may not"),  # lifecycle admission refuses first
+        # The built-in lifecycle admission refuses this one first.
+        ("delete default", "DELETE", p("v1", "Namespace", "default"), None, "may not"),
         (
             "patch a kube-system ConfigMap other than CoreDNS's",
             "PATCH",
@@ -417,7 +412,7 @@ def test_fences_allow_what_the_steps_do(as_operator: Kube, platform_ns: str) -> 
         ),
     ],
 )
-def test_real_pods_only_as_the_storage_test(
+def test_real_pods_only_as_the_storage_test(  # noqa: PLR0917 (fixtures and parameters)
     as_operator: Kube,
     crd: Kube,
     platform_ns: str,

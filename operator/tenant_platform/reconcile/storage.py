@@ -5,8 +5,9 @@ cluster default. Record: ``storageClassName`` and ``storageVolumeBindingMode``.
 
 With ``spec.storage.verify: true`` the step also runs the checklist's storage check in the
 operator's own namespace (``Settings.operator_namespace``: StorageClasses are cluster-wide, and
-the operator then needs no right to create pods or PVCs in anyone else's namespace): a small PVC, a pod that writes a marker, then (once it has succeeded and is deleted) a
-second pod that reads the marker back. It is a state machine driven by the live objects plus a
+the operator then needs no right to create pods or PVCs in anyone else's namespace): a small
+PVC, a pod that writes a marker, then (once it has succeeded and is deleted) a second pod that
+reads the marker back. It is a state machine driven by the live objects plus a
 memory kept in ``status.recorded.storageVerification`` ({storageClassName, attempt, result,
 startedAt, finishedAt, message, cleanedUp}); status/storage.py decides every transition, purely:
 
