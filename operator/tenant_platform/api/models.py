@@ -136,7 +136,7 @@ class Dns(_Model):
 
 class Storage(_Model):
     storage_class_name: str = Field("", description="StorageClass; empty means the cluster default.")
-    verify: bool = Field(False, description="Run a PVC + pod write test in the tenant namespace.")
+    verify: bool = Field(False, description="Run a PVC + pod write test in the operator's namespace.")
 
 
 class S3CredentialsSecret(_Model):
