@@ -36,11 +36,14 @@ from tenant_platform.testing.controlplane import ControlPlane
 GA = "storageclass.kubernetes.io/is-default-class"
 BETA = "storageclass.beta.kubernetes.io/is-default-class"
 SELECTOR = f"{constants.LABEL_COMPONENT}={render_storage.COMPONENT}"
+OPERATOR_NAMESPACE = Settings().operator_namespace
+"""Where the write test runs (the operator's own namespace, see reconcile/storage.py)."""
 
 
 @pytest.fixture
 def kube(crd: Kube) -> Kube:
-    """The session's seeded control plane with our CRD (admin client)."""
+    """The session's seeded control plane with our CRD (admin client), with the operator's namespace."""
+    create_namespace(crd, OPERATOR_NAMESPACE)
     return crd
 
 
@@ -116,10 +119,11 @@ def test_no_default_then_ambiguous_defaults(bare: Kube) -> None:
     assert (result.conditions[0].status, result.recorded["storageClassName"]) == ("True", "old")
 
 
-def verify_objects(kube: Kube, namespace: str) -> tuple[list[dict], list[dict]]:
-    """(PVCs, pods) of the write test in ``namespace`` that are not being deleted."""
-    pvcs = kube.list("v1", "PersistentVolumeClaim", namespace, label_selector=SELECTOR)
-    pods = kube.list("v1", "Pod", namespace, label_selector=SELECTOR)
+def verify_objects(kube: Kube, platform: str) -> tuple[list[dict], list[dict]]:
+    """(PVCs, pods) of ``platform``'s write test that are not being deleted (in the operator's namespace)."""
+    selector = f"{SELECTOR},{constants.LABEL_PLATFORM}={platform}"
+    pvcs = kube.list("v1", "PersistentVolumeClaim", OPERATOR_NAMESPACE, label_selector=selector)
+    pods = kube.list("v1", "Pod", OPERATOR_NAMESPACE, label_selector=selector)
     live = [o for o in pvcs if not o["metadata"].get("deletionTimestamp")]
     return live, [p for p in pods if not p["metadata"].get("deletionTimestamp")]
 
@@ -143,27 +147,31 @@ def test_write_test_pending_then_verified_and_cleaned_up(kube: Kube, make_platfo
     assert "WaitForFirstConsumer" in cond["message"] and "scheduled" in cond["message"]
     assert "times out at" in cond["message"]
     assert outcome.results["storage"].progressing
-    pvcs, pods = verify_objects(kube, ns)
+    pvcs, pods = verify_objects(kube, unique_name)
     assert len(pvcs) == 1 and len(pods) == 1
     writer = pods[0]
     assert writer["metadata"]["labels"][constants.LABEL_PLATFORM] == unique_name
     assert writer["metadata"]["labels"][render_storage.ROLE_LABEL] == "write"
-    # Inside the platform's namespace: no owner reference (deletionPolicy decides), cleanup removes it.
-    assert "ownerReferences" not in writer["metadata"]
+    # In the operator's namespace, never the tenant's: owned by the platform (garbage collection
+    # backs up cleanup), and nothing of the test is written where the tenant lives.
+    assert writer["metadata"]["namespace"] == OPERATOR_NAMESPACE
+    assert [o["name"] for o in writer["metadata"]["ownerReferences"]] == [unique_name]
+    assert kube.list("v1", "Pod", ns, label_selector=SELECTOR) == []
+    assert kube.list("v1", "PersistentVolumeClaim", ns, label_selector=SELECTOR) == []
     assert pvcs[0]["spec"]["storageClassName"] == "local-path"
     memory = get_platform(kube, unique_name)["status"]["recorded"]["storageVerification"]
     assert memory["result"] == "Running"
 
     # A second pass while nothing moves creates nothing new.
     reconcile_once(kube, unique_name)
-    assert [p["metadata"]["uid"] for p in verify_objects(kube, ns)[1]] == [writer["metadata"]["uid"]]
+    assert [p["metadata"]["uid"] for p in verify_objects(kube, unique_name)[1]] == [writer["metadata"]["uid"]]
 
     # The writer finished: it is replaced by a reader pod on the same PVC.
     set_phase(kube, writer, "Succeeded")
     outcome = reconcile_once(kube, unique_name)
     cond = condition(outcome.status, constants.STORAGE_READY)
     assert cond["reason"] == "VerificationPending" and "reads it back" in cond["message"]
-    pvcs, pods = verify_objects(kube, ns)
+    pvcs, pods = verify_objects(kube, unique_name)
     assert [p["metadata"]["labels"][render_storage.ROLE_LABEL] for p in pods] == ["read"]
     assert pods[0]["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"] == pvcs[0]["metadata"]["name"]
 
@@ -172,14 +180,14 @@ def test_write_test_pending_then_verified_and_cleaned_up(kube: Kube, make_platfo
     outcome = reconcile_once(kube, unique_name)
     cond = condition(outcome.status, constants.STORAGE_READY)
     assert (cond["status"], cond["reason"]) == ("True", "Verified")
-    assert verify_objects(kube, ns) == ([], [])
+    assert verify_objects(kube, unique_name) == ([], [])
     memory = get_platform(kube, unique_name)["status"]["recorded"]["storageVerification"]
     assert (memory["result"], memory["cleanedUp"]) == ("Succeeded", True)
 
     # The success stands: later passes start no new test.
     outcome = reconcile_once(kube, unique_name)
     assert condition(outcome.status, constants.STORAGE_READY)["reason"] == "Verified"
-    assert verify_objects(kube, ns) == ([], [])
+    assert verify_objects(kube, unique_name) == ([], [])
 
     # Turning verify off forgets the result.
     patch_spec(kube, unique_name, {"storage": {"verify": False}})
@@ -195,9 +203,9 @@ def test_verify_off_and_on_again_runs_a_new_test(kube: Kube, make_platform: Any,
     create_namespace(kube, ns)
     make_platform(unique_name, ns, storage={"verify": True})
     reconcile_once(kube, unique_name)
-    set_phase(kube, verify_objects(kube, ns)[1][0], "Succeeded")
+    set_phase(kube, verify_objects(kube, unique_name)[1][0], "Succeeded")
     reconcile_once(kube, unique_name)
-    set_phase(kube, verify_objects(kube, ns)[1][0], "Succeeded")
+    set_phase(kube, verify_objects(kube, unique_name)[1][0], "Succeeded")
     outcome = reconcile_once(kube, unique_name)
     assert condition(outcome.status, constants.STORAGE_READY)["reason"] == "Verified"
 
@@ -209,7 +217,7 @@ def test_verify_off_and_on_again_runs_a_new_test(kube: Kube, make_platform: Any,
     patch_spec(kube, unique_name, {"storage": {"verify": True}})
     outcome = reconcile_once(kube, unique_name)
     assert condition(outcome.status, constants.STORAGE_READY)["reason"] == "VerificationPending"
-    assert len(verify_objects(kube, ns)[1]) == 1
+    assert len(verify_objects(kube, unique_name)[1]) == 1
 
 
 def test_a_failed_read_back_fails_the_condition(kube: Kube, make_platform: Any, unique_name: str) -> None:
@@ -217,17 +225,17 @@ def test_a_failed_read_back_fails_the_condition(kube: Kube, make_platform: Any, 
     create_namespace(kube, ns)
     make_platform(unique_name, ns, storage={"verify": True})
     reconcile_once(kube, unique_name)
-    set_phase(kube, verify_objects(kube, ns)[1][0], "Succeeded")
+    set_phase(kube, verify_objects(kube, unique_name)[1][0], "Succeeded")
     reconcile_once(kube, unique_name)
-    set_phase(kube, verify_objects(kube, ns)[1][0], "Failed")
+    set_phase(kube, verify_objects(kube, unique_name)[1][0], "Failed")
     outcome = reconcile_once(kube, unique_name)
     cond = condition(outcome.status, constants.STORAGE_READY)
     assert (cond["status"], cond["reason"]) == ("False", "VerificationFailed")
     assert "not read back intact" in cond["message"] and "runs again after" in cond["message"]
-    assert verify_objects(kube, ns) == ([], [])
+    assert verify_objects(kube, unique_name) == ([], [])
     # Within the retry interval the failure stands and nothing is created.
     reconcile_once(kube, unique_name)
-    assert verify_objects(kube, ns) == ([], [])
+    assert verify_objects(kube, unique_name) == ([], [])
 
 
 def test_a_test_that_never_finishes_times_out_and_cleans_up(kube: Kube, make_platform: Any, unique_name: str) -> None:
@@ -236,7 +244,7 @@ def test_a_test_that_never_finishes_times_out_and_cleans_up(kube: Kube, make_pla
     make_platform(unique_name, ns, storage={"verify": True})
     start = datetime.now(UTC)
     reconcile_once(kube, unique_name, now=start)
-    assert len(verify_objects(kube, ns)[1]) == 1
+    assert len(verify_objects(kube, unique_name)[1]) == 1
 
     outcome = reconcile_once(kube, unique_name, now=start + storage_status.VERIFY_TIMEOUT - timedelta(seconds=1))
     assert condition(outcome.status, constants.STORAGE_READY)["reason"] == "VerificationPending"
@@ -246,13 +254,13 @@ def test_a_test_that_never_finishes_times_out_and_cleans_up(kube: Kube, make_pla
     assert (cond["status"], cond["reason"]) == ("False", "VerificationTimedOut")
     assert "did not finish within 10 minutes" in cond["message"]
     assert "is Pending" in cond["message"]
-    assert verify_objects(kube, ns) == ([], [])
+    assert verify_objects(kube, unique_name) == ([], [])
 
     # After the retry interval a new test starts.
     later = start + storage_status.VERIFY_TIMEOUT + storage_status.RETRY_AFTER + timedelta(seconds=2)
     outcome = reconcile_once(kube, unique_name, now=later)
     assert condition(outcome.status, constants.STORAGE_READY)["reason"] == "VerificationPending"
-    assert len(verify_objects(kube, ns)[1]) == 1
+    assert len(verify_objects(kube, unique_name)[1]) == 1
 
 
 def test_turning_verify_off_mid_test_deletes_the_test_objects(kube: Kube, make_platform: Any, unique_name: str) -> None:
@@ -260,11 +268,11 @@ def test_turning_verify_off_mid_test_deletes_the_test_objects(kube: Kube, make_p
     create_namespace(kube, ns)
     make_platform(unique_name, ns, storage={"verify": True})
     reconcile_once(kube, unique_name)
-    assert verify_objects(kube, ns) != ([], [])
+    assert verify_objects(kube, unique_name) != ([], [])
     patch_spec(kube, unique_name, {"storage": {"verify": False}})
     outcome = reconcile_once(kube, unique_name)
     assert condition(outcome.status, constants.STORAGE_READY)["status"] == "True"
-    assert verify_objects(kube, ns) == ([], [])
+    assert verify_objects(kube, unique_name) == ([], [])
     assert "storageVerification" not in outcome.status["recorded"]
 
 
@@ -277,7 +285,7 @@ def test_dry_run_never_creates_the_test_objects(kube: Kube, make_platform: Any, 
     assert kube.counter.snapshot()[1] == before
     assert result.conditions[0].status == "True"
     assert "does not run in a dry run" in result.conditions[0].message
-    assert verify_objects(kube, ns) == ([], [])
+    assert verify_objects(kube, unique_name) == ([], [])
 
 
 def test_cleanup_on_deletion_removes_a_running_test(kube: Kube, make_platform: Any, unique_name: str) -> None:
@@ -285,7 +293,7 @@ def test_cleanup_on_deletion_removes_a_running_test(kube: Kube, make_platform: A
     create_namespace(kube, ns)
     make_platform(unique_name, ns, storage={"verify": True})
     reconcile_once(kube, unique_name)
-    assert verify_objects(kube, ns) != ([], [])
+    assert verify_objects(kube, unique_name) != ([], [])
     ctx = StepContext(
         platform=TenantPlatform.from_body(get_platform(kube, unique_name)),
         kube=kube,
@@ -293,5 +301,5 @@ def test_cleanup_on_deletion_removes_a_running_test(kube: Kube, make_platform: A
         now=datetime.now(UTC),
     )
     assert storage.STEP.cleanup(ctx).done
-    assert verify_objects(kube, ns) == ([], [])
+    assert verify_objects(kube, unique_name) == ([], [])
     assert storage.STEP.cleanup(ctx).done  # idempotent

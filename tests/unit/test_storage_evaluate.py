@@ -427,7 +427,7 @@ PHASE_TWO = [
             reason=R.VERIFICATION_TIMED_OUT,
             fragment=f"did not finish within 10 minutes (started {stamp(EARLIER)}): PVC {PVC} is Pending; "
             f"pod {WRITER} is Pending (not scheduled yet). Check that the provisioner creates volumes and that "
-            "pods in the tenant namespace can be scheduled and can pull busybox",
+            "pods in namespace ns (the operator's) can be scheduled and can pull busybox",
             finished=VerificationResult.TIMED_OUT,
         ),
         id="deadline passed: TimedOut",

@@ -159,7 +159,7 @@ class Storage(_Model):
         max_length=253,
         description="StorageClass; empty means the cluster default.",
     )
-    verify: bool = Field(False, description="Run a PVC + pod write test in the tenant namespace.")
+    verify: bool = Field(False, description="Run a PVC + pod write test in the operator's namespace.")
 
 
 class S3CredentialsSecret(_Model):

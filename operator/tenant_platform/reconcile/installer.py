@@ -9,7 +9,8 @@ One pass, in this order (the writes come before the checks that prove them):
 1. apply the identity (render/installer.py); on any error skip to 4;
 2. with ``kubeconfigSecret.enabled``: read the Secret, let status/installer.token_plan keep its
    token or mint a new one (TokenRequest; event TokenMinted), apply the Secret;
-3. prune our labelled ServiceAccounts, Roles, RoleBindings and Secrets no longer wanted;
+3. prune our labelled ServiceAccounts, Roles and RoleBindings no longer wanted, and the kubeconfig
+   Secret by name (the configured and the last recorded name: the operator may not list Secrets);
 4. ask the SubjectAccessReviews (not after an apply error; alone in a dry run);
 5. status/installer.evaluate (pure) decides the condition and the recorded facts.
 A failed SubjectAccessReview is an API error condition that still records the identity's names.
@@ -24,6 +25,7 @@ from tenant_platform.api.models import TenantPlatform
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Obj, b64
 from tenant_platform.reconcile.base import (
+    ApplyOutcome,
     CleanupResult,
     StepContext,
     StepResult,
@@ -31,6 +33,7 @@ from tenant_platform.reconcile.base import (
     apply_children,
     key,
     labelled_platform,
+    owner_of,
     prune_children,
 )
 from tenant_platform.render import installer as render_installer
@@ -42,8 +45,9 @@ PRUNE_KINDS = [
     ("rbac.authorization.k8s.io/v1", "RoleBinding"),
     ("rbac.authorization.k8s.io/v1", "Role"),
     ("v1", "ServiceAccount"),
-    ("v1", "Secret"),
 ]
+"""Pruned by listing our labelled children. Secrets are not listed (no ``list`` on Secrets in the
+operator's RBAC, see docs/security.md): the kubeconfig Secret is pruned by name."""
 REVIEWING = "run SubjectAccessReviews for the installer"
 
 
@@ -118,12 +122,32 @@ class InstallerStep:
             namespaces=[platform.spec.namespace],
             outcome=outcome,
         )
+        self._prune_kubeconfig_secret(ctx, keep=secret_name, outcome=outcome)
         return InstallerFacts(
             apply_errors=tuple(outcome.errors),
             forbidden=outcome.forbidden,
             kubeconfig_secret=secret_name,
             token_requeue=requeue,
         )
+
+    @staticmethod
+    def _prune_kubeconfig_secret(ctx: StepContext, *, keep: str | None, outcome: ApplyOutcome) -> None:
+        """Delete our kubeconfig Secret under a name no longer wanted, read by name, never listed."""
+        platform = ctx.platform
+        ns = platform.spec.namespace
+        last = ((platform.status.get("recorded") or {}).get("installer") or {}).get("kubeconfigSecret")
+        for name in sorted({platform.kubeconfig_secret_name, str(last or "")} - {keep or "", ""}):
+            try:
+                live = ctx.kube.get("v1", "Secret", name, ns)
+                if live is None or owner_of(live) != ctx.name:
+                    continue
+                if (live["metadata"].get("labels") or {}).get(constants.LABEL_COMPONENT) != COMPONENT:
+                    continue
+                ctx.kube.delete("v1", "Secret", name, ns, uid=live["metadata"].get("uid"))
+                outcome.pruned.append(f"Secret {ns}/{name}")
+            except errors.KubeError as exc:
+                outcome.errors.append(f"pruning Secret {name}: {exc.message or exc}")
+                outcome.forbidden |= isinstance(exc, errors.Forbidden)
 
     def _kubeconfig_secret(self, ctx: StepContext) -> tuple[Obj, float]:
         """The kubeconfig Secret intent, re-minting the token when status/installer says so."""

@@ -3,9 +3,11 @@
 Verify: the class named in ``spec.storage.storageClassName`` exists, or exactly one class is the
 cluster default. Record: ``storageClassName`` and ``storageVolumeBindingMode``.
 
-With ``spec.storage.verify: true`` the step also runs the checklist's storage check in the tenant
-namespace: a small PVC, a pod that writes a marker, then (once it has succeeded and is deleted) a
-second pod that reads the marker back. It is a state machine driven by the live objects plus a
+With ``spec.storage.verify: true`` the step also runs the checklist's storage check in the
+operator's own namespace (``Settings.operator_namespace``: StorageClasses are cluster-wide, and
+the operator then needs no right to create pods or PVCs in anyone else's namespace): a small
+PVC, a pod that writes a marker, then (once it has succeeded and is deleted) a second pod that
+reads the marker back. It is a state machine driven by the live objects plus a
 memory kept in ``status.recorded.storageVerification`` ({storageClassName, attempt, result,
 startedAt, finishedAt, message, cleanedUp}); status/storage.py decides every transition, purely:
 
@@ -15,8 +17,8 @@ startedAt, finishedAt, message, cleanedUp}); status/storage.py decides every tra
 - a test still unfinished VERIFY_TIMEOUT after it started fails with VerificationTimedOut (a
   cluster without a working provisioner or scheduler keeps it Pending for ever);
 - the test objects are deleted when it ends, when ``verify`` is turned off, and by ``cleanup`` when
-  the TenantPlatform is deleted (objects in platform namespaces carry no owner reference, see
-  base.stamp). They carry the component label ``storage-verify`` and names ending in
+  the TenantPlatform is deleted (they also carry an owner reference to the platform, so garbage
+  collection removes what a failed cleanup left). They carry the component label ``storage-verify`` and names ending in
   the attempt id (the Unix time the test started), so a new test never collides with the volume
   of an earlier one that is still being deleted.
 
@@ -59,10 +61,15 @@ def gather(ctx: StepContext) -> storage_status.StorageFacts:
     return storage_status.StorageFacts(classes=classes, memory=memory)
 
 
+def probe_namespace(ctx: StepContext) -> str:
+    """Where the write test runs: the operator's own namespace, never a tenant's."""
+    return ctx.settings.operator_namespace
+
+
 def gather_test(ctx: StepContext, attempt: int) -> storage_status.WriteTestObjects:
     """The PVC and pods of write test ``attempt`` (None where absent)."""
     platform = ctx.platform
-    namespace = platform.spec.namespace
+    namespace = probe_namespace(ctx)
     pvc_name = render_storage.pvc_name(platform.name, attempt)
     writer_name = render_storage.pod_name(platform.name, attempt, "write")
     reader_name = render_storage.pod_name(platform.name, attempt, "read")
@@ -111,7 +118,7 @@ class StorageStep:
         try:
             objects = gather_test(ctx, test.attempt)
             verdict = storage_status.evaluate_test(
-                first.selection, test, objects, namespace=ctx.platform.spec.namespace, now=ctx.now
+                first.selection, test, objects, namespace=probe_namespace(ctx), now=ctx.now
             )
             for action in verdict.actions:
                 self._act(ctx, action, objects, storage_class=first.selection.name)
@@ -133,7 +140,7 @@ class StorageStep:
     ) -> None:
         common: dict[str, Any] = {
             "platform_name": ctx.platform.name,
-            "namespace": ctx.platform.spec.namespace,
+            "namespace": probe_namespace(ctx),
             "attempt": objects.attempt,
         }
         if action is Action.CREATE_PVC:
@@ -141,7 +148,7 @@ class StorageStep:
             ctx.kube.create(stamp(pvc, ctx, render_storage.COMPONENT))
         elif action is Action.DELETE_WRITER:
             uid = ((objects.writer or {}).get("metadata") or {}).get("uid")
-            ctx.kube.delete("v1", "Pod", objects.writer_name, ctx.platform.spec.namespace, uid=uid)
+            ctx.kube.delete("v1", "Pod", objects.writer_name, probe_namespace(ctx), uid=uid)
         else:
             role = "read" if action is Action.CREATE_READER else "write"
             pod = render_storage.render_pod(**common, platform_uid=ctx.platform.uid, role=role)
@@ -149,7 +156,7 @@ class StorageStep:
 
     def _try_delete(self, ctx: StepContext, attempt: int) -> bool:
         """Delete one test's pods and PVC (only ours; absent is fine). False when the API refused."""
-        namespace = ctx.platform.spec.namespace
+        namespace = probe_namespace(ctx)
         names = [
             ("Pod", render_storage.pod_name(ctx.platform.name, attempt, "read")),
             ("Pod", render_storage.pod_name(ctx.platform.name, attempt, "write")),
@@ -170,9 +177,9 @@ class StorageStep:
         return ok
 
     def cleanup(self, ctx: StepContext) -> CleanupResult:
-        """Delete any write test left in the tenant namespace (objects there carry no owner
-        reference, so garbage collection would not remove them with the TenantPlatform)."""
-        namespace = ctx.platform.spec.namespace
+        """Delete any write test left in the operator's namespace (garbage collection would too,
+        by the owner reference, but only after the platform is gone)."""
+        namespace = probe_namespace(ctx)
         label_selector = selector(ctx.platform.name, render_storage.COMPONENT)
         waiting: list[str] = []
         for kind in ("Pod", "PersistentVolumeClaim"):

@@ -3,7 +3,7 @@ second pod reading it back after the first is gone, as the checklist's manual st
 
 Names carry the generation the test started for, so a test started after a spec change never
 waits on the previous test's volume while it is still being deleted. The pods satisfy Pod
-Security "restricted" (the tenant namespace warns and audits at that level), opt out of Istio
+Security "restricted" (the operator's namespace enforces that level; see deploy/base/namespace.yaml), opt out of Istio
 sidecar injection (a classic sidecar would keep the pod from ever completing), and never restart.
 """
 

@@ -404,8 +404,9 @@ def evaluate_test(
             VerificationResult.TIMED_OUT,
             f"Storage write test on StorageClass {selection.name} did not finish within "
             f"{int(VERIFY_TIMEOUT.total_seconds() // 60)} minutes (started {memory.started_at}): {state}. "
-            "Check that the provisioner creates volumes and that pods in the tenant namespace can be "
-            f"scheduled and can pull {objects.image}. The test objects were deleted.",
+            "Check that the provisioner creates volumes and that pods in namespace "
+            f"{namespace} (the operator's) can be scheduled and can pull {objects.image}. "
+            "The test objects were deleted.",
         )
 
     actions: list[Action] = []
