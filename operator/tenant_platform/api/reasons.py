@@ -186,6 +186,8 @@ class GPU(StrEnum):
     NO_ALLOCATABLE = "NoAllocatableGPUs"
     UNHEALTHY = "UnhealthyCards"
     STALE_LOCK = "StaleNodeLock"
+    SNAPSHOT_NOT_SYNCED = "SnapshotNotSynced"
+    SNAPSHOT_STALE = "SnapshotStale"
 
 
 CATALOGUE: Final[dict[str, type[StrEnum]]] = {
