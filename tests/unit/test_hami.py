@@ -534,7 +534,8 @@ def test_node_capacity_exact_status() -> None:
         "pods": 5,
         "lock": {"held": False},
         "cordonedCards": 1,
-        "ignoredPods": ["ml/broken: container 0: device 'GPU-a,NVIDIA,lots,10' has a non-numeric memory or cores"],
+        "ignoredPods": ["ml/broken: container 0: memory 'lots' is not a non-negative integer"],
+        "ignoredPodCount": 1,
     }
     assert node.main_model == "NVIDIA A100"
 

@@ -8,7 +8,7 @@ resource names) and what labelling achieved this pass, and decides:
   gives the reason (conflict, pending labels, unparseable, no devices, no allocatable GPUs,
   unhealthy cards, stale lock); no problem: ``GPUNodesReady`` or ``NoGPUNodes``;
 - ``status.gpu`` (at most MAX_LISTED_NODES nodes, problem nodes first; totals cover all) and the
-  recorded ``gpuNodes`` (at most MAX_RECORDED_NODES) and ``gpuResourceNames``;
+  recorded ``gpuNodes`` (at most MAX_RECORDED_NODES and RECORDED_BUDGET bytes) and ``gpuResourceNames``;
 - when to look again: when an active node lock expires (no watch event marks that moment), and
   soon while the snapshot's first listing is incomplete or the snapshot is stale.
 
@@ -81,6 +81,8 @@ MAX_LISTED_NODES: Final = 500
 # ... and at most this many bytes of node entries (JSON), whatever the annotations hold.
 NODES_BUDGET: Final = 256 * 1024
 MAX_RECORDED_NODES: Final = 1000
+# ... and about this many bytes of them (the install-values ConfigMap carries them too).
+RECORDED_BUDGET: Final = 128 * 1024
 # How soon to look again while the snapshot's first listing is incomplete (seconds).
 UNSYNCED_REQUEUE: Final = 5.0
 # A snapshot not current for longer than this is reported (seconds); shorter relists are normal.
@@ -377,22 +379,25 @@ def status_section(
 
 
 def recorded_facts(facts: GpuFacts, *, capacities: Sequence[NodeCapacity], names: ResourceNames | None) -> GpuRecorded:
-    """Per GPU node (at most MAX_RECORDED_NODES) its main model and cards; HAMi's names."""
+    """Per GPU node (at most MAX_RECORDED_NODES, RECORDED_BUDGET bytes) its main model and cards; HAMi's names."""
     by_name = {c.name: c for c in capacities}
     records = []
+    used = 0
     for name in facts.gpu_nodes[:MAX_RECORDED_NODES]:
         capacity = by_name.get(name)
         if capacity is not None and capacity.cards:
-            records.append(GpuNodeRecord(name=name, model=capacity.main_model, cards=len(capacity.cards)))
-            continue
-        labels = facts.nodes[name].labels
-        records.append(
-            GpuNodeRecord(
+            record = GpuNodeRecord(name=name, model=capacity.main_model, cards=len(capacity.cards))
+        else:
+            labels = facts.nodes[name].labels
+            record = GpuNodeRecord(
                 name=name,
                 model=labels.get(GFD_PRODUCT_LABEL, ""),
                 cards=quantity_int(labels.get(GFD_COUNT_LABEL)),
             )
-        )
+        used += len(record.name) + len(record.model) + 40
+        if used > RECORDED_BUDGET:
+            break
+        records.append(record)
     return GpuRecorded(
         gpu_nodes=records,
         gpu_resource_names=_resource_names(names) if names is not None else None,
