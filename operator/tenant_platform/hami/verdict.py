@@ -25,15 +25,12 @@ ignored pods per node (hami/capacity.py), notes of at most 200 characters, at mo
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
 from typing import Any, Final
-
-import pydantic
 
 from tenant_platform.api import constants, reasons
 from tenant_platform.api.models import TenantPlatform, parse_duration
@@ -56,8 +53,15 @@ from tenant_platform.hami.capacity import (
     summary_line,
     total_status,
 )
+from tenant_platform.hami.freshness import (
+    STALE_AFTER,
+    STALE_REQUEUE,
+    UNSYNCED_REQUEUE,
+    since_phrase,
+    unsynced,
+)
 from tenant_platform.hami.labels import LabelOutcome, NodeLike, labelled_nodes, spec_labels
-from tenant_platform.hami.locks import PodLookup, lock_expires_in, rfc3339
+from tenant_platform.hami.locks import PodLookup, lock_expires_in
 from tenant_platform.hami.names import (
     ANNOTATION_LOCK,
     ANNOTATION_POD_ALLOCATED,
@@ -83,12 +87,6 @@ NODES_BUDGET: Final = 256 * 1024
 MAX_RECORDED_NODES: Final = 1000
 # ... and about this many bytes of them (the install-values ConfigMap carries them too).
 RECORDED_BUDGET: Final = 128 * 1024
-# How soon to look again while the snapshot's first listing is incomplete (seconds).
-UNSYNCED_REQUEUE: Final = 5.0
-# A snapshot not current for longer than this is reported (seconds); shorter relists are normal.
-STALE_AFTER: Final = 120.0
-# How soon to look again while the snapshot is stale (seconds).
-STALE_REQUEUE: Final = 30.0
 
 
 @dataclass(frozen=True)
@@ -214,15 +212,20 @@ def evaluate(platform: TenantPlatform, facts: GpuFacts, *, labels: LabelOutcome,
     stale_for = (now - facts.stale_since).total_seconds() if facts.stale_since is not None else 0.0
     if not facts.synced:
         requeues.append(UNSYNCED_REQUEUE)
-        condition, sections, recorded_dump = _unsynced(
-            platform, facts, sections=sections, recorded=recorded_dump, stale_for=stale_for
+        condition, sections, recorded_dump = unsynced(
+            platform.status or {},
+            since=since_phrase(facts.stale_since, facts.stale_why),
+            sections=sections,
+            recorded=recorded_dump,
+            stale_for=stale_for,
         )
     elif stale_for > STALE_AFTER:
         requeues.append(STALE_REQUEUE)
         condition = conditions.unknown(
             constants.GPU_READY,
             reasons.GPU.SNAPSHOT_STALE,
-            f"The watched GPU snapshot has not been current since {_since(facts)}; what follows may be "
+            f"The watched GPU snapshot has not been current since {since_phrase(facts.stale_since, facts.stale_why)}; "
+            "what follows may be "
             f"out of date: {condition.message}",
         )
     verdict = Verdict(
@@ -233,72 +236,6 @@ def evaluate(platform: TenantPlatform, facts: GpuFacts, *, labels: LabelOutcome,
         requeue_after=min(requeues) if requeues else None,
     )
     return GpuVerdict(verdict, tuple(capacities))
-
-
-def _since(facts: GpuFacts) -> str:
-    when = rfc3339(facts.stale_since) if facts.stale_since is not None else "the operator started"
-    return f"{when} ({facts.stale_why})" if facts.stale_why else when
-
-
-def _unsynced(
-    platform: TenantPlatform,
-    facts: GpuFacts,
-    *,
-    sections: dict[str, Any],
-    recorded: dict[str, Any],
-    stale_for: float,
-) -> tuple[Condition, dict[str, Any], dict[str, Any]]:
-    """The first listing is incomplete: keep what the previous pass reported, say so when old.
-
-    The previous ``status.gpu`` and recorded GPU facts are kept (an incomplete snapshot would
-    otherwise empty them, and the install values with them). The previous GPUReady is kept for
-    up to STALE_AFTER (an operator restart does not flap Ready); after that, or without one,
-    GPUReady is Unknown with SnapshotNotSynced.
-    """
-    old = platform.status or {}
-    old_gpu = old.get("gpu")
-    if isinstance(old_gpu, dict):
-        with contextlib.suppress(pydantic.ValidationError):
-            sections = {"gpu": GpuStatus.model_validate(old_gpu).dump()}
-    old_recorded = {k: v for k, v in (old.get("recorded") or {}).items() if k in ("gpuNodes", "gpuResourceNames")}
-    if old_recorded:
-        with contextlib.suppress(pydantic.ValidationError):
-            recorded = GpuRecorded.model_validate(old_recorded).dump()
-    previous = _previous_condition(old)
-    if previous is not None and stale_for <= STALE_AFTER:
-        return previous, sections, recorded
-    message = (
-        f"The watched GPU snapshot has not completed its first listing of nodes and pods since "
-        f"{_since(facts)}; the last reported GPU status is kept and the operator looks again in "
-        f"{UNSYNCED_REQUEUE:.0f} s."
-    )
-    return conditions.unknown(constants.GPU_READY, reasons.GPU.SNAPSHOT_NOT_SYNCED, message), sections, recorded
-
-
-def _previous_condition(old_status: Mapping[str, Any]) -> Condition | None:
-    """The GPUReady condition the previous pass wrote, when its reason is still in the catalogue."""
-    for cond in old_status.get("conditions") or ():
-        if not isinstance(cond, dict) or cond.get("type") != constants.GPU_READY:
-            continue
-        reason = str(cond.get("reason") or "")
-        status = cond.get("status")
-        member: reasons.GPU | reasons.Common
-        try:
-            member = reasons.GPU(reason)
-        except ValueError:
-            try:
-                member = reasons.Common(reason)
-            except ValueError:
-                return None
-        if member in (reasons.GPU.SNAPSHOT_NOT_SYNCED, reasons.Common.NOT_YET_REPORTED):
-            return None
-        message = str(cond.get("message") or "")
-        if status == "True":
-            return conditions.true(constants.GPU_READY, member, message)
-        if status == "False":
-            return conditions.false(constants.GPU_READY, member, message)
-        return conditions.unknown(constants.GPU_READY, member, message)
-    return None
 
 
 # -- status.gpu and recorded ---------------------------------------------------------------------
