@@ -167,8 +167,8 @@ def snapshot_footprint(kube: Kube) -> dict[str, Any]:
     assert body is not None
     platform = TenantPlatform.from_body(body)
     timings = []
-    register.parse_register.cache_clear()
-    allocations.parse_pod_devices.cache_clear()
+    register.cache.clear()
+    allocations.cache.clear()
     for _ in range(3):
         ctx = StepContext(
             platform=platform, kube=kube, settings=Settings(), now=datetime.now(UTC), dry_run=True, observed=snapshot

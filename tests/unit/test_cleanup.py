@@ -130,8 +130,15 @@ def test_past_the_deadline_it_gives_up_with_a_warning(fake_steps: list[FakeStep]
     assert kube.patches == []
 
 
-def test_an_invalid_spec_has_nothing_to_clean_up(fake_steps: list[FakeStep]) -> None:
+def test_a_spec_that_does_not_parse_is_still_cleaned_up_with_defaults(fake_steps: list[FakeStep]) -> None:
+    """Version skew: a newer CRD's value must not orphan the Corefile block, labels and claims."""
     outcome = cleanup(FakeKube(), body(deletionPolicy="Sometimes"))
+    assert outcome.finished
+    assert all(len(step.calls) == 1 for step in fake_steps)
+
+
+def test_a_spec_without_namespace_has_nothing_to_clean_up(fake_steps: list[FakeStep]) -> None:
+    outcome = cleanup(FakeKube(), body(namespace="NOT A NAMESPACE"))
     assert outcome.finished and not outcome.results
     assert all(step.calls == [] for step in fake_steps)
 

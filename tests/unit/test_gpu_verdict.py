@@ -224,13 +224,17 @@ def platform(**gpu: Any) -> TenantPlatform:
     return TenantPlatform.from_body(body)
 
 
-def facts(*nodes: Node, pods: tuple[Pod, ...] = (), synced: bool = True) -> GpuFacts:
+def facts(
+    *nodes: Node, pods: tuple[Pod, ...] = (), synced: bool = True, stale_since: datetime | None = None
+) -> GpuFacts:
     by_key = {(p.namespace, p.name): p for p in pods}
     return GpuFacts(
         nodes={n.name: n for n in nodes},
         pods_by_node={},
         pod=lambda namespace, name: by_key.get((namespace, name)),
         synced=synced,
+        stale_since=stale_since,
+        stale_why="watching pods failed: boom" if stale_since else "",
     )
 
 
@@ -306,13 +310,44 @@ EVALUATE_ROWS = [
         reasons.GPU.STALE_LOCK,
         "lab (dangling: held since 2025-06-01T08:19:00Z, by ml/gone, its pod no longer exists)",
     ),
+    (
+        "snapshot not synced, nothing reported before",
+        (gpu_node(),),
+        {},
+        LabelOutcome(),
+        "Unknown",
+        reasons.GPU.SNAPSHOT_NOT_SYNCED,
+        "has not completed its first listing of nodes and pods since 2025-06-01T08:19:50Z",
+        {"synced": False, "stale_since": NOW - timedelta(seconds=10)},
+    ),
+    (
+        "snapshot stale for too long",
+        (gpu_node(),),
+        {},
+        LabelOutcome(),
+        "Unknown",
+        reasons.GPU.SNAPSHOT_STALE,
+        "not been current since 2025-06-01T08:15:00Z (watching pods failed: boom); what follows may be out of "
+        "date: 1 GPU node(s)",
+        {"stale_since": NOW - timedelta(minutes=5)},
+    ),
+    (
+        "snapshot stale briefly (a relist) is normal",
+        (gpu_node(),),
+        {},
+        LabelOutcome(),
+        "True",
+        reasons.GPU.READY,
+        "1 GPU node(s)",
+        {"stale_since": NOW - timedelta(seconds=30)},
+    ),
 ]
 
 
 @pytest.mark.parametrize("row", [pytest.param(row, id=str(row[0])) for row in EVALUATE_ROWS])
 def test_evaluate(row: tuple[Any, ...]) -> None:
-    _, nodes, tweaks, labels, status, reason, fragment = row
-    decided = verdict.evaluate(platform(**tweaks), facts(*nodes), labels=labels, now=NOW)
+    _, nodes, tweaks, labels, status, reason, fragment, *rest = row
+    decided = verdict.evaluate(platform(**tweaks), facts(*nodes, **(rest[0] if rest else {})), labels=labels, now=NOW)
     condition = decided.verdict.condition
     assert (condition.type, condition.status, condition.reason) == ("GPUReady", status, reason)
     assert fragment in condition.message
@@ -415,9 +450,33 @@ def test_before_the_first_listing_an_unseen_lock_owner_is_still_binding() -> Non
         labels=LabelOutcome(),
         now=NOW,
     )
-    assert decided.verdict.condition.reason == reasons.GPU.READY
+    assert decided.verdict.condition.reason == reasons.GPU.SNAPSHOT_NOT_SYNCED
+    assert decided.verdict.sections["gpu"]["nodes"][0]["lock"]["state"] == "active"
     assert decided.verdict.progressing
     assert decided.verdict.requeue_after == verdict.UNSYNCED_REQUEUE
+
+
+def test_before_the_first_listing_the_previous_report_is_kept_for_a_while() -> None:
+    """An operator restart does not flap GPUReady or empty status.gpu and the install values."""
+    old_gpu = {"summary": "14 cards / 1000 MiB free", "total": {"nodes": 2}}
+    old_recorded = {"domain": "p.example.com", "gpuNodes": [{"name": "a", "model": "L4", "cards": 7}]}
+    old_condition = {"type": "GPUReady", "status": "True", "reason": "GPUNodesReady", "message": "2 GPU node(s)."}
+    body = {
+        "metadata": {"name": "p", "uid": "u"},
+        "spec": {"namespace": "p-ns", "domain": "p.example.com"},
+        "status": {"gpu": old_gpu, "recorded": old_recorded, "conditions": [old_condition]},
+    }
+    young = facts(synced=False, stale_since=NOW - timedelta(seconds=20))
+    decided = verdict.evaluate(TenantPlatform.from_body(body), young, labels=LabelOutcome(), now=NOW)
+    condition = decided.verdict.condition
+    assert (condition.status, condition.reason, condition.message) == ("True", reasons.GPU.READY, "2 GPU node(s).")
+    assert decided.verdict.sections == {"gpu": old_gpu}
+    assert decided.verdict.recorded == {"gpuNodes": old_recorded["gpuNodes"]}
+    assert decided.verdict.requeue_after == verdict.UNSYNCED_REQUEUE
+    old = facts(synced=False, stale_since=NOW - timedelta(seconds=verdict.STALE_AFTER + 1))
+    decided = verdict.evaluate(TenantPlatform.from_body(body), old, labels=LabelOutcome(), now=NOW)
+    assert decided.verdict.condition.reason == reasons.GPU.SNAPSHOT_NOT_SYNCED
+    assert decided.verdict.sections == {"gpu": old_gpu}
 
 
 def test_status_listing_keeps_problem_nodes_when_capped() -> None:
@@ -430,4 +489,4 @@ def test_status_listing_keeps_problem_nodes_when_capped() -> None:
     )
     labelled = frozenset(n.name for n in nodes)
     assert [n.name for n in verdict.listed(nodes, labelled, 3)] == ["n0", "n4", "n5"]
-    assert verdict.listed(nodes, labelled, 10) == nodes
+    assert verdict.listed(nodes, labelled, 10) == [n.to_status(labelled=True) for n in nodes]

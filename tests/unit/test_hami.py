@@ -247,8 +247,8 @@ def test_parse_pod_devices(value: str, expected: tuple[tuple[ContainerDevice, ..
     [
         pytest.param("GPU-aaa,NVIDIA,3000:;", "4 fields", id="three fields"),
         pytest.param("GPU-aaa,NVIDIA,3000,30,1:;", "4 fields", id="five fields"),
-        pytest.param("GPU-aaa,NVIDIA,3G,30:;", "non-numeric", id="memory with unit"),
-        pytest.param("GPU-aaa,NVIDIA,3000,-5:;", "non-numeric", id="negative cores"),
+        pytest.param("GPU-aaa,NVIDIA,3G,30:;", "memory '3G' is not a non-negative integer", id="memory with unit"),
+        pytest.param("GPU-aaa,NVIDIA,3000,-5:;", "cores '-5' is not a non-negative integer", id="negative cores"),
         pytest.param(",NVIDIA,3000,30:;", "no UUID", id="no uuid"),
     ],
 )
@@ -534,7 +534,8 @@ def test_node_capacity_exact_status() -> None:
         "pods": 5,
         "lock": {"held": False},
         "cordonedCards": 1,
-        "ignoredPods": ["ml/broken: container 0: device 'GPU-a,NVIDIA,lots,10' has a non-numeric memory or cores"],
+        "ignoredPods": ["ml/broken: container 0: memory 'lots' is not a non-negative integer"],
+        "ignoredPodCount": 1,
     }
     assert node.main_model == "NVIDIA A100"
 

@@ -4,14 +4,23 @@ The CRD in crds/ is the source of truth for validation and defaults at apply tim
 mirror it field for field so the operator parses a body once, at the edge, and nothing downstream
 digs into raw dicts. tests/unit/test_crd_model_parity.py fails when the two disagree about fields,
 types or defaults.
+
+Version skew: a newer CRD may carry fields this operator does not know (the API server prunes
+unknown fields, so only a newer schema can bring them). They are kept aside, never rejected
+(``extra="allow"``), and ``TenantPlatform.unknown_fields`` names them (bounded) so the pass can
+say so; a wrong type or value of a known field is still an invalid spec. Deletion parses with
+``TenantPlatform.from_body_lenient``: a known field that does not validate falls back to its
+default (named), so cleanup never skips because the spec does not parse.
 """
 
 from __future__ import annotations
 
+import copy
 import re
 from datetime import timedelta
 from typing import Any, Literal
 
+import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
@@ -37,8 +46,47 @@ def parse_duration(value: str) -> timedelta:
     return timedelta(seconds=seconds)
 
 
+# Unknown field paths named at most (a newer CRD adds a few; a hostile one may add thousands).
+MAX_UNKNOWN_FIELDS = 10
+# Fields dropped at most by the lenient parse before it gives up.
+_MAX_DROPPED = 50
+
+
 class _Model(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
+    # Unknown fields (a newer CRD) are kept aside, not rejected: see unknown_fields.
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="allow", frozen=True)
+
+
+def _unknown(model: BaseModel, path: str, out: list[str]) -> None:
+    for key in sorted(model.model_extra or {}):
+        out.append(f"{path}.{key}")
+    for name, field in type(model).model_fields.items():
+        value = getattr(model, name)
+        where = f"{path}.{field.alias or name}"
+        if isinstance(value, BaseModel):
+            _unknown(value, where, out)
+        elif isinstance(value, list):
+            for index, item in enumerate(value):
+                if isinstance(item, BaseModel):
+                    _unknown(item, f"{where}[{index}]", out)
+
+
+def _drop(doc: Any, loc: tuple[int | str, ...]) -> int:
+    """Remove what ``loc`` points at (for a missing field: its parent); the depth removed, or 0."""
+    for depth in range(len(loc), 0, -1):
+        parent: Any = doc
+        try:
+            for key in loc[: depth - 1]:
+                parent = parent[key]
+            if isinstance(parent, dict) and loc[depth - 1] in parent:
+                del parent[loc[depth - 1]]
+                return depth
+            if isinstance(parent, list) and isinstance(loc[depth - 1], int) and 0 <= int(loc[depth - 1]) < len(parent):
+                del parent[int(loc[depth - 1])]
+                return depth
+        except (KeyError, IndexError, TypeError):
+            continue
+    return 0
 
 
 class Injection(_Model):
@@ -270,6 +318,42 @@ class TenantPlatform(BaseModel):
             spec=TenantPlatformSpec.model_validate(body.get("spec") or {}),
             status=dict(body.get("status") or {}),
         )
+
+    @classmethod
+    def from_body_lenient(cls, body: dict[str, Any]) -> tuple[TenantPlatform, list[str]] | None:
+        """Parse for cleanup: known fields that do not validate fall back to their defaults.
+
+        Returns the platform and the dropped fields' paths, or None when even that fails (the
+        namespace or domain itself is missing or invalid). Defaults are the cautious values
+        (e.g. deletionPolicy Retain), and cleanup removes only what carries this platform's claim.
+        """
+        spec = copy.deepcopy(body.get("spec") or {})
+        dropped: list[str] = []
+        for _ in range(_MAX_DROPPED):
+            try:
+                return cls.from_body({**body, "spec": spec}), dropped
+            except pydantic.ValidationError as exc:
+                errors = exc.errors()
+            progress = False
+            for err in errors:
+                loc = tuple(err.get("loc", ()))
+                depth = _drop(spec, loc) if loc else 0
+                if depth:
+                    dropped.append("spec." + ".".join(str(p) for p in loc[:depth]))
+                    progress = True
+                    break  # locations of the other errors may have moved: validate again
+            if not progress:
+                return None
+        return None
+
+    def unknown_fields(self) -> list[str]:
+        """Spec fields this operator does not know (a newer CRD), at most MAX_UNKNOWN_FIELDS."""
+        found: list[str] = []
+        _unknown(self.spec, "spec", found)
+        shown = [path if len(path) <= 120 else path[:117] + "..." for path in found[:MAX_UNKNOWN_FIELDS]]
+        if len(found) > MAX_UNKNOWN_FIELDS:
+            shown.append(f"and {len(found) - MAX_UNKNOWN_FIELDS} more")
+        return shown
 
     @property
     def paused(self) -> bool:

@@ -194,6 +194,8 @@ class GPU(StrEnum):
     NO_ALLOCATABLE = "NoAllocatableGPUs"
     UNHEALTHY = "UnhealthyCards"
     STALE_LOCK = "StaleNodeLock"
+    SNAPSHOT_NOT_SYNCED = "SnapshotNotSynced"
+    SNAPSHOT_STALE = "SnapshotStale"
 
 
 Reason: TypeAlias = (

@@ -3,18 +3,20 @@
 Containers end with ``;``; devices inside a container are ``UUID,NVIDIA,<MiB>,<cores>`` and end
 with ``:``. From v2.9 the init-container segments come first. MIG UUIDs may carry a
 ``[tpl-slot]`` suffix (up to v2.9), stripped before matching a card. ``parse_pod_devices``
-raises HamiParseError and is memoised on the raw string; ``pod_card_usage`` counts what one pod
+raises HamiParseError with a short, bounded reason for anything HAMi would not write (oversized
+values, non-ASCII or out-of-range numbers, see hami/bounds.py) and is memoised on the raw string
+in a cache bounded in bytes; ``pod_card_usage`` counts what one pod
 holds per card the way HAMi's scheduler does (v2.10's init-container rule).
 """
 
 from __future__ import annotations
 
-import functools
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from tenant_platform.hami.bounds import MAX_CARDS, ParseCache, ascii_int, check_id, check_size, show
 from tenant_platform.hami.names import HamiParseError
 
 
@@ -54,18 +56,26 @@ def strip_mig_suffix(uuid: str) -> str:
     return uuid
 
 
-@functools.lru_cache(maxsize=65536)
-def parse_pod_devices(value: str) -> tuple[tuple[ContainerDevice, ...], ...]:
+Devices = tuple[tuple[ContainerDevice, ...], ...]
+
+
+def parse_pod_devices(value: str) -> Devices:
     """One tuple of devices per container segment, in annotation order; HamiParseError if malformed.
 
     ``;`` alone (or an empty string) means no container holds a device.
     """
+    check_size(value)
+    return cache(value)
+
+
+def _parse_pod_devices(value: str) -> Devices:
     if not value.strip():
         return ()
     segments = value.split(";")
     if segments[-1].strip() == "":
         segments = segments[:-1]  # every segment ends with ';'
     containers = []
+    total = 0
     for position, segment in enumerate(segments):
         devices = []
         for entry in segment.split(":"):
@@ -73,15 +83,24 @@ def parse_pod_devices(value: str) -> tuple[tuple[ContainerDevice, ...], ...]:
                 continue
             fields = [f.strip() for f in entry.split(",")]
             if len(fields) != 4:
-                raise HamiParseError(f"container {position}: device {entry!r} does not have 4 fields")
+                raise HamiParseError(f"container {position}: device {show(entry)} does not have 4 fields")
             uuid = strip_mig_suffix(fields[0])
             if not uuid:
-                raise HamiParseError(f"container {position}: device {entry!r} has no UUID")
-            if not fields[2].isdigit() or not fields[3].isdigit():
-                raise HamiParseError(f"container {position}: device {entry!r} has a non-numeric memory or cores")
-            devices.append(ContainerDevice(uuid, fields[1], int(fields[2]), int(fields[3])))
+                raise HamiParseError(f"container {position}: device {show(entry)} has no UUID")
+            check_id(uuid, f"container {position}: UUID")
+            check_id(fields[1], f"container {position}: vendor")
+            mem = ascii_int(fields[2], f"container {position}: memory")
+            cores = ascii_int(fields[3], f"container {position}: cores")
+            total += 1
+            if total > MAX_CARDS * 16:
+                raise HamiParseError(f"more than {MAX_CARDS * 16} devices allocated")
+            devices.append(ContainerDevice(uuid, fields[1], mem, cores))
         containers.append(tuple(devices))
     return tuple(containers)
+
+
+cache: ParseCache[Devices] = ParseCache(_parse_pod_devices)
+"""The memo of ``parse_pod_devices`` (``cache.clear()``, ``cache.bytes``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,10 @@
 way HAMi's scheduler does: every pod with ``hami.io/vgpu-node`` that is not Succeeded or Failed,
 its ``vgpu-devices-allocated`` decoded (bind phase not required), UUIDs not in the register
 ignored. Memory, cores and slots count schedulable cards only (healthy and not cordoned). A
-malformed register makes the node ``unparseable``; a malformed pod annotation skips that pod.
+malformed register makes the node ``unparseable``; a malformed pod annotation skips that pod,
+which is named in the node's ``ignored_pods`` (at most MAX_IGNORED_LISTED, each note at most
+MAX_NOTE_CHARS; ``ignored_count`` counts them all). Nothing in here raises for any annotation
+value: an unexpected error in one node's or pod's arithmetic is reported on that node too.
 """
 
 from __future__ import annotations
@@ -13,10 +16,11 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Final
 
 from tenant_platform.api.status.gpu import Amount, GpuNodeStatus, GpuTotal, NodeLockStatus, SlotCount
 from tenant_platform.hami.allocations import PodLike, parse_pod_devices, pod_card_usage
+from tenant_platform.hami.bounds import MAX_NOTE_CHARS, shorten
 from tenant_platform.hami.locks import NodeLock, PodLookup, lock_state
 from tenant_platform.hami.names import (
     DEFAULT_NAMES,
@@ -27,6 +31,27 @@ from tenant_platform.hami.names import (
     hami_annotation,
 )
 from tenant_platform.hami.register import Card, parse_cordon, parse_register
+
+# A node lists at most this many ignored pods (ignored_count counts them all).
+MAX_IGNORED_LISTED: Final = 5
+# Models listed per node and in total; the rest are counted under OTHER_MODELS.
+MAX_MODELS: Final = 8
+OTHER_MODELS: Final = "(other models)"
+
+
+def _top_models(counts: Counter[str]) -> dict[str, int]:
+    """At most MAX_MODELS models by count (then name); the rest summed under OTHER_MODELS."""
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    shown = dict(ranked[:MAX_MODELS])
+    rest = sum(n for _, n in ranked[MAX_MODELS:])
+    if rest:
+        shown[OTHER_MODELS] = shown.get(OTHER_MODELS, 0) + rest
+    return dict(sorted(shown.items()))
+
+
+def note(text: str) -> str:
+    """A note that may reach status: at most MAX_NOTE_CHARS printable characters."""
+    return shorten(text, MAX_NOTE_CHARS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +87,8 @@ class NodeCapacity:
     lock: NodeLock | None = None
     unparseable: str | None = None
     ignored_pods: tuple[str, ...] = ()
+    """The first MAX_IGNORED_LISTED pods skipped for a malformed annotation, with why."""
+    ignored_count: int = 0
     register_format: str = ""
 
     @property
@@ -78,7 +105,7 @@ class NodeCapacity:
 
     @property
     def models(self) -> dict[str, int]:
-        return dict(sorted(Counter(c.card.model for c in self.cards).items()))
+        return _top_models(Counter(c.card.model for c in self.cards))
 
     @property
     def main_model(self) -> str:
@@ -110,6 +137,7 @@ class NodeCapacity:
             cordoned_cards=len(self.cordoned) or None,
             unparseable=self.unparseable,
             ignored_pods=list(self.ignored_pods) or None,
+            ignored_pod_count=self.ignored_count or None,
         )
 
 
@@ -167,13 +195,18 @@ def node_capacity(
     ``unparseable`` (no cards, the reason kept); a malformed pod annotation skips that pod only.
     Pods that are Succeeded or Failed, and UUIDs not in the register, are ignored, as HAMi does.
     """
-    node_lock = lock_state(lock, now=now, timeout=lock_timeout, owner=owner) if lock is not None else None
+    try:
+        node_lock = lock_state(lock, now=now, timeout=lock_timeout, owner=owner) if lock is not None else None
+    except Exception as exc:  # never let one node's lock break the GPU step
+        node_lock = NodeLock(None, "", "", "malformed", note(f"unexpected error: {exc!r}"))
     if register is None:
         return NodeCapacity(name, registered=False, lock=node_lock)
     try:
         parsed = parse_register(register)
     except HamiParseError as exc:
-        return NodeCapacity(name, registered=True, lock=node_lock, unparseable=str(exc))
+        return NodeCapacity(name, registered=True, lock=node_lock, unparseable=note(str(exc)))
+    except Exception as exc:  # a parser bug must not take every platform's GPU status with it
+        return NodeCapacity(name, registered=True, lock=node_lock, unparseable=note(f"unexpected error: {exc!r}"))
     cordoned = parse_cordon(cordon)
     used: dict[str, list[int]] = {card.id: [0, 0, 0] for card in parsed.cards}
     count = 0
@@ -183,16 +216,17 @@ def node_capacity(
             continue
         try:
             containers = parse_pod_devices(pod.allocated)
-        except HamiParseError as exc:
-            ignored.append(f"{pod.namespace}/{pod.name}: {exc}")
+            usage = pod_card_usage(
+                containers,
+                init_containers=pod.init_containers,
+                app_containers=pod.app_containers,
+                init_exit_codes=pod.init_exit_codes,
+            )
+        except Exception as exc:  # HamiParseError, or anything else: skip this pod only
+            reason = str(exc) if isinstance(exc, HamiParseError) else f"unexpected error: {exc!r}"
+            ignored.append(note(f"{pod.namespace}/{pod.name}: {reason}"))
             continue
         count += 1
-        usage = pod_card_usage(
-            containers,
-            init_containers=pod.init_containers,
-            app_containers=pod.app_containers,
-            init_exit_codes=pod.init_exit_codes,
-        )
         for uuid, use in usage.items():
             slot = used.get(uuid)
             if slot is None:
@@ -210,7 +244,8 @@ def node_capacity(
         cards=states,
         pods=count,
         lock=node_lock,
-        ignored_pods=tuple(sorted(ignored)),
+        ignored_pods=tuple(sorted(ignored)[:MAX_IGNORED_LISTED]),
+        ignored_count=len(ignored),
         register_format=parsed.format,
     )
 
@@ -229,7 +264,7 @@ def total_status(nodes: Sequence[NodeCapacity]) -> GpuTotal:
     return GpuTotal(
         nodes=len(nodes),
         cards=cards,
-        models=dict(sorted(models.items())),
+        models=_top_models(models),
         slots=totals.slots(),
         memory_mib=totals.memory(),
         cores_percent=totals.cores(),
@@ -250,7 +285,13 @@ def model_rollup(nodes: Sequence[NodeCapacity]) -> dict[str, dict[str, int]]:
                 entry["memory_total_mib"] += state.card.devmem
                 entry["memory_free_mib"] += state.free_mem
                 entry["cores_free_percent"] += state.free_cores
-    return dict(sorted(out.items()))
+    ranked = sorted(out.items(), key=lambda kv: (-kv[1]["cards"], kv[0]))
+    kept = dict(ranked[:MAX_MODELS])
+    for _, rest in ranked[MAX_MODELS:]:  # bounded metric label values, as in status
+        other = kept.setdefault(OTHER_MODELS, dict.fromkeys(rest, 0))
+        for key, value in rest.items():
+            other[key] += value
+    return dict(sorted(kept.items()))
 
 
 def summary_line(total: GpuTotal) -> str:
@@ -265,6 +306,8 @@ def summary_line(total: GpuTotal) -> str:
 def quantity_int(value: Any) -> int:
     """An integer quantity such as ``8`` or ``2k``; 0 for anything else (never raises)."""
     text = str(value or "").strip()
+    if len(text) > 20 or not text.isascii():  # "²".isdigit() is True, int("²") raises
+        return 0
     multipliers = {"k": 1000, "M": 1000**2, "G": 1000**3, "Ki": 1024, "Mi": 1024**2, "Gi": 1024**3}
     for suffix, factor in sorted(multipliers.items(), key=lambda kv: -len(kv[0])):
         if text.endswith(suffix) and text[: -len(suffix)].isdigit():

@@ -39,7 +39,7 @@ def request_from_limits(limits: Mapping[str, Any], names: ResourceNames = DEFAUL
         if raw is None:
             return None
         text = str(raw).strip()
-        return int(text) if text.isdigit() else None
+        return int(text) if text.isascii() and text.isdigit() and len(text) <= 18 else None
 
     count, mem, percent, cores = (
         number(names.count),

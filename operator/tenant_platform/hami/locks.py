@@ -4,11 +4,14 @@ The value is ``<RFC3339>,<namespace>,<pod>`` since v2.4 (the legacy value is the
 alone), written by the scheduler's Bind and released by the device plugin. HAMi never sweeps
 locks: another pod's Bind takes one over only when it expired or its owner pod is gone, so a
 lock left behind blocks new GPU pods on that node until it expires. ``lock_state`` classifies
-one, in the operator's order: malformed, expired, dangling, leaked, else active.
+one, in the operator's order: malformed, expired, dangling, leaked, else active. A malformed
+value (oversized, not RFC 3339, a namespace or pod name the API server would not accept) is
+reported with a short reason and never raises.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -16,11 +19,20 @@ from typing import Literal
 
 from tenant_platform.api.status.gpu import NodeLockStatus
 from tenant_platform.hami.allocations import PodLike
+from tenant_platform.hami.bounds import check_size, show
 from tenant_platform.hami.names import BIND_DONE, TERMINATED_PHASES, HamiParseError
 
 LockStateName = Literal["active", "expired", "dangling", "leaked", "malformed"]
 
 PodLookup = Callable[[str, str], PodLike | None]
+
+# Namespace and pod names as the API server accepts them (ASCII only: ``re.ASCII``).
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", re.ASCII)
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*", re.ASCII)
+# A lock is a timestamp, a namespace and a pod name: well under 400 characters.
+_MAX_LOCK_CHARS = 400
+# A lock time this far ahead of our clock is not clock skew.
+_CLOCK_SKEW = timedelta(minutes=5)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +72,9 @@ class NodeLock:
 
 def parse_lock(value: str) -> tuple[datetime, str, str]:
     """``<RFC3339>,<namespace>,<pod>`` (v2.4+) or a bare timestamp (legacy) -> (since, ns, pod)."""
+    check_size(value)
+    if len(value) > _MAX_LOCK_CHARS:
+        raise HamiParseError(f"lock value is {len(value)} characters long; HAMi writes fewer than {_MAX_LOCK_CHARS}")
     parts = value.split(",")
     if len(parts) not in (1, 3):
         raise HamiParseError(f"lock value has {len(parts)} comma-separated parts; expected 1 or 3")
@@ -67,14 +82,16 @@ def parse_lock(value: str) -> tuple[datetime, str, str]:
     try:
         since = datetime.fromisoformat(stamp.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
-        raise HamiParseError(f"lock time {stamp!r} is not RFC 3339") from None
+        raise HamiParseError(f"lock time {show(stamp)} is not RFC 3339") from None
     if since.tzinfo is None:
-        raise HamiParseError(f"lock time {stamp!r} has no time zone")
+        raise HamiParseError(f"lock time {show(stamp)} has no time zone")
     if len(parts) == 1:
         return since, "", ""
     namespace, pod = parts[1].strip(), parts[2].strip()
     if not namespace or not pod:
         raise HamiParseError("lock value names no pod")
+    if not _DNS_LABEL.fullmatch(namespace) or len(pod) > 253 or not _DNS_SUBDOMAIN.fullmatch(pod):
+        raise HamiParseError(f"lock owner {show(namespace + '/' + pod)} is not a pod name")
     return since, namespace, pod
 
 
@@ -92,6 +109,9 @@ def lock_state(value: str, *, now: datetime, timeout: timedelta, owner: PodLooku
     except HamiParseError as exc:
         return NodeLock(None, "", "", "malformed", str(exc))
     age = now - since
+    if age < -_CLOCK_SKEW:
+        # HAMi compares the age with the timeout too: a lock from the future never expires.
+        return NodeLock(since, namespace, pod_name, "malformed", "its time is in the future")
     if age > timeout:
         return NodeLock(since, namespace, pod_name, "expired", f"older than {duration(timeout)}")
     if not pod_name:

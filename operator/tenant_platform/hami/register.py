@@ -4,18 +4,28 @@ The register value has three formats: CSV ``id,count,devmem,devcore,type,numa,he
 v2.4), the same plus ``,index,mode`` (v2.5 to v2.7), and a JSON array (v2.8+), where every field
 is omitempty, so a missing ``health`` means unhealthy (and index and numa 0 are absent).
 ``hami.io/device-cordon`` (v2.10) lists comma-separated UUIDs excluded from new allocations.
-``parse_register`` raises HamiParseError with a short reason and is memoised on the raw string.
+``parse_register`` raises HamiParseError with a short, bounded reason for anything HAMi would not
+write (hami/bounds.py: oversized values, non-ASCII or out-of-range numbers, too many cards, deep or
+truncated JSON) and is memoised on the raw string in a cache bounded in bytes.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from tenant_platform.hami.allocations import strip_mig_suffix
+from tenant_platform.hami.bounds import (
+    MAX_CARDS,
+    ParseCache,
+    ascii_int,
+    bounded_int,
+    check_id,
+    check_size,
+    shorten,
+)
 from tenant_platform.hami.names import HamiParseError
 
 RegisterFormat = Literal["json", "csv", "csv-index-mode", "empty"]
@@ -61,18 +71,24 @@ _GO_BOOLS: Final = {
 }
 
 
-@functools.lru_cache(maxsize=16384)
 def parse_register(value: str) -> Register:
     """Parse a register annotation in any of HAMi's three formats; HamiParseError if malformed."""
+    check_size(value)
+    return _CACHE(value)
+
+
+def _parse_register(value: str) -> Register:
     text = value.strip()
     if not text:
         return Register((), "empty")
     cards = _parse_register_json(text) if text.startswith(("[", "{")) else None
     register = Register(cards, "json") if cards is not None else _parse_register_csv(text)
+    if len(register.cards) > MAX_CARDS:
+        raise HamiParseError(f"{len(register.cards)} cards registered; more than the {MAX_CARDS} a node can hold")
     seen: set[str] = set()
     for card in register.cards:
         if card.id in seen:
-            raise HamiParseError(f"card {card.id} is listed twice")
+            raise HamiParseError(f"card {shorten(card.id)} is listed twice")
         seen.add(card.id)
     return register
 
@@ -81,7 +97,9 @@ def _parse_register_json(text: str) -> tuple[Card, ...]:
     try:
         doc = json.loads(text)
     except ValueError as exc:
-        raise HamiParseError(f"invalid JSON: {exc}") from None
+        raise HamiParseError(f"invalid JSON: {shorten(str(exc), 80)}") from None
+    except RecursionError:
+        raise HamiParseError("invalid JSON: nested too deeply") from None
     if not isinstance(doc, list):
         raise HamiParseError("JSON register is not an array")
     cards = []
@@ -91,13 +109,16 @@ def _parse_register_json(text: str) -> tuple[Card, ...]:
         card_id = item.get("id")
         if not isinstance(card_id, str) or not card_id:
             raise HamiParseError(f"entry {position} has no id")
+        check_id(card_id, f"entry {position}: id")
         health = item.get("health", False)  # omitempty: absent means false, i.e. unhealthy
         if not isinstance(health, bool):
-            raise HamiParseError(f"entry {position} ({card_id}): health is not a boolean")
+            raise HamiParseError(f"entry {position}: health is not a boolean")
         model = item.get("type", "")
         mode = item.get("mode", "")
         if not isinstance(model, str) or not isinstance(mode, str):
-            raise HamiParseError(f"entry {position} ({card_id}): type and mode must be strings")
+            raise HamiParseError(f"entry {position}: type and mode must be strings")
+        check_id(model, f"entry {position}: type")
+        check_id(mode, f"entry {position}: mode")
         cards.append(
             Card(
                 id=card_id,
@@ -115,10 +136,7 @@ def _parse_register_json(text: str) -> tuple[Card, ...]:
 
 
 def _json_int(item: Mapping[str, Any], key: str, position: int, card_id: str) -> int:
-    value = item.get(key, 0)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise HamiParseError(f"entry {position} ({card_id}): {key} is not a non-negative integer")
-    return value
+    return bounded_int(item.get(key, 0), f"entry {position}: {key}")
 
 
 def _parse_register_csv(text: str) -> Register:
@@ -135,8 +153,12 @@ def _parse_register_csv(text: str) -> Register:
         card_id = fields[0]
         if not card_id:
             raise HamiParseError(f"entry {position} has no id")
+        check_id(card_id, f"entry {position}: id")
+        check_id(fields[4], f"entry {position}: type")
+        if len(fields) == 9:
+            check_id(fields[8], f"entry {position}: mode")
         if fields[6] not in _GO_BOOLS:
-            raise HamiParseError(f"entry {position} ({card_id}): health {fields[6]!r} is not a boolean")
+            raise HamiParseError(f"entry {position}: health {shorten(fields[6])!r} is not a boolean")
         cards.append(
             Card(
                 id=card_id,
@@ -156,13 +178,19 @@ def _parse_register_csv(text: str) -> Register:
 
 
 def _csv_int(text: str, name: str, position: int, card_id: str) -> int:
-    if not text.isdigit():
-        raise HamiParseError(f"entry {position} ({card_id}): {name} {text!r} is not a non-negative integer")
-    return int(text)
+    return ascii_int(text, f"entry {position}: {name}")
+
+
+_CACHE: ParseCache[Register] = ParseCache(_parse_register)
+cache = _CACHE
+"""The memo of ``parse_register`` (``cache.clear()``, ``cache.bytes``)."""
 
 
 def parse_cordon(value: str | None) -> frozenset[str]:
-    """``hami.io/device-cordon`` (v2.10): comma-separated UUIDs excluded from new allocations."""
-    if not value:
+    """``hami.io/device-cordon`` (v2.10): comma-separated UUIDs excluded from new allocations.
+
+    Only matched against registered card ids, so an oversized or garbage list cordons nothing.
+    """
+    if not value or len(value) > MAX_CARDS * 64:
         return frozenset()
     return frozenset(strip_mig_suffix(part.strip()) for part in value.split(",") if part.strip())

@@ -8,20 +8,29 @@ resource names) and what labelling achieved this pass, and decides:
   gives the reason (conflict, pending labels, unparseable, no devices, no allocatable GPUs,
   unhealthy cards, stale lock); no problem: ``GPUNodesReady`` or ``NoGPUNodes``;
 - ``status.gpu`` (at most MAX_LISTED_NODES nodes, problem nodes first; totals cover all) and the
-  recorded ``gpuNodes`` (at most MAX_RECORDED_NODES) and ``gpuResourceNames``;
+  recorded ``gpuNodes`` (at most MAX_RECORDED_NODES and RECORDED_BUDGET bytes) and ``gpuResourceNames``;
 - when to look again: when an active node lock expires (no watch event marks that moment), and
-  soon while the snapshot's first listing is incomplete.
+  soon while the snapshot's first listing is incomplete or the snapshot is stale.
 
-Until that first listing is complete a lock owner not seen yet counts as still binding.
+Until that first listing is complete (``facts.synced``) the pass does not wait: it keeps the
+previous GPUReady, ``status.gpu`` and recorded GPU facts (for up to STALE_AFTER, then reports
+``SnapshotNotSynced``), and asks for another pass in UNSYNCED_REQUEUE seconds; a lock owner not
+seen yet counts as still binding. A snapshot that stopped being current more than STALE_AFTER ago
+(a watch failing, a relist that does not finish) turns GPUReady Unknown with ``SnapshotStale``.
+
+Everything that reaches status is bounded whatever the annotations say: at most
+MAX_LISTED_NODES nodes and NODES_BUDGET bytes of them in ``status.gpu.nodes``, at most five
+ignored pods per node (hami/capacity.py), notes of at most 200 characters, at most eight models.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
-from typing import Final
+from typing import Any, Final
 
 from tenant_platform.api import constants, reasons
 from tenant_platform.api.models import TenantPlatform, parse_duration
@@ -44,10 +53,18 @@ from tenant_platform.hami.capacity import (
     summary_line,
     total_status,
 )
+from tenant_platform.hami.freshness import (
+    STALE_AFTER,
+    STALE_REQUEUE,
+    UNSYNCED_REQUEUE,
+    since_phrase,
+    unsynced,
+)
 from tenant_platform.hami.labels import LabelOutcome, NodeLike, labelled_nodes, spec_labels
 from tenant_platform.hami.locks import PodLookup, lock_expires_in
 from tenant_platform.hami.names import (
     ANNOTATION_LOCK,
+    ANNOTATION_POD_ALLOCATED,
     ANNOTATION_REGISTER,
     CORDON,
     DEFAULT_NAMES,
@@ -65,9 +82,11 @@ from tenant_platform.status.verdict import Verdict
 # status.gpu.nodes lists at most this many nodes (problem nodes first); totals and metrics cover
 # all. Keeps the status object small on big clusters (a node entry is ~400 bytes).
 MAX_LISTED_NODES: Final = 500
+# ... and at most this many bytes of node entries (JSON), whatever the annotations hold.
+NODES_BUDGET: Final = 256 * 1024
 MAX_RECORDED_NODES: Final = 1000
-# How soon to look again while the snapshot's first listing is incomplete (seconds).
-UNSYNCED_REQUEUE: Final = 5.0
+# ... and about this many bytes of them (the install-values ConfigMap carries them too).
+RECORDED_BUDGET: Final = 128 * 1024
 
 
 @dataclass(frozen=True)
@@ -80,6 +99,9 @@ class GpuFacts:
     """Finds a snapshot pod by namespace and name (a node lock's owner)."""
     synced: bool = True
     """The snapshot had a complete listing of nodes and pods."""
+    stale_since: datetime | None = None
+    """When the snapshot stopped being current (no listing yet, a relist, a failing watch)."""
+    stale_why: str = ""
     names: ResourceNames = DEFAULT_NAMES
     names_source: str = "defaults"
 
@@ -185,12 +207,31 @@ def evaluate(platform: TenantPlatform, facts: GpuFacts, *, labels: LabelOutcome,
         for expiry in (lock_expires_in(c.lock, now=now, timeout=timeout) for c in capacities if c.lock is not None)
         if expiry is not None
     ]
+    sections: dict[str, Any] = {"gpu": status.dump()}
+    recorded_dump = recorded.dump()
+    stale_for = (now - facts.stale_since).total_seconds() if facts.stale_since is not None else 0.0
     if not facts.synced:
         requeues.append(UNSYNCED_REQUEUE)
+        condition, sections, recorded_dump = unsynced(
+            platform.status or {},
+            since=since_phrase(facts.stale_since, facts.stale_why),
+            sections=sections,
+            recorded=recorded_dump,
+            stale_for=stale_for,
+        )
+    elif stale_for > STALE_AFTER:
+        requeues.append(STALE_REQUEUE)
+        condition = conditions.unknown(
+            constants.GPU_READY,
+            reasons.GPU.SNAPSHOT_STALE,
+            f"The watched GPU snapshot has not been current since {since_phrase(facts.stale_since, facts.stale_why)}; "
+            "what follows may be "
+            f"out of date: {condition.message}",
+        )
     verdict = Verdict(
         conditions=[condition],
-        recorded=recorded.dump(),
-        sections={"gpu": status.dump()},
+        recorded=recorded_dump,
+        sections=sections,
         progressing=not facts.synced,
         requeue_after=min(requeues) if requeues else None,
     )
@@ -210,12 +251,20 @@ def is_problem(node: NodeCapacity, *, labelled: bool) -> bool:
     )
 
 
-def listed(capacities: Sequence[NodeCapacity], labelled: frozenset[str], limit: int) -> list[NodeCapacity]:
-    """At most ``limit`` nodes, problem nodes first, in name order."""
-    if len(capacities) <= limit:
-        return list(capacities)
-    chosen = sorted(capacities, key=lambda c: (not is_problem(c, labelled=c.name in labelled), c.name))[:limit]
-    return sorted(chosen, key=lambda c: c.name)
+def listed(
+    capacities: Sequence[NodeCapacity], labelled: frozenset[str], limit: int, budget: int = NODES_BUDGET
+) -> list[GpuNodeStatus]:
+    """At most ``limit`` node entries and ``budget`` bytes of them, problem nodes first, in name order."""
+    ranked = sorted(capacities, key=lambda c: (not is_problem(c, labelled=c.name in labelled), c.name))
+    chosen: list[GpuNodeStatus] = []
+    used = 0
+    for capacity in ranked[:limit]:
+        entry = capacity.to_status(labelled=capacity.name in labelled)
+        used += len(json.dumps(entry.dump(), separators=(",", ":")))
+        if used > budget:
+            break
+        chosen.append(entry)
+    return sorted(chosen, key=lambda e: e.name)
 
 
 def _resource_names(names: ResourceNames) -> ResourceNamesStatus:
@@ -244,13 +293,15 @@ def status_section(
     names: ResourceNamesSource | None = None
     if spec.hami.enabled:
         count = len(capacities)
-        entries = [c.to_status(labelled=c.name in labelled) for c in listed(capacities, labelled, MAX_LISTED_NODES)]
+        entries = listed(capacities, labelled, MAX_LISTED_NODES)
+        ignored = sum(c.ignored_count for c in capacities)
         total = total_status(capacities)
         summary = summary_line(total)
         names = ResourceNamesSource(**_resource_names(facts.names).model_dump(), source=facts.names_source)
     else:
         count = len(gpu_nodes)
         entries = [GpuNodeStatus(name=n, labelled=n in labelled) for n in gpu_nodes[:MAX_LISTED_NODES]]
+        ignored = 0
         total = GpuTotal(nodes=len(gpu_nodes))
         summary = f"{len(gpu_nodes)} GPU nodes"
     return GpuStatus(
@@ -258,28 +309,32 @@ def status_section(
         total=total,
         summary=summary,
         labels=GpuLabelsStatus(wanted=dict(sorted(wanted.items())), labelled_nodes=len(labelled)),
-        nodes_omitted=count - MAX_LISTED_NODES if count > MAX_LISTED_NODES else None,
+        nodes_omitted=count - len(entries) if count > len(entries) else None,
         resource_names=names,
+        ignored_pods=ignored or None,
     )
 
 
 def recorded_facts(facts: GpuFacts, *, capacities: Sequence[NodeCapacity], names: ResourceNames | None) -> GpuRecorded:
-    """Per GPU node (at most MAX_RECORDED_NODES) its main model and cards; HAMi's names."""
+    """Per GPU node (at most MAX_RECORDED_NODES, RECORDED_BUDGET bytes) its main model and cards; HAMi's names."""
     by_name = {c.name: c for c in capacities}
     records = []
+    used = 0
     for name in facts.gpu_nodes[:MAX_RECORDED_NODES]:
         capacity = by_name.get(name)
         if capacity is not None and capacity.cards:
-            records.append(GpuNodeRecord(name=name, model=capacity.main_model, cards=len(capacity.cards)))
-            continue
-        labels = facts.nodes[name].labels
-        records.append(
-            GpuNodeRecord(
+            record = GpuNodeRecord(name=name, model=capacity.main_model, cards=len(capacity.cards))
+        else:
+            labels = facts.nodes[name].labels
+            record = GpuNodeRecord(
                 name=name,
                 model=labels.get(GFD_PRODUCT_LABEL, ""),
                 cards=quantity_int(labels.get(GFD_COUNT_LABEL)),
             )
-        )
+        used += len(record.name) + len(record.model) + 40
+        if used > RECORDED_BUDGET:
+            break
+        records.append(record)
     return GpuRecorded(
         gpu_nodes=records,
         gpu_resource_names=_resource_names(names) if names is not None else None,
@@ -340,7 +395,8 @@ def gpu_condition(findings: Findings) -> Condition:
     if findings.hami_enabled:
         problems.extend(_hami_problems(findings))
     if problems:
-        return conditions.false(type_, problems[0][0], " ".join(message for _, message in problems))
+        message = " ".join(message for _, message in problems)
+        return conditions.false(type_, problems[0][0], message + _ignored_sentence(findings.nodes))
     if findings.gpu_nodes == 0:
         return conditions.true(
             type_,
@@ -353,7 +409,20 @@ def gpu_condition(findings: Findings) -> Condition:
         message += f", {len(findings.labelled)} labelled"
     if findings.hami_enabled:
         message += f"; HAMi reports {summary_line(total_status(findings.nodes))}"
-    return conditions.true(type_, reasons.GPU.READY, message + ".")
+    message += "." + _ignored_sentence(findings.nodes)
+    return conditions.true(type_, reasons.GPU.READY, message)
+
+
+def _ignored_sentence(nodes: Sequence[NodeCapacity]) -> str:
+    """`` N pod(s) ignored ...``: pods skipped for a malformed allocation annotation (bounded)."""
+    count = sum(n.ignored_count for n in nodes)
+    if not count:
+        return ""
+    first = next(n.ignored_pods[0] for n in nodes if n.ignored_pods)
+    return (
+        f" {count} HAMi pod(s) ignored for a malformed {ANNOTATION_POD_ALLOCATED} annotation "
+        f"(status.gpu.nodes[].ignoredPods), e.g. {first}."
+    )
 
 
 def _hami_problems(findings: Findings) -> list[tuple[reasons.GPU | reasons.Common, str]]:

@@ -16,7 +16,13 @@ come from hami/names.py):
 
 ``changes`` counts relevant changes (a node heartbeat that changes nothing we keep does not
 count), so a refresher can wait with ``wait_for_change`` and debounce status writes. ``synced``
-is True once both kinds had a complete listing.
+is True once both kinds had a complete listing; ``stale_since`` is when a kind last stopped being
+current (no complete listing yet, a relist in progress, a watch failing), None while both are.
+
+Other people's objects are hostile input: every annotation value kept is bounded
+(hami/bounds.py: a longer one is kept as a short marker the parsers reject), a pod placed on a
+"node" whose name no Node could have is dropped, and an object that cannot be read at all is
+skipped and counted (``skipped``) instead of failing a whole listing.
 """
 
 from __future__ import annotations
@@ -24,133 +30,51 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from tenant_platform.api import constants
-from tenant_platform.hami import names
+from tenant_platform.hami import bounds
 from tenant_platform.kube import errors
+from tenant_platform.observe.objects import (
+    LABEL_MANAGER_PREFIX,
+    MAX_NODE_NAME,
+    NodeInfo,
+    PodInfo,
+    label_manager,
+    node_info,
+    pod_info,
+)
 
 if TYPE_CHECKING:
     from tenant_platform.kube.client import Kube
 
-# Our per-platform field managers for node labels: "tenant-platform-operator/<platform>".
-LABEL_MANAGER_PREFIX: Final = constants.FIELD_MANAGER + "/"
 KINDS: Final = frozenset({"nodes", "pods"})
 # Pods that ended are of no interest; the API server filters them out of lists and watches (a
 # pod that ends arrives as DELETED).
 LIVE_PODS: Final = "status.phase!=Succeeded,status.phase!=Failed"
 
+__all__ = [
+    "KINDS",
+    "LABEL_MANAGER_PREFIX",
+    "LIVE_PODS",
+    "MAX_NODE_NAME",
+    "SNAPSHOT",
+    "ClusterSnapshot",
+    "ClusterView",
+    "NodeInfo",
+    "PodInfo",
+    "Reflector",
+    "label_manager",
+    "load_from_api",
+    "node_info",
+    "pod_info",
+]
 
-def label_manager(platform: str) -> str:
-    """The SSA field manager that owns one platform's node labels."""
-    return LABEL_MANAGER_PREFIX + platform
-
-
-@dataclass(frozen=True, slots=True)
-class NodeInfo:
-    name: str
-    uid: str
-    labels: Mapping[str, str]
-    annotations: Mapping[str, str]
-    """HAMi annotations only (either prefix)."""
-    capacity: Mapping[str, str]
-    """Extended resources only (names with a '/')."""
-    allocatable: Mapping[str, str]
-    label_managers: Mapping[str, frozenset[str]]
-    """Platform name -> label keys its field manager owns on this node."""
-
-
-@dataclass(frozen=True, slots=True)
-class PodInfo:
-    namespace: str
-    name: str
-    node: str
-    phase: str
-    bind_phase: str
-    allocated: str
-    init_containers: int
-    app_containers: int
-    init_exit_codes: tuple[int | None, ...]
-
-
-def _annotation(annotations: Mapping[str, Any], suffix: str) -> str | None:
-    found = names.hami_annotation(annotations, suffix)
-    return str(found[1]) if found is not None else None
-
-
-def _label_managers(managed_fields: Iterable[Mapping[str, Any]]) -> dict[str, frozenset[str]]:
-    owned: dict[str, set[str]] = {}
-    for entry in managed_fields or ():
-        manager = str(entry.get("manager") or "")
-        if not manager.startswith(LABEL_MANAGER_PREFIX) or entry.get("operation") != "Apply":
-            continue
-        fields = ((entry.get("fieldsV1") or {}).get("f:metadata") or {}).get("f:labels") or {}
-        keys = {key[2:] for key in fields if key.startswith("f:")}
-        if keys:
-            owned.setdefault(manager[len(LABEL_MANAGER_PREFIX) :], set()).update(keys)
-    return {platform: frozenset(keys) for platform, keys in sorted(owned.items())}
-
-
-def _extended(resources: Mapping[str, Any] | None) -> dict[str, str]:
-    return {key: str(value) for key, value in sorted((resources or {}).items()) if "/" in key}
-
-
-def node_info(body: Mapping[str, Any]) -> NodeInfo | None:
-    """What we keep of a Node body, or None when it is not GPU-relevant at all."""
-    meta = body.get("metadata") or {}
-    status = body.get("status") or {}
-    raw_labels = meta.get("labels") or {}
-    raw_annotations = meta.get("annotations") or {}
-    capacity = _extended(status.get("capacity"))
-    managers = _label_managers(meta.get("managedFields") or ())
-    annotations = {k: str(v) for k, v in sorted(raw_annotations.items()) if k in names.NODE_ANNOTATIONS}
-    present = any(str(raw_labels.get(key, "")).lower() == "true" for key in names.GPU_PRESENT_LABELS)
-    if not (capacity or annotations or present or managers):
-        return None
-    labels = {
-        k: str(v)
-        for k, v in sorted(raw_labels.items())
-        if k in names.KEPT_VENDOR_LABELS or not k.startswith(names.VENDOR_LABEL_PREFIXES)
-    }
-    return NodeInfo(
-        name=str(meta.get("name", "")),
-        uid=str(meta.get("uid", "")),
-        labels=MappingProxyType(labels),
-        annotations=MappingProxyType(annotations),
-        capacity=MappingProxyType(capacity),
-        allocatable=MappingProxyType(_extended(status.get("allocatable"))),
-        label_managers=MappingProxyType(managers),
-    )
-
-
-def pod_info(body: Mapping[str, Any]) -> PodInfo | None:
-    """What we keep of a Pod body, or None when HAMi has not placed it or it has terminated."""
-    meta = body.get("metadata") or {}
-    annotations = meta.get("annotations") or {}
-    node = _annotation(annotations, names.POD_NODE)
-    status = body.get("status") or {}
-    phase = str(status.get("phase") or "Pending")
-    if not node or phase in names.TERMINATED_PHASES:
-        return None
-    spec = body.get("spec") or {}
-    exit_codes: list[int | None] = []
-    for container in status.get("initContainerStatuses") or ():
-        terminated = (container.get("state") or {}).get("terminated")
-        exit_codes.append(int(terminated.get("exitCode", -1)) if terminated else None)
-    return PodInfo(
-        namespace=str(meta.get("namespace", "")),
-        name=str(meta.get("name", "")),
-        node=node,
-        phase=phase,
-        bind_phase=_annotation(annotations, names.POD_BIND_PHASE) or "",
-        allocated=_annotation(annotations, names.POD_ALLOCATED) or "",
-        init_containers=len(spec.get("initContainers") or ()),
-        app_containers=len(spec.get("containers") or ()),
-        init_exit_codes=tuple(exit_codes),
-    )
+_log = logging.getLogger("tenant_platform.observe")
+_Info = TypeVar("_Info", "NodeInfo", "PodInfo")
 
 
 @dataclass(frozen=True)
@@ -162,6 +86,9 @@ class ClusterView:
     pods: Mapping[tuple[str, str], PodInfo]
     changes: int
     synced: bool
+    stale_since: datetime | None = None
+    """When the snapshot last stopped being current (see ClusterSnapshot.stale_since)."""
+    stale_why: str = ""
 
     def pod(self, namespace: str, name: str) -> PodInfo | None:
         return self.pods.get((namespace, name))
@@ -170,13 +97,19 @@ class ClusterView:
 class ClusterSnapshot:
     """The watched GPU state of the cluster. All methods are thread-safe and cheap."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], datetime] | None = None) -> None:
         self._cond = threading.Condition()
         self._nodes: dict[str, NodeInfo] = {}
         self._pods: dict[tuple[str, str], PodInfo] = {}
         self._by_node: dict[str, dict[tuple[str, str], PodInfo]] = {}
         self._changes = 0
         self._synced_kinds: set[str] = set()
+        self._clock = clock or (lambda: datetime.now(UTC))
+        started = self._clock()
+        # Kind -> (since when it is not current, why); both kinds until their first listing.
+        self._stale: dict[str, tuple[datetime, str]] = {kind: (started, "not listed yet") for kind in KINDS}
+        self.skipped = 0
+        """Objects that could not be read at all (skipped; never seen in practice)."""
 
     # ---- state ---------------------------------------------------------------------------------
 
@@ -197,9 +130,27 @@ class ClusterSnapshot:
     def mark_synced(self) -> None:
         """Declare the content complete (for callers that fed it event by event themselves)."""
         with self._cond:
+            self._stale.clear()
             if not self._is_synced():
                 self._synced_kinds |= KINDS
                 self._bump()
+
+    def mark_stale(self, kind: str, why: str) -> None:
+        """``kind`` is not current from now on (a relist started, its watch failed), until
+        ``mark_current``; an earlier mark keeps its time."""
+        with self._cond:
+            self._stale.setdefault(kind, (self._clock(), why))
+
+    def mark_current(self, kind: str) -> None:
+        """``kind`` is current again (a listing went in, or its watch delivers)."""
+        with self._cond:
+            self._stale.pop(kind, None)
+
+    @property
+    def stale_since(self) -> tuple[datetime, str] | None:
+        """(since when, why) of the kind that stopped being current first; None when both are."""
+        with self._cond:
+            return min(self._stale.values()) if self._stale else None
 
     def wait_synced(self, timeout: float) -> bool:
         """Block until synced or ``timeout`` passes; return whether it is synced."""
@@ -222,10 +173,20 @@ class ClusterSnapshot:
 
     # ---- feeding -------------------------------------------------------------------------------
 
+    def _read(self, convert: Callable[[Mapping[str, Any]], _Info | None], body: Mapping[str, Any]) -> _Info | None:
+        """``convert(body)``; an object that cannot be read is skipped (counted), never raised."""
+        try:
+            return convert(body)
+        except Exception:
+            with self._cond:
+                self.skipped += 1
+            _log.warning("skipped an object the GPU snapshot cannot read", exc_info=True)
+            return None
+
     def ingest_node(self, body: Mapping[str, Any]) -> bool:
         """Store a Node from a watch event (ADDED, MODIFIED or a listing); True when it changed."""
         name = str((body.get("metadata") or {}).get("name", ""))
-        info = node_info(body)
+        info = self._read(node_info, body)
         with self._cond:
             if info is None:
                 return self._forget_node(name)
@@ -250,7 +211,7 @@ class ClusterSnapshot:
         """Store a Pod from a watch event; pods HAMi has not placed or that ended are dropped."""
         meta = body.get("metadata") or {}
         key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
-        info = pod_info(body)
+        info = self._read(pod_info, body)
         with self._cond:
             if info is None:
                 return self._forget_pod(key)
@@ -298,21 +259,25 @@ class ClusterSnapshot:
 
     def replace_nodes(self, nodes: Iterable[Mapping[str, Any]]) -> None:
         """Replace every Node with a complete listing (objects deleted meanwhile disappear)."""
-        new_nodes = {info.name: info for info in map(node_info, nodes) if info is not None}
+        new_nodes = {info.name: info for body in nodes if (info := self._read(node_info, body)) is not None}
         with self._cond:
             self._nodes = new_nodes
             self._synced_kinds.add("nodes")
+            self._stale.pop("nodes", None)
             self._bump()
 
     def replace_pods(self, pods: Iterable[Mapping[str, Any]]) -> None:
         """Replace every Pod with a complete listing (objects deleted meanwhile disappear)."""
-        new_pods = {(info.namespace, info.name): info for info in map(pod_info, pods) if info is not None}
+        new_pods = {
+            (info.namespace, info.name): info for body in pods if (info := self._read(pod_info, body)) is not None
+        }
         by_node: dict[str, dict[tuple[str, str], PodInfo]] = {}
         for key, info in new_pods.items():
             by_node.setdefault(info.node, {})[key] = info
         with self._cond:
             self._pods, self._by_node = new_pods, by_node
             self._synced_kinds.add("pods")
+            self._stale.pop("pods", None)
             self._bump()
 
     def replace_all(self, nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]]) -> None:
@@ -325,12 +290,15 @@ class ClusterSnapshot:
     def view(self) -> ClusterView:
         """A consistent, immutable copy for one reconcile (O(nodes + pods), no parsing)."""
         with self._cond:
+            stale = min(self._stale.values()) if self._stale else None
             return ClusterView(
                 nodes=MappingProxyType(dict(self._nodes)),
                 pods_by_node=MappingProxyType({node: tuple(p.values()) for node, p in self._by_node.items()}),
                 pods=MappingProxyType(dict(self._pods)),
                 changes=self._changes,
                 synced=self._is_synced(),
+                stale_since=stale[0] if stale else None,
+                stale_why=stale[1] if stale else "",
             )
 
     def wait_for_change(self, since: int, timeout: float) -> int:
@@ -407,6 +375,7 @@ class Reflector:
         never holds the whole listing's JSON at once.
         """
         api_version, kind, selector = self._api
+        self.snapshot.mark_stale(self.kind, f"relisting {self.kind}")  # kept from an earlier mark
         query = {"limit": str(self.page_size)}
         if selector:
             query["fieldSelector"] = selector
@@ -444,6 +413,8 @@ class Reflector:
             obj = event.get("object") or {}
             resource_version = str((obj.get("metadata") or {}).get("resourceVersion") or resource_version)
             kind_ = event.get("type")
+            if kind_ != "ERROR":
+                self.snapshot.mark_current(self.kind)  # the watch delivers (bookmarks too)
             if kind_ != "BOOKMARK":
                 self.events += 1
                 if self.kind == "nodes":
@@ -452,6 +423,7 @@ class Reflector:
                     self.snapshot.handle_pod_event(kind_, obj)
             if stopped.is_set():
                 break
+        self.snapshot.mark_current(self.kind)  # the server ended the watch in order
         return resource_version
 
     def run(self, stopped: threading.Event, resource_version: str = "") -> None:
@@ -466,6 +438,8 @@ class Reflector:
             except errors.KubeError as exc:
                 self.errors += 1
                 failures += 1
+                if exc.status != 410:
+                    self.snapshot.mark_stale(self.kind, f"watching {self.kind} failed: {bounds.shorten(str(exc), 120)}")
                 if exc.status == 410 or failures >= 3:
                     resource_version = ""  # expired, or stuck: start over with a listing
                 if stopped.is_set():
@@ -473,9 +447,10 @@ class Reflector:
                 if exc.status != 410:
                     self.log.warning("watching %s failed (%s); retrying", self.kind, exc)
                     stopped.wait(min(30.0, 2.0 ** (failures - 1)))
-            except Exception:
+            except Exception as exc:
                 self.errors += 1
                 failures += 1
                 resource_version = ""
+                self.snapshot.mark_stale(self.kind, f"watching {self.kind} crashed: {bounds.shorten(repr(exc), 120)}")
                 self.log.exception("watching %s crashed; listing again", self.kind)
                 stopped.wait(min(30.0, 2.0 ** (failures - 1)))

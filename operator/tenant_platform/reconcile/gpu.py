@@ -57,8 +57,6 @@ from tenant_platform.reconcile.base import CleanupResult, StepContext, StepResul
 from tenant_platform.reconcile.gpu_labels import LabelWrites, apply_labels, apply_node_labels, label_manager, node_gone
 
 COMPONENT: Final = "gpu"
-# How long a pass waits for the watched snapshot's first listing (operator start).
-SYNC_WAIT: Final = 120.0
 # How soon to retry after a label write failed (seconds).
 FAILED_REQUEUE: Final = 30.0
 
@@ -69,7 +67,9 @@ FAILED_REQUEUE: Final = 30.0
 def snapshot_view(ctx: StepContext) -> ClusterView:
     """The ClusterView this pass works from (see the module docstring for accepted shapes).
 
-    A watched snapshot whose first listing is still running is waited for (SYNC_WAIT seconds).
+    Never waits: a watched snapshot whose first listing is still running gives a view that says
+    so (``synced`` False), and the verdict asks for another pass soon instead of holding one of
+    the few reconcile workers (hami/verdict.py).
     """
     observed = ctx.observed
     candidates: list[Any] = [observed, getattr(observed, "gpu", None), getattr(observed, "cluster", None)]
@@ -79,8 +79,6 @@ def snapshot_view(ctx: StepContext) -> ClusterView:
         if isinstance(candidate, ClusterView):
             return candidate
         if isinstance(candidate, ClusterSnapshot):
-            if not candidate.wait_synced(SYNC_WAIT):
-                ctx.logger.warning("the GPU snapshot is still listing after %ss; using what it has", SYNC_WAIT)
             return candidate.view()
     ctx.logger.debug("no GPU snapshot was passed in; listing nodes and pods once")
     return cluster.load_from_api(ctx.kube).view()
@@ -117,6 +115,8 @@ def gather(ctx: StepContext) -> GpuFacts:
         pods_by_node=view.pods_by_node,
         pod=view.pod,
         synced=view.synced,
+        stale_since=view.stale_since,
+        stale_why=view.stale_why,
         names=resource_names,
         names_source=source,
     )

@@ -142,6 +142,7 @@ def run(
     results[registry.HANDOFF.name] = _run_timed(registry.HANDOFF, ctx)
 
     new_status = compute_status(platform, old_status, results, ctx.recorded, now=now)
+    _note_unknown_fields(platform, new_status)
     new_conditions = new_status["conditions"]
     requeues = [r.requeue_after for r in results.values() if r.requeue_after]
     if any(r.progressing for r in results.values()):
@@ -158,6 +159,28 @@ def run(
         ctx.events,
         results,
     )
+
+
+def unknown_fields_note(platform: TenantPlatform) -> str:
+    """The sentence Ready's message ends with when the spec has fields this operator does not know."""
+    unknown = platform.unknown_fields()
+    if not unknown:
+        return ""
+    return (
+        f" This operator ignores spec field(s) it does not know: {', '.join(unknown)} (the CRD is newer "
+        "than the operator; upgrade the operator to act on them)."
+    )
+
+
+def _note_unknown_fields(platform: TenantPlatform, status: dict[str, Any]) -> None:
+    """Version skew: a newer CRD's fields are ignored, and Ready's message says which."""
+    note = unknown_fields_note(platform)
+    if not note:
+        return
+    log.warning("TenantPlatform %s: ignoring unknown spec fields %s", platform.name, platform.unknown_fields())
+    for cond in status["conditions"]:
+        if cond.get("type") == constants.READY:
+            cond["message"] = (str(cond.get("message") or "") + note)[: conditions.MAX_MESSAGE]
 
 
 def _run_timed(step: Step, ctx: StepContext) -> StepResult:
@@ -276,9 +299,15 @@ def cleanup(
     name = body["metadata"]["name"]
     try:
         platform = TenantPlatform.from_body(body)
-    except pydantic.ValidationError:  # an invalid spec never wrote anything: nothing to clean up
-        logger.info("TenantPlatform %s has an invalid spec; nothing to clean up", name)
-        return _finished(name)
+    except pydantic.ValidationError as exc:
+        # A spec this operator cannot parse (e.g. a newer CRD's value) may still have been
+        # reconciled by another version: clean up with defaults for what does not validate.
+        lenient = TenantPlatform.from_body_lenient(body)
+        if lenient is None:  # no namespace or domain: nothing can carry this platform's claim
+            logger.warning("TenantPlatform %s: spec does not parse, nothing to clean up: %s", name, exc)
+            return _finished(name)
+        platform, dropped = lenient
+        logger.warning("TenantPlatform %s: cleaning up with defaults for spec field(s) %s", name, dropped)
     ctx = StepContext(platform=platform, kube=kube, settings=settings, now=now, logger=logger)
     results: dict[str, CleanupResult] = {}
     for step in reversed(steps()):

@@ -54,7 +54,11 @@ class GpuNodeStatus(StatusModel):
     lock: NodeLockStatus | None = None
     cordoned_cards: int | None = None
     unparseable: str | None = None
+    """Why the register annotation cannot be parsed (at most 200 characters)."""
     ignored_pods: list[str] | None = None
+    """At most 5 pods placed here whose allocation annotation cannot be parsed, with why."""
+    ignored_pod_count: int | None = None
+    """How many pods placed here were ignored for a malformed allocation annotation."""
 
 
 class GpuTotal(StatusModel):
@@ -99,6 +103,8 @@ class GpuStatus(StatusModel):
     labels: GpuLabelsStatus | None = None
     nodes_omitted: int | None = None
     resource_names: ResourceNamesSource | None = None
+    ignored_pods: int | None = None
+    """HAMi pods ignored for a malformed allocation annotation, on all nodes."""
 
 
 class GpuNodeRecord(StatusModel):

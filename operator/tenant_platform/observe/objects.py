@@ -1,0 +1,131 @@
+"""What the GPU snapshot keeps of a Node or a Pod (observe/cluster.py stores them).
+
+Only what the GPU step needs, never whole bodies; every HAMi annotation value kept is bounded
+(hami/bounds.py: a longer one becomes a short marker the parsers reject), and a pod "placed" on
+a node name no Node can have is not kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Final
+
+from tenant_platform.api import constants
+from tenant_platform.hami import bounds, names
+
+# Our per-platform field managers for node labels: "tenant-platform-operator/<platform>".
+LABEL_MANAGER_PREFIX: Final = constants.FIELD_MANAGER + "/"
+# The longest Node name the API server accepts (a DNS subdomain).
+MAX_NODE_NAME: Final = 253
+
+
+def label_manager(platform: str) -> str:
+    """The SSA field manager that owns one platform's node labels."""
+    return LABEL_MANAGER_PREFIX + platform
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    name: str
+    uid: str
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    """HAMi annotations only (either prefix)."""
+    capacity: Mapping[str, str]
+    """Extended resources only (names with a '/')."""
+    allocatable: Mapping[str, str]
+    label_managers: Mapping[str, frozenset[str]]
+    """Platform name -> label keys its field manager owns on this node."""
+
+
+@dataclass(frozen=True, slots=True)
+class PodInfo:
+    namespace: str
+    name: str
+    node: str
+    phase: str
+    bind_phase: str
+    allocated: str
+    init_containers: int
+    app_containers: int
+    init_exit_codes: tuple[int | None, ...]
+
+
+def _annotation(annotations: Mapping[str, Any], suffix: str) -> str | None:
+    found = names.hami_annotation(annotations, suffix)
+    return bounds.bounded(str(found[1])) if found is not None else None
+
+
+def _label_managers(managed_fields: Iterable[Mapping[str, Any]]) -> dict[str, frozenset[str]]:
+    owned: dict[str, set[str]] = {}
+    for entry in managed_fields or ():
+        manager = str(entry.get("manager") or "")
+        if not manager.startswith(LABEL_MANAGER_PREFIX) or entry.get("operation") != "Apply":
+            continue
+        fields = ((entry.get("fieldsV1") or {}).get("f:metadata") or {}).get("f:labels") or {}
+        keys = {key[2:] for key in fields if key.startswith("f:")}
+        if keys:
+            owned.setdefault(manager[len(LABEL_MANAGER_PREFIX) :], set()).update(keys)
+    return {platform: frozenset(keys) for platform, keys in sorted(owned.items())}
+
+
+def _extended(resources: Mapping[str, Any] | None) -> dict[str, str]:
+    return {key: str(value) for key, value in sorted((resources or {}).items()) if "/" in key}
+
+
+def node_info(body: Mapping[str, Any]) -> NodeInfo | None:
+    """What we keep of a Node body, or None when it is not GPU-relevant at all."""
+    meta = body.get("metadata") or {}
+    status = body.get("status") or {}
+    raw_labels = meta.get("labels") or {}
+    raw_annotations = meta.get("annotations") or {}
+    capacity = _extended(status.get("capacity"))
+    managers = _label_managers(meta.get("managedFields") or ())
+    annotations = {k: bounds.bounded(str(v)) for k, v in sorted(raw_annotations.items()) if k in names.NODE_ANNOTATIONS}
+    present = any(str(raw_labels.get(key, "")).lower() == "true" for key in names.GPU_PRESENT_LABELS)
+    if not (capacity or annotations or present or managers):
+        return None
+    labels = {
+        k: str(v)
+        for k, v in sorted(raw_labels.items())
+        if k in names.KEPT_VENDOR_LABELS or not k.startswith(names.VENDOR_LABEL_PREFIXES)
+    }
+    return NodeInfo(
+        name=str(meta.get("name", "")),
+        uid=str(meta.get("uid", "")),
+        labels=MappingProxyType(labels),
+        annotations=MappingProxyType(annotations),
+        capacity=MappingProxyType(capacity),
+        allocatable=MappingProxyType(_extended(status.get("allocatable"))),
+        label_managers=MappingProxyType(managers),
+    )
+
+
+def pod_info(body: Mapping[str, Any]) -> PodInfo | None:
+    """What we keep of a Pod body, or None when HAMi has not placed it or it has terminated."""
+    meta = body.get("metadata") or {}
+    annotations = meta.get("annotations") or {}
+    node = _annotation(annotations, names.POD_NODE)
+    status = body.get("status") or {}
+    phase = str(status.get("phase") or "Pending")
+    if not node or len(node) > MAX_NODE_NAME or phase in names.TERMINATED_PHASES:
+        return None  # not placed, ended, or "placed" on a node no Node can be
+    spec = body.get("spec") or {}
+    exit_codes: list[int | None] = []
+    for container in status.get("initContainerStatuses") or ():
+        terminated = (container.get("state") or {}).get("terminated")
+        code = terminated.get("exitCode", -1) if terminated else None
+        exit_codes.append(code if isinstance(code, int) or code is None else -1)
+    return PodInfo(
+        namespace=str(meta.get("namespace", "")),
+        name=str(meta.get("name", "")),
+        node=node,
+        phase=phase,
+        bind_phase=bounds.shorten(_annotation(annotations, names.POD_BIND_PHASE) or "", 64),
+        allocated=_annotation(annotations, names.POD_ALLOCATED) or "",
+        init_containers=len(spec.get("initContainers") or ()),
+        app_containers=len(spec.get("containers") or ()),
+        init_exit_codes=tuple(exit_codes),
+    )
