@@ -23,6 +23,8 @@ class Common(StrEnum):
     CONFLICT = constants.REASON_CONFLICT
     INTERNAL_ERROR = "InternalError"
     DISABLED = constants.REASON_DISABLED
+    NAMESPACE_NOT_OWNED = "NamespaceNotOwned"
+    """A write into a namespace this platform does not own was refused (reconcile/base.NamespaceClaims)."""
 
 
 class Summary(StrEnum):
@@ -46,6 +48,8 @@ class Namespaces(StrEnum):
     RECONCILED = constants.REASON_RECONCILED
     TERMINATING = "Terminating"
     WOULD_CREATE = "WouldCreate"
+    PROTECTED = "ProtectedNamespace"
+    NOT_ADOPTABLE = "NotAdoptable"
 
 
 class Installer(StrEnum):

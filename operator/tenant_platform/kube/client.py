@@ -23,7 +23,7 @@ import os
 import re
 import threading
 import urllib.parse
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -172,6 +172,16 @@ class Kube:
         }
 
     default_namespace: str | None = None
+    write_check: Callable[[str], None] | None = None
+    """Called with the namespace of every namespaced write (not dry runs) before it is sent; it
+    raises (errors.NotOwned) to refuse it. Set on a view made by ``fenced``."""
+
+    def fenced(self, check: Callable[[str], None]) -> Kube:
+        """A view of this client (same connection, counter and discovery) whose namespaced writes
+        first pass ``check(namespace)``."""
+        view = copy.copy(self)
+        view.write_check = check
+        return view
 
     @property
     def server(self) -> str:
@@ -251,6 +261,10 @@ class Kube:
         warnings: builtins.list[str] | None = None,
     ) -> bytes:
         """The raw response body; ``warnings``, when given, receives the ``Warning`` header texts."""
+        if self.write_check is not None and method in _WRITES and query.get("dryRun") != "All":
+            namespace = namespace_of(path)
+            if namespace:
+                self.write_check(namespace)
         # NB: kubernetes>=37 splits a request into param_serialize (auth, URL) and call_api
         # (transport), and raises for HTTP errors only in its deserializer, which we skip.
         try:
@@ -584,6 +598,17 @@ def parse_warnings(values: Iterable[str]) -> builtins.list[str]:
         found = [re.sub(r"\\(.)", r"\1", m.group(3)) for m in _WARNING.finditer(value)]
         texts += found or [value.strip()]
     return texts
+
+
+_WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+_NAMESPACED_PATH = re.compile(r"^/(?:api/v1|apis/[^/]+/[^/]+)/namespaces/([^/]+)/[^/]")
+
+
+def namespace_of(path: str) -> str | None:
+    """The namespace an API path addresses objects in (None for cluster-scoped paths, including
+    a Namespace object itself)."""
+    found = _NAMESPACED_PATH.match(path)
+    return urllib.parse.unquote(found.group(1)) if found else None
 
 
 def _gv_path(api_version: str) -> str:
