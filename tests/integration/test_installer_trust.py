@@ -1,0 +1,143 @@
+"""The installer identity is never taken and never gets a token it should not have, on the real
+API server: an existing ServiceAccount without our claim (here one bound to cluster-admin) is a
+Conflict with nothing written and no token; once our ServiceAccount holds more than it should,
+no token is minted and our kubeconfig Secret goes; spec.installer.subjects that cannot be safe
+are rejected at apply time (CRD CEL), as the author who tries them.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from tenant_platform import reconcile
+from tenant_platform.api import constants
+from tenant_platform.config import Settings
+from tenant_platform.kube import errors
+from tenant_platform.kube.client import Kube
+
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+SETTINGS = Settings(drift_interval=30)
+SA = "platform-installer"
+SECRET = f"{SA}-kubeconfig"
+
+
+def fresh(kube: Kube, name: str) -> dict[str, Any]:
+    body = kube.get(constants.API_VERSION, constants.KIND, name)
+    assert body is not None
+    return body
+
+
+def run(kube: Kube, name: str) -> reconcile.Outcome:
+    return reconcile.run(fresh(kube, name), kube=kube, settings=SETTINGS, now=NOW)
+
+
+def cond(outcome: reconcile.Outcome, type_: str) -> dict[str, Any]:
+    return next(c for c in outcome.status["conditions"] if c["type"] == type_)
+
+
+def cluster_admin_binding(kube: Kube, name: str, namespace: str) -> None:
+    kube.create(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+            "subjects": [{"kind": "ServiceAccount", "name": SA, "namespace": namespace}],
+        }
+    )
+
+
+def test_existing_service_account_without_our_claim_is_never_taken(
+    crd: Kube, make_platform: Any, unique_name: str
+) -> None:
+    crd.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": unique_name, "annotations": {"tenancy.dev/adoptable-by": unique_name}},
+        }
+    )
+    crd.create({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": SA, "namespace": unique_name}})
+    cluster_admin_binding(crd, unique_name, unique_name)
+    try:
+        sa_before = crd.get("v1", "ServiceAccount", SA, unique_name)
+        assert sa_before is not None
+        make_platform(unique_name, unique_name, installer={"kubeconfigSecret": {"enabled": True}})
+        outcome = run(crd, unique_name)
+        installer = cond(outcome, "InstallerReady")
+        assert (installer["status"], installer["reason"]) == ("False", "Conflict"), installer
+        assert f"ServiceAccount {unique_name}/{SA} (not created by the operator)" in installer["message"]
+        assert not any(e[1] == "TokenMinted" for e in outcome.events)
+        assert crd.get("v1", "Secret", SECRET, unique_name) is None, "no kubeconfig for a foreign ServiceAccount"
+        sa_after = crd.get("v1", "ServiceAccount", SA, unique_name)
+        assert sa_after is not None
+        assert sa_after["metadata"]["resourceVersion"] == sa_before["metadata"]["resourceVersion"]
+        for kind in ("Role", "RoleBinding"):
+            assert crd.list("rbac.authorization.k8s.io/v1", kind, unique_name) == []
+    finally:
+        crd.delete("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", unique_name)
+
+
+def test_no_token_while_the_installer_holds_too_much_and_ours_is_deleted(
+    crd: Kube, make_platform: Any, unique_name: str
+) -> None:
+    make_platform(unique_name, unique_name, installer={"kubeconfigSecret": {"enabled": True}})
+    first = run(crd, unique_name)
+    assert cond(first, "InstallerReady")["status"] == "True"
+    assert crd.get("v1", "Secret", SECRET, unique_name) is not None
+    # Someone binds our installer ServiceAccount to cluster-admin.
+    cluster_admin_binding(crd, unique_name, unique_name)
+    try:
+        outcome = run(crd, unique_name)
+        installer = cond(outcome, "InstallerReady")
+        assert (installer["status"], installer["reason"]) == ("False", "ExcessPermissions"), installer
+        assert "No kubeconfig token was minted, and ours was deleted." in installer["message"]
+        assert not any(e[1] == "TokenMinted" for e in outcome.events)
+        assert crd.get("v1", "Secret", SECRET, unique_name) is None
+    finally:
+        crd.delete("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", unique_name)
+    # Once the excess is gone, a fresh token is minted again.
+    again = run(crd, unique_name)
+    assert cond(again, "InstallerReady")["status"] == "True"
+    assert any(e[1] == "TokenMinted" for e in again.events)
+
+
+@pytest.mark.parametrize(
+    ("subject", "words"),
+    [
+        ({"kind": "Group", "name": "system:authenticated"}, "system:"),
+        ({"kind": "Group", "name": "system:masters"}, "system:"),
+        ({"kind": "User", "name": "system:kube-controller-manager"}, "system:"),
+        ({"kind": "ServiceAccount", "name": "tenant-platform", "namespace": "tenant-platform-system"}, "namespaces"),
+        ({"kind": "ServiceAccount", "name": "default", "namespace": "kube-system"}, "namespaces"),
+    ],
+)
+def test_subjects_that_cannot_be_safe_are_rejected_at_apply_time(
+    crd: Kube, make_platform: Any, unique_name: str, subject: dict[str, str], words: str
+) -> None:
+    with pytest.raises(errors.Invalid) as refused:
+        make_platform(unique_name, unique_name, installer={"subjects": [subject]})
+    assert "spec.installer.subjects" in refused.value.message and words in refused.value.message
+    assert crd.get(constants.API_VERSION, constants.KIND, unique_name) is None
+
+
+def test_subjects_in_the_platforms_namespaces_and_named_people_are_accepted(
+    crd: Kube, make_platform: Any, unique_name: str
+) -> None:
+    extra = f"{unique_name}-x"
+    make_platform(
+        unique_name,
+        unique_name,
+        additionalNamespaces=[extra],
+        installer={
+            "subjects": [
+                {"kind": "User", "name": "alice@example.com"},
+                {"kind": "Group", "name": "platform-team"},
+                {"kind": "ServiceAccount", "name": "ci", "namespace": unique_name},
+                {"kind": "ServiceAccount", "name": "ci", "namespace": extra},
+            ]
+        },
+    )
