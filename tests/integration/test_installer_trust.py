@@ -8,15 +8,19 @@ are rejected at apply time (CRD CEL), as the author who tries them.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
+import kubernetes.client
 import pytest
+import yaml
 
 from tenant_platform import reconcile
 from tenant_platform.api import constants
 from tenant_platform.config import Settings
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube
+from tenant_platform.testing.wait import wait_for
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 SETTINGS = Settings(drift_interval=30)
@@ -141,3 +145,64 @@ def test_subjects_in_the_platforms_namespaces_and_named_people_are_accepted(
             ]
         },
     )
+
+
+def _api_roles() -> list[dict[str, Any]]:
+    path = Path(__file__).resolve().parents[2] / "deploy" / "base" / "api-roles.yaml"
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def test_viewers_get_tenantplatforms_and_only_a_bound_editor_creates_them(crd: Kube, unique_name: str) -> None:
+    """deploy/base/api-roles.yaml on the real API server: `view` (by aggregation) may get and list,
+    never create; create needs tenantplatforms-edit, which aggregates into nothing."""
+    viewer, editor = f"viewer-{unique_name}", f"editor-{unique_name}"
+    for role in _api_roles():
+        if crd.get("rbac.authorization.k8s.io/v1", "ClusterRole", role["metadata"]["name"]) is None:
+            crd.create(role)
+    bindings = {viewer: "view", editor: "tenantplatforms-edit"}
+    for user, role_name in bindings.items():
+        crd.create(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRoleBinding",
+                "metadata": {"name": user},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role_name},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+            }
+        )
+    try:
+
+        def can(user: str, verb: str) -> bool:
+            allowed, _ = crd.can_i(
+                user=user, groups=["system:authenticated"], verb=verb, group="tenancy.dev", resource="tenantplatforms"
+            )
+            return allowed
+
+        # Aggregation is done by the controller-manager: wait until `view` includes our rules.
+        wait_for(lambda: can(viewer, "list") or None, "view to aggregate tenantplatforms-view")
+        assert can(viewer, "get") and can(viewer, "watch")
+        assert not can(viewer, "create") and not can(viewer, "update") and not can(viewer, "delete")
+        edit_role = crd.get("rbac.authorization.k8s.io/v1", "ClusterRole", "edit") or {}
+        assert not any("tenancy.dev" in r.get("apiGroups", []) and "create" in r["verbs"] for r in edit_role["rules"])
+        assert can(editor, "create")
+        # As the viewer herself: listing works, creating is refused.
+        as_viewer = impersonating(crd, viewer)
+        as_viewer.list(constants.API_VERSION, constants.KIND)
+        with pytest.raises(errors.Forbidden):
+            as_viewer.create(
+                {
+                    "apiVersion": constants.API_VERSION,
+                    "kind": constants.KIND,
+                    "metadata": {"name": unique_name},
+                    "spec": {"namespace": unique_name, "domain": "x.example.com"},
+                }
+            )
+    finally:
+        for user in bindings:
+            crd.delete("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", user)
+
+
+def impersonating(admin: Kube, user: str) -> Kube:
+    api = kubernetes.client.ApiClient(admin.api.configuration)
+    api.set_default_header("Impersonate-User", user)
+    return Kube(api)
