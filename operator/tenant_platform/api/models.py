@@ -214,11 +214,6 @@ class TenantPlatformSpec(_Model):
         for subject in self.installer.subjects:
             if subject.name.startswith("system:"):
                 raise ValueError(f"installer subject {subject.name}: system: users and groups are never bound")
-            if subject.kind == "ServiceAccount" and subject.namespace not in self.all_namespaces:
-                raise ValueError(
-                    f"installer subject ServiceAccount {subject.namespace}/{subject.name} must live in one of "
-                    "the platform's namespaces"
-                )
         return self
 
     @property

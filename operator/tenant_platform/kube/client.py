@@ -241,6 +241,7 @@ class Kube:
         ``stores_nothing`` marks a POST that persists nothing (reviews), counted as a read.
         """
         query = query or {}
+        self._fence(method, path, query)
         self.counter.add(method, dry_run=stores_nothing or query.get("dryRun") == "All")
         headers = {"Accept": "application/json", "Content-Type": content_type}
         data = self._call(method, path, query=query, headers=headers, body=body, timeout=timeout)
@@ -248,6 +249,13 @@ class Kube:
             return {}
         decoded = json.loads(data)
         return decoded if isinstance(decoded, dict) else {"items": decoded}
+
+    def _fence(self, method: str, path: str, query: dict[str, str]) -> None:
+        """Pass a namespaced write (not a dry run) through ``write_check`` before it is sent or counted."""
+        if self.write_check is not None and method in _WRITES and query.get("dryRun") != "All":
+            namespace = namespace_of(path)
+            if namespace:
+                self.write_check(namespace)
 
     def _call(
         self,
@@ -261,10 +269,6 @@ class Kube:
         warnings: builtins.list[str] | None = None,
     ) -> bytes:
         """The raw response body; ``warnings``, when given, receives the ``Warning`` header texts."""
-        if self.write_check is not None and method in _WRITES and query.get("dryRun") != "All":
-            namespace = namespace_of(path)
-            if namespace:
-                self.write_check(namespace)
         # NB: kubernetes>=37 splits a request into param_serialize (auth, URL) and call_api
         # (transport), and raises for HTTP errors only in its deserializer, which we skip.
         try:
@@ -460,6 +464,7 @@ class Kube:
         query = {"fieldManager": constants.FIELD_MANAGER}
         if dry_run:
             query["dryRun"] = "All"
+        self._fence("POST", path, query)
         self.counter.add("POST", dry_run=dry_run)
         headers = {"Accept": "application/json", "Content-Type": "application/json"}
         warnings: builtins.list[str] = []
