@@ -12,10 +12,14 @@ from tenant_platform.testing.wait import wait_for
 __all__ = ["create_namespace", "wait_for"]
 
 
-def create_namespace(kube: Kube, name: str, *, wait_sa: bool = False) -> None:
+def create_namespace(kube: Kube, name: str, *, wait_sa: bool = False, adoptable_by: str | None = None) -> None:
     """Create a namespace (if missing); with ``wait_sa``, wait for its default ServiceAccount,
-    which pods need to be admitted."""
+    which pods need to be admitted. ``adoptable_by``: opt it in, as an admin does, for that
+    TenantPlatform to adopt (annotation ``tenancy.dev/adoptable-by``)."""
     if kube.get("v1", "Namespace", name) is None:
-        kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+        meta: dict[str, object] = {"name": name}
+        if adoptable_by:
+            meta["annotations"] = {"tenancy.dev/adoptable-by": adoptable_by}
+        kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": meta})
     if wait_sa:
         wait_for(lambda: kube.get("v1", "ServiceAccount", "default", name), f"ServiceAccount {name}/default")

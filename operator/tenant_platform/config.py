@@ -13,6 +13,23 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+# Namespaces of well-known cluster tools a TenantPlatform may never create or adopt (on top of
+# ``default``, ``kube-*``, the operator's own and the mesh's, which are always refused).
+DEFAULT_PROTECTED_NAMESPACES: tuple[str, ...] = (
+    "istio-system",
+    "istio-ingress",
+    "flux-system",
+    "argocd",
+    "cert-manager",
+    "gatekeeper-system",
+    "kyverno",
+    "monitoring",
+    "kube-prometheus-stack",
+    "hami-system",
+    "gpu-operator",
+    "local-path-storage",
+)
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -31,6 +48,10 @@ class Settings:
     kubeconfig: str | None = None
     in_cluster: bool = False
     """True when running in a pod (enables best-effort probes such as DNS resolution)."""
+    protected_namespaces: tuple[str, ...] = DEFAULT_PROTECTED_NAMESPACES
+    """Namespaces no platform may create or adopt (``TENANT_PLATFORM_PROTECTED_NAMESPACES``, comma
+    separated, replaces this list; ``default``, ``kube-*``, the operator's and the mesh's own
+    namespaces are refused whatever it says)."""
 
 
 def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
@@ -46,4 +67,12 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         health_port=int(env.get("TENANT_PLATFORM_HEALTH_PORT", "8081")),
         kubeconfig=env.get("KUBECONFIG") or None,
         in_cluster=bool(env.get("KUBERNETES_SERVICE_HOST")),
+        protected_namespaces=_names(env.get("TENANT_PLATFORM_PROTECTED_NAMESPACES"), DEFAULT_PROTECTED_NAMESPACES),
     )
+
+
+def _names(value: str | None, default: tuple[str, ...]) -> tuple[str, ...]:
+    """A comma-separated list of names (None: ``default``)."""
+    if value is None:
+        return default
+    return tuple(n.strip() for n in value.split(",") if n.strip())

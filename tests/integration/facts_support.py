@@ -33,9 +33,13 @@ def install_crd(cp: ControlPlane) -> None:
     cp.kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{constants.CRD_NAME}")
 
 
-def create_namespace(kube: Kube, name: str) -> None:
-    """Create a namespace and wait for its default ServiceAccount (pods need it to be admitted)."""
-    support.create_namespace(kube, name, wait_sa=True)
+def create_namespace(kube: Kube, name: str, *, adoptable_by: str | None = None) -> None:
+    """Create a namespace and wait for its default ServiceAccount (pods need it to be admitted).
+
+    An admin prepares it for the TenantPlatform of the same name (``adoptable_by`` another): the
+    annotation ``tenancy.dev/adoptable-by`` lets that platform adopt it.
+    """
+    support.create_namespace(kube, name, wait_sa=True, adoptable_by=adoptable_by or name)
 
 
 def platform_body(name: str, namespace: str, **spec: Any) -> dict[str, Any]:

@@ -92,7 +92,8 @@ def without_labels(obj: Obj) -> Obj:
 
 
 def base_rbac() -> list[Obj]:
-    return [d for d in docs((BASE / "rbac.yaml").read_text()) if d["kind"] in RBAC_KINDS]
+    text = (BASE / "rbac.yaml").read_text() + "\n---\n" + (BASE / "api-roles.yaml").read_text()
+    return [d for d in docs(text) if d["kind"] in RBAC_KINDS]
 
 
 # -- generated files --------------------------------------------------------------------------

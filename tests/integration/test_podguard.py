@@ -289,8 +289,14 @@ class Guard:
         return f"--as=system:serviceaccount:{self.namespace}:{self.installer_sa}"
 
 
-def make_namespace(admin: Kube, name: str, labels: dict[str, str] | None = None) -> None:
-    admin.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels or {}}})
+def make_namespace(
+    admin: Kube, name: str, labels: dict[str, str] | None = None, *, adoptable_by: str | None = None
+) -> None:
+    """A namespace an admin made (``adoptable_by``: opted in for that TenantPlatform to adopt)."""
+    meta: dict[str, Any] = {"name": name, "labels": labels or {}}
+    if adoptable_by:
+        meta["annotations"] = {"tenancy.dev/adoptable-by": adoptable_by}
+    admin.create({"apiVersion": "v1", "kind": "Namespace", "metadata": meta})
     # Pods need the namespace's default ServiceAccount (the ServiceAccount admission plugin).
     eventually(f"ServiceAccount {name}/default", lambda: admin.get("v1", "ServiceAccount", "default", name))
 
@@ -1443,7 +1449,7 @@ def test_staged_waits_for_violators_then_denies(
 ) -> None:
     extra = f"{unique_name}-x"
     for ns in (unique_name, extra):
-        make_namespace(crd, ns)
+        make_namespace(crd, ns, adoptable_by=unique_name)
     body = make_platform(unique_name, unique_name, additionalNamespaces=[extra], podGuard={"enforcement": "Warn"})
     names = podguard.guard_names(unique_name)
     pg_step.STEP.reconcile(context(crd, body))

@@ -155,11 +155,16 @@ def test_second_platform_claiming_a_namespace_conflicts(crd: Kube, make_platform
 
 
 def test_existing_namespace_is_adopted_and_released(crd: Kube, make_platform: Any, unique_name: str) -> None:
+    # An existing namespace is adopted only when an admin opted it in (docs/namespaces-and-installer.md).
     crd.create(
         {
             "apiVersion": "v1",
             "kind": "Namespace",
-            "metadata": {"name": unique_name, "labels": {"team": "ml", "istio-injection": "enabled"}},
+            "metadata": {
+                "name": unique_name,
+                "labels": {"team": "ml", "istio-injection": "enabled"},
+                "annotations": {"tenancy.dev/adoptable-by": unique_name},
+            },
         }
     )
     make_platform(unique_name, unique_name)

@@ -56,6 +56,9 @@ class FakeKube:
         self.patches.append((name, patch, subresource))
         return {}
 
+    def fenced(self, check: Any) -> FakeKube:
+        return self
+
 
 def body(*, deleting_since: datetime | None = NOW, status: dict[str, Any] | None = None, **spec: Any) -> Obj:
     meta: dict[str, Any] = {"name": "tp", "uid": "u-1", "generation": 3}

@@ -54,7 +54,7 @@ ROWS = {
         "True",
         Installer.RECONCILED,
         f"Installer {USER} can create deployments and virtualservices in kamiwaza and cannot create clusterroles "
-        "or customresourcedefinitions or list nodes.",
+        "or customresourcedefinitions, list nodes or secrets cluster-wide, or impersonate.",
     ),
     "permissions missing": Row(
         InstallerFacts(answers=answers(deployments=False)),
@@ -69,6 +69,19 @@ ROWS = {
         "False",
         Installer.EXCESS_PERMISSIONS,
         "can create deployments.apps in kamiwaza: got no, want yes; can list nodes (cluster-wide): got yes, want no.",
+    ),
+    "excess permissions: a cluster-wide secrets reader gets no kubeconfig": Row(
+        InstallerFacts(answers=answers(secrets=True), withheld=True),
+        "False",
+        Installer.EXCESS_PERMISSIONS,
+        "can list secrets (cluster-wide): got yes, want no. No kubeconfig token was minted, and ours was deleted.",
+    ),
+    "conflict: an existing ServiceAccount without our claim is never taken": Row(
+        InstallerFacts(foreign=("ServiceAccount kamiwaza/platform-installer (not created by the operator)",)),
+        "False",
+        Common.CONFLICT,
+        "left untouched (no token minted): ServiceAccount kamiwaza/platform-installer (not created by the operator).",
+        recorded=None,
     ),
     "excess permissions (dry run)": Row(
         InstallerFacts(answers=answers(clusterroles=True)),
@@ -118,7 +131,7 @@ def test_condition(row: Row) -> None:
 
 def test_every_installer_condition_reason_has_a_row() -> None:
     reasons = set(Installer)  # the token-minted event has its reason in reasons.Event
-    assert {r.reason for r in ROWS.values()} >= reasons | {Common.FORBIDDEN, Common.API_ERROR}
+    assert {r.reason for r in ROWS.values()} >= reasons | {Common.FORBIDDEN, Common.API_ERROR, Common.CONFLICT}
 
 
 def test_recorded_names_the_kubeconfig_secret_and_the_token_renewal_is_asked_for() -> None:

@@ -34,6 +34,7 @@ def ns(
     claim: str | None = None,
     terminating: bool = False,
     created: bool = False,
+    adoptable_by: str | None = None,
     error: str | None = None,
 ) -> NamespaceFacts:
     if error is not None:
@@ -41,7 +42,12 @@ def ns(
     if not exists:
         return NamespaceFacts(name)
     live = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
-    return NamespaceFacts(name, live=live, claim=claim, terminating=terminating, created_by_operator=created)
+    return NamespaceFacts(
+        name, live=live, claim=claim, terminating=terminating, created_by_operator=created, adoptable_by=adoptable_by
+    )
+
+
+PROTECTION = evaluate_ns.Protection("tp-system", ("flux-system", "argocd"))
 
 
 @dataclass(frozen=True)
@@ -54,15 +60,54 @@ class Row:
     dry_run: bool = False
     failed: dict[str, str] = field(default_factory=dict)
     managed: list[str] | None = None
+    owned: tuple[str, ...] = ()
 
 
 ROWS = {
-    "reconciled: created and adopted": Row(
-        NamespacesFacts((ns("kamiwaza", exists=False), ns("extra", claim=NAME))),
+    "reconciled: created, ours, and adopted by an admin's opt-in": Row(
+        NamespacesFacts(
+            (ns("kamiwaza", exists=False), ns("extra", claim=NAME), ns("optin", adoptable_by=NAME)),
+        ),
         "True",
         Namespaces.RECONCILED,
-        "Namespaces kamiwaza, extra exist with injection and Pod Security warn/audit labels.",
-        spec={"additionalNamespaces": ["extra"]},
+        "Namespaces kamiwaza, extra, optin exist with injection and Pod Security warn/audit labels.",
+        spec={"additionalNamespaces": ["extra", "optin"]},
+        owned=("kamiwaza", "extra", "optin"),
+    ),
+    "not adoptable: an existing namespace nobody opted in": Row(
+        NamespacesFacts((ns("kamiwaza", exists=False), ns("team-a"), ns("team-b", adoptable_by="someone-else"))),
+        "False",
+        Namespaces.NOT_ADOPTABLE,
+        "Namespace exists and is not ours to adopt, left untouched: team-a (it exists and was not opted in "
+        "(annotate it tenancy.dev/adoptable-by=demo)), team-b (",
+        spec={"additionalNamespaces": ["team-a", "team-b"]},
+        owned=("kamiwaza",),
+    ),
+    "protected: the operator's own namespace, even opted in": Row(
+        NamespacesFacts((ns("tp-system", adoptable_by=NAME),)),
+        "False",
+        Namespaces.PROTECTED,
+        "Namespace is protected, never created or adopted by a TenantPlatform: tp-system (the operator's own "
+        "namespace).",
+        spec={"namespace": "tp-system"},
+    ),
+    "protected: istio-system, the gateway's, a deny-listed tool's, even absent": Row(
+        NamespacesFacts(
+            (ns("kamiwaza", claim=NAME), ns("istio-system"), ns("edge", exists=False), ns("argocd", exists=False))
+        ),
+        "False",
+        Namespaces.PROTECTED,
+        "istio-system (a system namespace), edge (the gateway's namespace (spec.gateway.namespace)), argocd (on "
+        "the operator's list of protected namespaces)",
+        spec={"additionalNamespaces": ["istio-system", "edge", "argocd"], "gateway": {"namespace": "edge"}},
+        owned=("kamiwaza",),
+    ),
+    "conflict outranks protected, and names the rest": Row(
+        NamespacesFacts((ns("kamiwaza", claim="other"), ns("flux-system"))),
+        "False",
+        Common.CONFLICT,
+        "delete the other platform. Also refused: flux-system (on the operator's list of protected namespaces).",
+        spec={"additionalNamespaces": ["flux-system"]},
     ),
     "conflict: claimed by another platform": Row(
         NamespacesFacts((ns("kamiwaza", claim="other"),)),
@@ -85,7 +130,7 @@ ROWS = {
         "Could not label: kamiwaza: etcd is sad.",
     ),
     "api error: a write failed, a release failed": Row(
-        NamespacesFacts((ns("kamiwaza"),), (ns("gone", claim=NAME),)),
+        NamespacesFacts((ns("kamiwaza", claim=NAME),), (ns("gone", claim=NAME),)),
         "False",
         Common.API_ERROR,
         "Could not label: kamiwaza: denied; releasing gone: also denied.",
@@ -93,11 +138,12 @@ ROWS = {
         managed=["gone"],
     ),
     "api error: reading a dropped namespace failed": Row(
-        NamespacesFacts((ns("kamiwaza"),), (ns("gone", error="timeout"),)),
+        NamespacesFacts((ns("kamiwaza", claim=NAME),), (ns("gone", error="timeout"),)),
         "False",
         Common.API_ERROR,
         "Could not label: releasing gone: timeout.",
         managed=["gone"],
+        owned=("kamiwaza",),
     ),
     "terminating": Row(
         NamespacesFacts((ns("kamiwaza", claim=NAME, terminating=True),)),
@@ -106,12 +152,13 @@ ROWS = {
         "Namespace is terminating; it will be recreated once gone: kamiwaza.",
     ),
     "would create (dry run)": Row(
-        NamespacesFacts((ns("kamiwaza", exists=False), ns("extra"))),
+        NamespacesFacts((ns("kamiwaza", exists=False), ns("extra", claim=NAME))),
         "False",
         Namespaces.WOULD_CREATE,
         "The operator would create namespaces: kamiwaza.",
         spec={"additionalNamespaces": ["extra"]},
         dry_run=True,
+        owned=("kamiwaza", "extra"),
     ),
     "reconciled (dry run, everything exists)": Row(
         NamespacesFacts((ns("kamiwaza", claim=NAME),)),
@@ -119,16 +166,21 @@ ROWS = {
         Namespaces.RECONCILED,
         "Namespaces kamiwaza exist",
         dry_run=True,
+        owned=("kamiwaza",),
     ),
 }
 
 
 @pytest.mark.parametrize("row", ROWS.values(), ids=ROWS.keys())
 def test_condition(row: Row) -> None:
-    verdict = evaluate_ns.evaluate(platform(row.managed, **row.spec), row.facts, dry_run=row.dry_run, failed=row.failed)
+    p = platform(row.managed, **row.spec)
+    verdict = evaluate_ns.evaluate(p, row.facts, dry_run=row.dry_run, failed=row.failed, protection=PROTECTION)
     cond = verdict.condition
     assert (cond.type, cond.status, cond.reason) == ("NamespacesReady", row.status, row.reason)
     assert row.message in cond.message
+    # What the write gate is told: the platform owns exactly these, and every other one is refused.
+    assert verdict.owned == row.owned
+    assert set(verdict.refused) == set(p.spec.all_namespaces) - set(row.owned)
     assert verdict.progressing == (row.reason == Namespaces.TERMINATING)
     assert verdict.requeue_after == (5.0 if row.reason == Namespaces.TERMINATING else None)
 
@@ -137,12 +189,28 @@ def test_every_namespaces_reason_has_a_row() -> None:
     assert {r.reason for r in ROWS.values()} >= set(Namespaces) | {Common.CONFLICT, Common.API_ERROR}
 
 
+def test_an_existing_namespace_is_labelled_only_once_claimed_or_opted_in() -> None:
+    p = platform(additionalNamespaces=["plain", "optin", "theirs-optin", "system"])
+    facts = NamespacesFacts(
+        (
+            ns("kamiwaza", claim=NAME),
+            ns("plain"),
+            ns("optin", adoptable_by=NAME),
+            ns("theirs-optin", adoptable_by="other"),
+            ns("system", adoptable_by=NAME),
+        )
+    )
+    protection = evaluate_ns.Protection("tp-system", ("system",))
+    labelled = [w["metadata"]["name"] for w in evaluate_ns.writes(p, facts, dry_run=False, protection=protection).label]
+    assert labelled == ["kamiwaza", "optin"]
+
+
 def test_writes_label_created_and_adopted_namespaces_and_release_dropped_ones() -> None:
     p = platform(["gone", "theirs", "absent"], additionalNamespaces=["adopted", "mine", "claimed", "dying"])
     facts = NamespacesFacts(
         (
             ns("kamiwaza", exists=False),
-            ns("adopted"),
+            ns("adopted", adoptable_by=NAME),
             ns("mine", claim=NAME, created=True),
             ns("claimed", claim="other"),
             ns("dying", terminating=True),
@@ -163,7 +231,12 @@ def test_writes_label_created_and_adopted_namespaces_and_release_dropped_ones() 
 def test_managed_remembers_what_we_labelled_and_is_not_written_in_a_dry_run() -> None:
     p = platform(["gone"], additionalNamespaces=["b", "claimed", "dying"])
     facts = NamespacesFacts(
-        (ns("kamiwaza"), ns("b", exists=False), ns("claimed", claim="other"), ns("dying", terminating=True)),
+        (
+            ns("kamiwaza", claim=NAME),
+            ns("b", exists=False),
+            ns("claimed", claim="other"),
+            ns("dying", claim=NAME, terminating=True),
+        ),
         (ns("gone", claim=NAME),),
     )
     assert evaluate_ns.evaluate(p, facts).sections == {"managed": {"namespaces": ["b", "dying", "kamiwaza"]}}
@@ -176,3 +249,9 @@ def test_managed_remembers_what_we_labelled_and_is_not_written_in_a_dry_run() ->
 def test_dropped_names_are_the_managed_ones_the_spec_no_longer_names() -> None:
     assert evaluate_ns.dropped_names(platform(["kamiwaza", "old"])) == ["old"]
     assert evaluate_ns.dropped_names(platform()) == []
+
+
+def test_dropped_names_come_from_the_claim_labels_even_when_status_forgot_them() -> None:
+    # Killed between labelling "extra" and the first status write: status.managed is empty.
+    assert evaluate_ns.dropped_names(platform(), labelled=["kamiwaza", "extra"]) == ["extra"]
+    assert evaluate_ns.dropped_names(platform(["old"]), labelled=["extra"]) == ["extra", "old"]

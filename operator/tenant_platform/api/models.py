@@ -21,7 +21,7 @@ from datetime import timedelta
 from typing import Any, Literal
 
 import pydantic
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from tenant_platform.api import constants
@@ -283,6 +283,14 @@ class TenantPlatformSpec(_Model):
         if len(set(value)) != len(value):
             raise ValueError("additionalNamespaces must be distinct")
         return value
+
+    @model_validator(mode="after")
+    def _safe_subjects(self) -> TenantPlatformSpec:
+        """The CRD's CEL rules on installer subjects, again (an object stored before them)."""
+        for subject in self.installer.subjects:
+            if subject.name.startswith("system:"):
+                raise ValueError(f"installer subject {subject.name}: system: users and groups are never bound")
+        return self
 
     @property
     def all_namespaces(self) -> list[str]:

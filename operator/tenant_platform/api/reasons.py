@@ -29,6 +29,8 @@ class Common(StrEnum):
     CONFLICT = "Conflict"
     INTERNAL_ERROR = "InternalError"
     DISABLED = "Disabled"
+    NAMESPACE_NOT_OWNED = "NamespaceNotOwned"
+    """A write into a namespace this platform does not own was refused (reconcile/base.NamespaceClaims)."""
 
 
 class Summary(StrEnum):
@@ -53,6 +55,8 @@ class Namespaces(StrEnum):
     RECONCILED = "Reconciled"
     TERMINATING = "Terminating"
     WOULD_CREATE = "WouldCreate"
+    PROTECTED = "ProtectedNamespace"
+    NOT_ADOPTABLE = "NotAdoptable"
 
 
 class Installer(StrEnum):

@@ -23,7 +23,7 @@ import os
 import re
 import threading
 import urllib.parse
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -172,6 +172,16 @@ class Kube:
         }
 
     default_namespace: str | None = None
+    write_check: Callable[[str], None] | None = None
+    """Called with the namespace of every namespaced write (not dry runs) before it is sent; it
+    raises (errors.NotOwned) to refuse it. Set on a view made by ``fenced``."""
+
+    def fenced(self, check: Callable[[str], None]) -> Kube:
+        """A view of this client (same connection, counter and discovery) whose namespaced writes
+        first pass ``check(namespace)``."""
+        view = copy.copy(self)
+        view.write_check = check
+        return view
 
     @property
     def server(self) -> str:
@@ -244,6 +254,7 @@ class Kube:
         ``stores_nothing`` marks a POST that persists nothing (reviews), counted as a read.
         """
         query = query or {}
+        self._fence(method, path, query)
         self.counter.add(method, dry_run=stores_nothing or query.get("dryRun") == "All")
         headers = {"Accept": "application/json", "Content-Type": content_type}
         data = self._call(method, path, query=query, headers=headers, body=body, timeout=timeout)
@@ -251,6 +262,13 @@ class Kube:
             return {}
         decoded = json.loads(data)
         return decoded if isinstance(decoded, dict) else {"items": decoded}
+
+    def _fence(self, method: str, path: str, query: dict[str, str]) -> None:
+        """Pass a namespaced write (not a dry run) through ``write_check`` before it is sent or counted."""
+        if self.write_check is not None and method in _WRITES and query.get("dryRun") != "All":
+            namespace = namespace_of(path)
+            if namespace:
+                self.write_check(namespace)
 
     def _call(
         self,
@@ -459,6 +477,7 @@ class Kube:
         query = {"fieldManager": constants.FIELD_MANAGER}
         if dry_run:
             query["dryRun"] = "All"
+        self._fence("POST", path, query)
         self.counter.add("POST", dry_run=dry_run)
         headers = {"Accept": "application/json", "Content-Type": "application/json"}
         warnings: builtins.list[str] = []
@@ -611,6 +630,17 @@ def path_segment(value: str, what: str = "name") -> str:
     if value in ("", ".", ".."):
         raise errors.Invalid(400, "InvalidPathSegment", f"{what} {value!r} cannot be part of a request path")
     return urllib.parse.quote(value, safe="")
+
+
+_WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+_NAMESPACED_PATH = re.compile(r"^/(?:api/v1|apis/[^/]+/[^/]+)/namespaces/([^/]+)/[^/]")
+
+
+def namespace_of(path: str) -> str | None:
+    """The namespace an API path addresses objects in (None for cluster-scoped paths, including
+    a Namespace object itself)."""
+    found = _NAMESPACED_PATH.match(path)
+    return urllib.parse.unquote(found.group(1)) if found else None
 
 
 def _gv_path(api_version: str) -> str:

@@ -6,6 +6,8 @@ KubeError                 any failed API call (status, reason, message)
  +-- Invalid              422 (and 400): the API rejected the object; message says why
  +-- Forbidden            403: RBAC or an admission policy said no
  +-- Transient            5xx, 429, timeouts, connection errors: retry later
+ +-- NotOwned             never sent: a write into a namespace this platform does not own was
+                          refused before it left the process (reconcile/base.NamespaceClaims)
 """
 
 from __future__ import annotations
@@ -43,6 +45,14 @@ class Forbidden(KubeError):
 
 class Transient(KubeError):
     pass
+
+
+class NotOwned(KubeError):
+    """A write refused by the caller's write check (``Kube.fenced``): nothing was sent."""
+
+    def __init__(self, namespace: str, message: str):
+        super().__init__(409, "NamespaceNotOwned", message)
+        self.namespace = namespace
 
 
 def from_response(status: int, raw: bytes | str | None) -> KubeError:

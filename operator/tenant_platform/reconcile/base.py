@@ -48,6 +48,9 @@ class StepContext:
     recorded: Recorded = field(default_factory=Recorded)
     # Events to post for this platform: (type "Normal"|"Warning", reason, message).
     events: list[tuple[str, str, str]] = field(default_factory=list)
+    # The write gate (NamespaceClaims): set by the pipeline, which also fences ``kube`` with it.
+    # None (a step run alone, as some tests do): no gate.
+    claims: NamespaceClaims | None = None
 
     @property
     def name(self) -> str:
@@ -66,6 +69,74 @@ class StepContext:
             "controller": True,
             "blockOwnerDeletion": True,
         }
+
+
+class NamespaceClaims:
+    """The central write gate: which namespaces this platform owns in this pass.
+
+    The pipeline fences the pass's client with ``check`` (``Kube.fenced``), so every namespaced
+    write of every step (apply, create, delete, a TokenRequest; not server-side dry runs) into a
+    namespace is refused before it is sent, with ``errors.NotOwned``, unless:
+
+    - the namespace is one the platform names (``spec.namespace``/``additionalNamespaces``) and the
+      namespaces step claimed it in this pass (``claimed``: created, adopted, or already carrying
+      our claim label), or
+    - the platform does not name it and it carries no other platform's claim label (the mesh's,
+      CoreDNS's or the operator's own namespace; read once per pass).
+
+    Before the namespaces step has reported (and in a cleanup pass, where it runs last) the claims
+    are read from the cluster: the namespaces labelled ``tenancy.dev/tenant-platform=<name>``.
+    Every refusal is kept in ``refused`` ((namespace, why), in order); the pipeline turns a step's refusals
+    into its conditions (reason NamespaceNotOwned), so no step needs code of its own for this.
+    Cluster-scoped objects that name namespaces (the pod guard's policies) ask ``covered``.
+    """
+
+    def __init__(self, platform: TenantPlatform, kube: Kube) -> None:
+        self._platform = platform
+        self._kube = kube  # unfenced: only reads
+        self._owned: frozenset[str] | None = None
+        self._why: dict[str, str] = {}
+        self._claims: dict[str, str | None] = {}
+        self.refused: list[tuple[str, str]] = []
+
+    def claimed(self, owned: Iterable[str], why_not: Mapping[str, str]) -> None:
+        """The namespaces step's verdict: what this platform owns, and why it does not own the rest."""
+        self._owned = frozenset(owned)
+        self._why = dict(why_not)
+
+    def owned(self) -> frozenset[str]:
+        """The platform's namespaces it owns (read from the claim labels until the step reports)."""
+        if self._owned is None:
+            label = f"{constants.LABEL_PLATFORM}={self._platform.name}"
+            found = self._kube.list("v1", "Namespace", None, label_selector=label)
+            self._owned = frozenset(n["metadata"]["name"] for n in found if labelled_platform(n) == self._platform.name)
+        return self._owned
+
+    def covered(self) -> list[str]:
+        """The platform's namespaces, in spec order, that it owns (policies may cover these only)."""
+        owned = self.owned()
+        return [n for n in self._platform.spec.all_namespaces if n in owned]
+
+    def _claim(self, namespace: str) -> str | None:
+        if namespace not in self._claims:
+            live = self._kube.get("v1", "Namespace", namespace)
+            self._claims[namespace] = labelled_platform(live) if live else None
+        return self._claims[namespace]
+
+    def check(self, namespace: str) -> None:
+        """Raise errors.NotOwned unless this platform may write into ``namespace``."""
+        name = self._platform.name
+        if namespace in self._platform.spec.all_namespaces:
+            if namespace in self.owned():
+                return
+            why = self._why.get(namespace) or f"TenantPlatform {name} has not claimed it"
+        else:
+            claim = self._claim(namespace)
+            if claim in (None, name):
+                return
+            why = f"it is claimed by TenantPlatform {claim}"
+        self.refused.append((namespace, why))
+        raise errors.NotOwned(namespace, f"nothing written into namespace {namespace}: {why}")
 
 
 @dataclass
@@ -276,6 +347,8 @@ def prune_children(
 
 def api_error_condition(type_: str, exc: errors.KubeError, doing: str) -> Condition:
     """A condition for an API failure, with a reason a person can act on."""
+    if isinstance(exc, errors.NotOwned):
+        return conditions.false(type_, Common.NAMESPACE_NOT_OWNED, f"Could not {doing}: {exc.message}.")
     if isinstance(exc, errors.Forbidden):
         return conditions.false(
             type_,

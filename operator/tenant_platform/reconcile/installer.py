@@ -5,15 +5,20 @@ primary namespace and carry our labels but no ownerReference (they follow deleti
 the namespace, see reconcile.base.stamp). The condition is True only when every checklist
 ``can-i`` check answers as expected for the ServiceAccount's identity.
 
-One pass, in this order (the writes come before the checks that prove them):
-1. apply the identity (render/installer.py); on any error skip to 4;
-2. with ``kubeconfigSecret.enabled``: read the Secret, let status/installer.token_plan keep its
-   token or mint a new one (TokenRequest; event TokenMinted), apply the Secret;
-3. prune our labelled ServiceAccounts, Roles and RoleBindings no longer wanted, and the kubeconfig
+One pass, in this order (no token before the checks that prove the identity is safe):
+1. read the identity's objects (and the kubeconfig Secret); one that exists without this
+   platform's claim (our labels) is never taken: Conflict, nothing written, no token;
+2. apply the identity (render/installer.py); on any error stop (Forbidden/APIError);
+3. ask the SubjectAccessReviews (alone in a dry run);
+4. with ``kubeconfigSecret.enabled`` and no ExcessPermissions: let status/installer.token_plan
+   keep the Secret's token or mint a new one (TokenRequest; event TokenMinted), apply the Secret;
+   with ExcessPermissions no token is minted and our kubeconfig Secret is deleted (pruned);
+5. prune our labelled ServiceAccounts, Roles and RoleBindings no longer wanted, and the kubeconfig
    Secret by name (the configured and the last recorded name: the operator may not list Secrets);
-4. ask the SubjectAccessReviews (not after an apply error; alone in a dry run);
-5. status/installer.evaluate (pure) decides the condition and the recorded facts.
+6. status/installer.evaluate (pure) decides the condition and the recorded facts.
 A failed SubjectAccessReview is an API error condition that still records the identity's names.
+Writes into a namespace the platform does not own never leave the process (the write gate,
+reconcile/base.NamespaceClaims).
 """
 
 from __future__ import annotations
@@ -27,10 +32,12 @@ from tenant_platform.kube.client import Obj, b64
 from tenant_platform.reconcile.base import (
     ApplyOutcome,
     CleanupResult,
+    Key,
     StepContext,
     StepResult,
     api_error_condition,
     apply_children,
+    describe,
     key,
     labelled_platform,
     owner_of,
@@ -69,6 +76,22 @@ def ask(ctx: StepContext) -> tuple[Answer, ...]:
     return tuple(answers)
 
 
+def foreign(ctx: StepContext, desired: list[Obj]) -> tuple[dict[Key, Obj | None], tuple[str, ...]]:
+    """The identity's objects as they are (by ``key``), and those that exist without this
+    platform's claim (our managed-by label and ``tenancy.dev/tenant-platform=<name>``): never taken."""
+    live: dict[Key, Obj | None] = {}
+    taken: list[str] = []
+    for obj in desired:
+        meta = obj["metadata"]
+        current = ctx.kube.get(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"))
+        live[key(obj)] = current
+        if current is not None and owner_of(current) != ctx.name:
+            claim = owner_of(current)
+            whose = f"claimed by TenantPlatform {claim}" if claim else "not created by the operator"
+            taken.append(f"{describe(obj)} ({whose})")
+    return live, tuple(taken)
+
+
 class InstallerStep:
     name = COMPONENT
     condition_types: tuple[str, ...] = (constants.INSTALLER_READY,)
@@ -77,17 +100,17 @@ class InstallerStep:
         return render_installer.render_installer(platform)
 
     def reconcile(self, ctx: StepContext) -> StepResult:
-        facts = InstallerFacts() if ctx.dry_run else self.write(ctx)
-        if not facts.apply_errors:
+        if ctx.dry_run:
+            facts = InstallerFacts()
             try:
                 facts = replace(facts, answers=ask(ctx))
             except errors.KubeError as exc:
-                return StepResult(
-                    conditions=[api_error_condition(constants.INSTALLER_READY, exc, REVIEWING)],
-                    recorded=installer_status.recorded(ctx.platform, facts.kubeconfig_secret),
-                    failed=True,
-                    progressing=True,
-                )
+                return self._review_failed(ctx, facts, exc)
+        else:
+            try:
+                facts = self.write(ctx)
+            except _ReviewFailed as failed:
+                return self._review_failed(ctx, failed.facts, failed.error)
         verdict = installer_status.evaluate(ctx.platform, facts, dry_run=ctx.dry_run)
         return StepResult(
             conditions=verdict.conditions,
@@ -97,23 +120,49 @@ class InstallerStep:
             failed=bool(facts.apply_errors),
         )
 
+    def _review_failed(self, ctx: StepContext, facts: InstallerFacts, exc: errors.KubeError) -> StepResult:
+        return StepResult(
+            conditions=[api_error_condition(constants.INSTALLER_READY, exc, REVIEWING)],
+            recorded=installer_status.recorded(ctx.platform, facts.kubeconfig_secret),
+            failed=True,
+            progressing=True,
+        )
+
     def write(self, ctx: StepContext) -> InstallerFacts:
-        """Steps 1-3: the identity, the kubeconfig Secret, pruning. Returns what happened."""
+        """The identity, the access checks, then (only when they pass) the token, then pruning.
+
+        Nothing is taken: an existing object of the identity without our claim stops the pass
+        before any write (Conflict). No token is minted before the SubjectAccessReviews have shown
+        that the ServiceAccount holds no more than it should; with ExcessPermissions our kubeconfig
+        Secret is deleted (pruned) instead of renewed.
+        """
         platform = ctx.platform
         desired = render_installer.render_installer(platform)
+        secret_key = ("v1", "Secret", platform.spec.namespace, platform.kubeconfig_secret_name)
+        kubeconfig = platform.spec.installer.kubeconfig_secret.enabled
+        probe = [*desired, _secret_ref(platform)] if kubeconfig else desired
+        live, taken = foreign(ctx, probe)
+        if taken:
+            return InstallerFacts(foreign=taken)
         # The ServiceAccount must exist before a token can be minted for it.
-        outcome = apply_children(ctx, COMPONENT, desired)
+        outcome = apply_children(ctx, COMPONENT, desired, live={k: v for k, v in live.items() if k != secret_key})
         if not outcome.ok:
             return InstallerFacts(apply_errors=tuple(outcome.errors), forbidden=outcome.forbidden)
+        try:
+            answers = ask(ctx)
+        except errors.KubeError as exc:
+            raise _ReviewFailed(InstallerFacts(), exc) from None
+        facts = InstallerFacts(answers=answers)
         secret_name: str | None = None
         requeue: float | None = None
-        if platform.spec.installer.kubeconfig_secret.enabled:
-            secret, requeue = self._kubeconfig_secret(ctx)
+        if kubeconfig and not facts.excess:
+            secret, requeue = self._kubeconfig_secret(ctx, live.get(secret_key))
             desired.append(secret)
             secret_outcome = apply_children(ctx, COMPONENT, [secret])
             outcome.errors.extend(secret_outcome.errors)
             outcome.forbidden |= secret_outcome.forbidden
             secret_name = secret["metadata"]["name"]
+        # With ExcessPermissions the kubeconfig Secret is not wanted: pruning deletes ours.
         prune_children(
             ctx,
             COMPONENT,
@@ -123,11 +172,13 @@ class InstallerStep:
             outcome=outcome,
         )
         self._prune_kubeconfig_secret(ctx, keep=secret_name, outcome=outcome)
-        return InstallerFacts(
+        return replace(
+            facts,
             apply_errors=tuple(outcome.errors),
             forbidden=outcome.forbidden,
             kubeconfig_secret=secret_name,
             token_requeue=requeue,
+            withheld=kubeconfig and facts.excess,
         )
 
     @staticmethod
@@ -149,11 +200,10 @@ class InstallerStep:
                 outcome.errors.append(f"pruning Secret {name}: {exc.message or exc}")
                 outcome.forbidden |= isinstance(exc, errors.Forbidden)
 
-    def _kubeconfig_secret(self, ctx: StepContext) -> tuple[Obj, float]:
+    def _kubeconfig_secret(self, ctx: StepContext, live: Obj | None) -> tuple[Obj, float]:
         """The kubeconfig Secret intent, re-minting the token when status/installer says so."""
         platform = ctx.platform
         ns = platform.spec.namespace
-        live = ctx.kube.get("v1", "Secret", platform.kubeconfig_secret_name, ns)
         plan = installer_status.token_plan(
             platform, live, claim=labelled_platform(live) if live is not None else None, now=ctx.now
         )
@@ -176,6 +226,19 @@ class InstallerStep:
         # The identity is part of the namespace's contents: deletionPolicy Retain keeps it (the
         # installed platform needs it for upgrades), Delete removes it with the namespace.
         return CleanupResult(True)
+
+
+class _ReviewFailed(Exception):
+    def __init__(self, facts: InstallerFacts, error: errors.KubeError) -> None:
+        super().__init__(str(error))
+        self.facts = facts
+        self.error = error
+
+
+def _secret_ref(platform: TenantPlatform) -> Obj:
+    """The kubeconfig Secret's coordinates (to read it before anything is written)."""
+    meta = {"name": platform.kubeconfig_secret_name, "namespace": platform.spec.namespace}
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": meta}
 
 
 STEP = InstallerStep()

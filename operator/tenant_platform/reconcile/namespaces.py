@@ -8,13 +8,21 @@ the TenantPlatform, whatever deletionPolicy says). Instead:
   labels only we own, and a label someone else also set survives;
 - ``tenancy.dev/created-by-operator`` marks namespaces we created; only those are ever deleted,
   and only with deletionPolicy Delete.
-``status.managed.namespaces`` remembers which namespaces we labelled, so a namespace dropped from
-the spec is released (our labels removed), never deleted.
+What a platform claimed is read from the cluster, not from status: the namespaces labelled
+``tenancy.dev/tenant-platform=<name>`` (one LIST by label), plus those ``status.managed.namespaces``
+remembers. So a namespace dropped from the spec is released (our labels removed, never deleted)
+even when the process died between labelling it and the first status write.
 
-One pass: ``gather`` reads every namespace the spec names and every dropped one (one GET each; a
-failed read is kept as a fact), status/namespaces.py decides (pure) what to label or release and
-the condition, ``apply`` writes in that order and reports. A failed write is reported per
-namespace (APIError), never aborting the others.
+Claims are never taken (status/namespaces.refusal): another platform's namespace, a protected
+one (system, the operator's, the mesh's, the gateway's, ``Settings.protected_namespaces``), or an
+existing one no admin opted in with ``tenancy.dev/adoptable-by: <platform>`` is left untouched.
+
+One pass: ``gather`` reads every namespace the spec names (one GET each) and lists those carrying
+our claim label (a failed read is kept as a fact), status/namespaces.py decides (pure) what to
+label or release and the condition, ``apply`` writes in that order, reports, and hands what the
+platform owns to the write gate (``ctx.claims``, reconcile/base.NamespaceClaims): no other step
+writes into a namespace it does not own. A failed write is reported per namespace (APIError),
+never aborting the others.
 """
 
 from __future__ import annotations
@@ -48,6 +56,7 @@ def namespace_facts(name: str, live: Obj | None) -> NamespaceFacts:
         claim=labelled_platform(live),
         terminating=live.get("status", {}).get("phase") == "Terminating",
         created_by_operator=annotations.get(render_ns.ANNOTATION_CREATED) == "true",
+        adoptable_by=annotations.get(render_ns.ANNOTATION_ADOPTABLE),
     )
 
 
@@ -60,12 +69,32 @@ def read(kube: Kube, name: str) -> NamespaceFacts:
     return namespace_facts(name, live)
 
 
+def labelled(kube: Kube, platform: TenantPlatform) -> dict[str, Obj]:
+    """The namespaces carrying this platform's claim label, by name (one LIST)."""
+    found = kube.list("v1", "Namespace", None, label_selector=f"{constants.LABEL_PLATFORM}={platform.name}")
+    return {n["metadata"]["name"]: n for n in found if labelled_platform(n) == platform.name}
+
+
+def protection(ctx: StepContext) -> ns_status.Protection:
+    settings = ctx.settings
+    return ns_status.Protection(settings.operator_namespace, tuple(settings.protected_namespaces))
+
+
 def gather(ctx: StepContext) -> NamespacesFacts:
     """The namespaces the spec names and, outside a dry run, the dropped ones we must release."""
     wanted = tuple(read(ctx.kube, name) for name in ctx.platform.spec.all_namespaces)
     if ctx.dry_run:
         return NamespacesFacts(wanted)
-    return NamespacesFacts(wanted, tuple(read(ctx.kube, name) for name in ns_status.dropped_names(ctx.platform)))
+    try:
+        ours = labelled(ctx.kube, ctx.platform)
+    except errors.KubeError as exc:
+        failed = NamespaceFacts("(namespaces labelled for this platform)", error=exc.message or str(exc))
+        return NamespacesFacts(wanted, (failed,))
+    dropped = tuple(
+        namespace_facts(name, ours[name]) if name in ours else read(ctx.kube, name)
+        for name in ns_status.dropped_names(ctx.platform, ours)
+    )
+    return NamespacesFacts(wanted, dropped)
 
 
 class NamespacesStep:
@@ -77,7 +106,8 @@ class NamespacesStep:
 
     def reconcile(self, ctx: StepContext) -> StepResult:
         facts = gather(ctx)
-        return self.apply(ctx, facts, ns_status.writes(ctx.platform, facts, dry_run=ctx.dry_run))
+        writes = ns_status.writes(ctx.platform, facts, dry_run=ctx.dry_run, protection=protection(ctx))
+        return self.apply(ctx, facts, writes)
 
     def apply(self, ctx: StepContext, facts: NamespacesFacts, writes: ns_status.Writes) -> StepResult:
         """Label, then release, in order; each failure is kept for the verdict, never raised."""
@@ -93,7 +123,11 @@ class NamespacesStep:
                 ctx.kube.apply(intent)
             except errors.KubeError as exc:
                 failed[intent["metadata"]["name"]] = exc.message or str(exc)
-        verdict = ns_status.evaluate(ctx.platform, facts, dry_run=ctx.dry_run, failed=failed)
+        verdict = ns_status.evaluate(
+            ctx.platform, facts, dry_run=ctx.dry_run, failed=failed, protection=protection(ctx)
+        )
+        if ctx.claims is not None:
+            ctx.claims.claimed(verdict.owned, verdict.refused)
         return StepResult(
             conditions=verdict.conditions,
             status=verdict.sections,
@@ -105,12 +139,15 @@ class NamespacesStep:
     def cleanup(self, ctx: StepContext) -> CleanupResult:
         """Retain: remove our labels. Delete: delete the namespaces we created, release the rest."""
         platform = ctx.platform
-        names = sorted(set(platform.spec.all_namespaces) | set(ns_status.previously_managed(platform)))
+        ours = labelled(ctx.kube, platform)
+        names = sorted({*platform.spec.all_namespaces, *ns_status.previously_managed(platform), *ours})
         waiting: list[str] = []
         for name in names:
             try:
                 ns = namespace_facts(name, ctx.kube.get("v1", "Namespace", name))
-                if not ns_status.releasable(platform, ns):
+                # Only a namespace carrying our claim label is released (or deleted): one that
+                # never was ours (protected, not adopted) keeps every label it has.
+                if ns.claim != platform.name:
                     continue
                 if platform.spec.deletion_policy == "Delete" and ns.created_by_operator:
                     if not ns.terminating and ns.live is not None:

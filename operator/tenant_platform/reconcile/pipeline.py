@@ -26,7 +26,14 @@ from tenant_platform.config import Settings
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube, Obj
 from tenant_platform.reconcile import registry, statuswriter
-from tenant_platform.reconcile.base import CleanupResult, Step, StepContext, StepResult, api_error_condition
+from tenant_platform.reconcile.base import (
+    CleanupResult,
+    NamespaceClaims,
+    Step,
+    StepContext,
+    StepResult,
+    api_error_condition,
+)
 from tenant_platform.reconcile.statuswriter import Transition
 from tenant_platform.status import conditions
 from tenant_platform.status.conditions import Condition
@@ -125,14 +132,16 @@ def run(
         written = statuswriter.write(kube, name, old_status, new_status) if write else False
         return Outcome(new_status, written, None, statuswriter.transitions(old_conditions, new_status["conditions"]))
 
+    claims = NamespaceClaims(platform, kube)
     ctx = StepContext(
         platform=platform,
-        kube=kube,
+        kube=kube.fenced(claims.check),
         settings=settings,
         now=now,
         observed=observed,
         dry_run=dry_run,
         recorded=Recorded(domain=platform.spec.domain),
+        claims=claims,
     )
     results: dict[str, StepResult] = {}
     for step in registry.STEPS:
@@ -186,7 +195,10 @@ def _note_unknown_fields(platform: TenantPlatform, status: dict[str, Any]) -> No
 def _run_timed(step: Step, ctx: StepContext) -> StepResult:
     """Run one step (timed, in the step metrics) and add what it recorded to ``ctx.recorded``."""
     started = time.monotonic()
+    refused_before = len(ctx.claims.refused) if ctx.claims else 0
     result = _run_step(step, ctx)
+    if ctx.claims and len(ctx.claims.refused) > refused_before:
+        result = _not_owned(step, ctx.claims.refused[refused_before:])
     try:
         ctx.record(result.recorded)
     except pydantic.ValidationError as exc:  # a bug in the step: its facts do not fit its model
@@ -201,6 +213,20 @@ def _run_timed(step: Step, ctx: StepContext) -> StepResult:
         )
     metrics.observe_step(ctx.name, step.name, time.monotonic() - started, failed=result.failed)
     return result
+
+
+def _not_owned(step: Step, refused: Sequence[tuple[str, str]]) -> StepResult:
+    """The step tried to write into a namespace the platform does not own (NamespaceClaims refused
+    it, nothing was sent): one condition per type, naming the namespaces and why. Not a failure of
+    the pass (a human must act, as for NamespacesReady's Conflict), so not progressing either."""
+    reasons = "; ".join(f"{ns}: {why}" for ns, why in dict(refused).items())
+    message = (
+        f"The {step.name} step wrote nothing into namespaces this TenantPlatform does not own ({reasons}). "
+        "See NamespacesReady."
+    )
+    return StepResult(
+        conditions=[conditions.false(t, Common.NAMESPACE_NOT_OWNED, message) for t in step.condition_types]
+    )
 
 
 def _run_step(step: Step, ctx: StepContext) -> StepResult:
@@ -308,7 +334,10 @@ def cleanup(
             return _finished(name)
         platform, dropped = lenient
         logger.warning("TenantPlatform %s: cleaning up with defaults for spec field(s) %s", name, dropped)
-    ctx = StepContext(platform=platform, kube=kube, settings=settings, now=now, logger=logger)
+    claims = NamespaceClaims(platform, kube)
+    ctx = StepContext(
+        platform=platform, kube=kube.fenced(claims.check), settings=settings, now=now, logger=logger, claims=claims
+    )
     results: dict[str, CleanupResult] = {}
     for step in reversed(steps()):
         results[step.name] = _cleanup_step(step, ctx)
@@ -352,6 +381,9 @@ def _cleanup_step(step: Step, ctx: StepContext) -> CleanupResult:
     """A step's cleanup; an error blocks the deletion (and is retried) instead of aborting the rest."""
     try:
         return step.cleanup(ctx)
+    except errors.NotOwned as exc:  # nothing of ours can be there: the namespace is not ours
+        log.info("cleanup of step %s for %s left a namespace alone: %s", step.name, ctx.name, exc.message)
+        return CleanupResult(True)
     except errors.KubeError as exc:
         return CleanupResult(False, str(exc.message or exc))
     except Exception as exc:

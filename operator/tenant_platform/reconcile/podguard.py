@@ -80,6 +80,21 @@ def gather(ctx: StepContext) -> PodGuardFacts:
     return PodGuardFacts(live=live)
 
 
+def covered(ctx: StepContext) -> list[str]:
+    """The namespaces the guard covers: those the platform owns (the write gate knows them).
+
+    The policies are cluster-scoped, so the gate cannot see that they name namespaces; a
+    platform that owns none of its namespaces writes no policy at all (the gate's refusal, for
+    the primary namespace, becomes this step's NamespaceNotOwned condition).
+    """
+    if ctx.claims is None:
+        return list(ctx.platform.spec.all_namespaces)
+    namespaces = ctx.claims.covered()
+    if not namespaces and not ctx.dry_run:
+        ctx.claims.check(ctx.platform.spec.namespace)  # raises errors.NotOwned
+    return namespaces
+
+
 class PodGuardStep:
     name = COMPONENT
     condition_types: tuple[str, ...] = (pg.TYPE,)
@@ -118,8 +133,9 @@ class PodGuardStep:
     def _enforce(self, ctx: StepContext, facts: PodGuardFacts) -> PodGuardFacts:
         """Apply at the target actions; for Staged, check the pods and promote: the pass's facts."""
         platform = ctx.platform
+        namespaces = covered(ctx)
         target = pg.target(platform, facts.live)
-        desired = render_pg.render(platform, enforcement=target)
+        desired = render_pg.render(platform, enforcement=target, namespaces=namespaces)
         outcome = self._apply(ctx, desired, facts.live)
         check: StagedCheck | None = None
         promoted = False
@@ -131,7 +147,8 @@ class PodGuardStep:
             if pg.promotes(check, dry_run=ctx.dry_run):
                 target, promoted = "Deny", True
                 live = {**facts.live, **{pg.ref(o): o for o in outcome.applied}}
-                promotion = self._apply(ctx, render_pg.render(platform, enforcement=target), live)
+                promoted_intent = render_pg.render(platform, enforcement=target, namespaces=namespaces)
+                promotion = self._apply(ctx, promoted_intent, live)
                 promotion.written += outcome.written
                 outcome = promotion
         return dataclasses.replace(facts, target=target, applied=applied_facts(outcome), check=check, promoted=promoted)
@@ -161,7 +178,7 @@ class PodGuardStep:
         if cached_hash != policy_hash:
             cache = {}
         seen: dict[tuple[str, str], PodVerdict] = {}
-        for namespace in ctx.platform.spec.all_namespaces:
+        for namespace in covered(ctx):
             try:
                 pods = kube.list("v1", "Pod", namespace)
             except errors.NotFound:

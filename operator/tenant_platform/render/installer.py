@@ -44,6 +44,10 @@ CAN_I_CHECKS: list[tuple[str, str, str, bool, bool]] = [
     ("create", "rbac.authorization.k8s.io", "clusterroles", False, False),
     ("create", "apiextensions.k8s.io", "customresourcedefinitions", False, False),
     ("list", "", "nodes", False, False),
+    # Beyond the checklist: an identity that can read every Secret or impersonate is cluster-admin
+    # in all but name (no kubeconfig is minted for it).
+    ("list", "", "secrets", False, False),
+    ("impersonate", "", "users", False, False),
 ]
 
 

@@ -11,6 +11,8 @@ INJECTION_LABEL = "istio-injection"
 REVISION_LABEL = "istio.io/rev"
 # Set on namespaces the operator created (not adopted): only those may ever be deleted by it.
 ANNOTATION_CREATED = f"{constants.GROUP}/created-by-operator"
+# Set by an admin on an existing namespace to let the named TenantPlatform adopt it.
+ANNOTATION_ADOPTABLE = f"{constants.GROUP}/adoptable-by"
 
 
 def namespace_labels(platform: TenantPlatform) -> dict[str, str]:

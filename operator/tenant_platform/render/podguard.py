@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -128,13 +129,13 @@ def proxy_image_prefixes(repositories: list[str]) -> list[str]:
     return prefixes
 
 
-def render_pod_guard_policy(platform: TenantPlatform) -> Obj:
-    """The pod guard ValidatingAdmissionPolicy."""
+def render_pod_guard_policy(platform: TenantPlatform, namespaces: Sequence[str] | None = None) -> Obj:
+    """The pod guard ValidatingAdmissionPolicy, covering ``namespaces`` (default: the spec's)."""
     repositories = valid_proxy_repositories(platform.spec.pod_guard.proxy_image_repositories)
     return templating.render_object(
         "podguard-pod-policy.yaml.j2",
         name=guard_names(platform.name).pod_guard,
-        namespaces=list(platform.spec.all_namespaces),
+        namespaces=list(platform.spec.all_namespaces if namespaces is None else namespaces),
         baseline_capabilities=list(BASELINE_CAPABILITIES),
         istio_init_capabilities=list(ISTIO_INIT_CAPABILITIES),
         safe_sysctls=list(SAFE_SYSCTLS),
@@ -146,12 +147,12 @@ def render_pod_guard_policy(platform: TenantPlatform) -> Obj:
     )
 
 
-def render_exec_guard_policy(platform: TenantPlatform) -> Obj:
-    """The exec guard ValidatingAdmissionPolicy."""
+def render_exec_guard_policy(platform: TenantPlatform, namespaces: Sequence[str] | None = None) -> Obj:
+    """The exec guard ValidatingAdmissionPolicy, covering ``namespaces`` (default: the spec's)."""
     return templating.render_object(
         "podguard-exec-policy.yaml.j2",
         name=guard_names(platform.name).exec_guard,
-        namespaces=list(platform.spec.all_namespaces),
+        namespaces=list(platform.spec.all_namespaces if namespaces is None else namespaces),
     )
 
 
@@ -167,16 +168,20 @@ def initial_enforcement(platform: TenantPlatform) -> Enforcement:
     return "Deny" if platform.spec.pod_guard.enforcement == "Deny" else "Warn"
 
 
-def render(platform: TenantPlatform, *, enforcement: Enforcement | None = None) -> list[Obj]:
+def render(
+    platform: TenantPlatform, *, enforcement: Enforcement | None = None, namespaces: Sequence[str] | None = None
+) -> list[Obj]:
     """Both policies, then both bindings (stable order; policies before the bindings naming them).
 
-    ``enforcement`` sets the bindings' actions; by default the mode's initial one.
+    ``enforcement`` sets the bindings' actions; by default the mode's initial one. ``namespaces``:
+    the namespaces the policies cover (default: the spec's; the step passes those the platform
+    owns, so a platform never guards another's namespace).
     """
     actions = enforcement or initial_enforcement(platform)
     names = guard_names(platform.name)
     return [
-        render_pod_guard_policy(platform),
-        render_exec_guard_policy(platform),
+        render_pod_guard_policy(platform, namespaces),
+        render_exec_guard_policy(platform, namespaces),
         render_binding(names.pod_guard, actions),
         render_binding(names.exec_guard, actions),
     ]

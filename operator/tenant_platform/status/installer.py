@@ -1,11 +1,12 @@
 """InstallerReady, decided (pure): keep or re-mint the kubeconfig token, and the condition.
 
 The installer step (reconcile/installer.py) applies the identity render/installer.py renders,
-asks ``token_plan`` whether the kubeconfig Secret's token may be kept (re-minted once less than
-``RENEW_FRACTION`` of its lifetime is left, or when the Secret is missing or not ours by its
-claim label), prunes, then asks SubjectAccessReviews the checklist's ``can-i`` questions.
-``evaluate`` turns what happened into the verdict:
+asks SubjectAccessReviews the checklist's ``can-i`` questions, and only when none that must be no
+answered yes asks ``token_plan`` whether the kubeconfig Secret's token may be kept (re-minted
+once less than ``RENEW_FRACTION`` of its lifetime is left, or when the Secret is missing), then
+prunes. ``evaluate`` turns what happened into the verdict:
 
+- an object of the identity exists without this platform's claim: Conflict, nothing written;
 - an apply or prune error: Forbidden (one of them was a 403) or APIError, progressing, nothing
   recorded (the access checks were not asked);
 - a "no" check that answered yes: ExcessPermissions (not progressing: a human must act);
@@ -109,6 +110,15 @@ class InstallerFacts:
     """The kubeconfig Secret applied in this pass."""
     token_requeue: float | None = None
     answers: tuple[Answer, ...] = ()
+    foreign: tuple[str, ...] = ()
+    """Objects of the identity that exist without this platform's claim: nothing was written."""
+    withheld: bool = False
+    """A kubeconfig was asked for but not minted (ExcessPermissions); ours was deleted."""
+
+    @property
+    def excess(self) -> bool:
+        """A check that must answer no answered yes."""
+        return any(a.allowed and not a.expected for a in self.answers)
 
 
 def recorded(platform: TenantPlatform, kubeconfig_secret: str | None = None) -> dict[str, object]:
@@ -123,6 +133,15 @@ def recorded(platform: TenantPlatform, kubeconfig_secret: str | None = None) -> 
 
 def evaluate(platform: TenantPlatform, facts: InstallerFacts, *, dry_run: bool = False) -> Verdict:
     type_ = constants.INSTALLER_READY
+    if facts.foreign:
+        cond = conditions.false(
+            type_,
+            Common.CONFLICT,
+            "The installer identity's objects exist and are not this TenantPlatform's, left untouched "
+            f"(no token minted): {', '.join(facts.foreign)}. Choose another spec.installer.serviceAccountName "
+            "or remove them.",
+        )
+        return Verdict(conditions=[cond])
     if facts.apply_errors:
         message = "; ".join(facts.apply_errors)
         reason = Common.FORBIDDEN if facts.forbidden else Common.API_ERROR
@@ -138,7 +157,7 @@ def evaluate(platform: TenantPlatform, facts: InstallerFacts, *, dry_run: bool =
             type_,
             Installer.RECONCILED,
             f"Installer {user} can create deployments and virtualservices in {ns} and cannot "
-            "create clusterroles or customresourcedefinitions or list nodes.",
+            "create clusterroles or customresourcedefinitions, list nodes or secrets cluster-wide, or impersonate.",
         )
         return Verdict(conditions=[cond], recorded=facts_recorded, requeue_after=facts.token_requeue)
     failures = "; ".join(a.failure(ns) for a in wrong)
@@ -150,10 +169,11 @@ def evaluate(platform: TenantPlatform, facts: InstallerFacts, *, dry_run: bool =
             f"The operator would create the installer identity {user}; today: {failures}.",
         )
     else:
+        withheld = " No kubeconfig token was minted, and ours was deleted." if facts.withheld else ""
         cond = conditions.false(
             type_,
             Installer.EXCESS_PERMISSIONS if too_much else Installer.PERMISSIONS_MISSING,
-            f"Installer {user} failed the checklist's access checks: {failures}.",
+            f"Installer {user} failed the checklist's access checks: {failures}.{withheld}",
         )
     return Verdict(
         conditions=[cond], recorded=facts_recorded, progressing=not too_much, requeue_after=facts.token_requeue
