@@ -31,6 +31,24 @@ class Settings:
     kubeconfig: str | None = None
     in_cluster: bool = False
     """True when running in a pod (enables best-effort probes such as DNS resolution)."""
+    identity: str = ""
+    """This process's name in the leader-election Lease (empty: the host name plus a random suffix)."""
+    lease_duration: float = 15.0
+    """Seconds a standby waits, after it last saw the Lease change, before taking it over."""
+    renew_deadline: float = 10.0
+    """Seconds the leader keeps leading without a successful renewal; then it stops writing and
+    exits. Must be shorter than ``lease_duration`` (the margin keeps two leaders from overlapping)."""
+    retry_period: float = 2.0
+    """Seconds between attempts to acquire (standby) or renew (leader) the Lease."""
+    stuck_pass_seconds: float = 600.0
+    """/healthz fails when one reconcile pass has been running longer than this."""
+
+    def __post_init__(self) -> None:
+        if not 0 < self.retry_period < self.renew_deadline < self.lease_duration:
+            raise ValueError(
+                "leader election needs 0 < retry_period < renew_deadline < lease_duration, got "
+                f"{self.retry_period}, {self.renew_deadline}, {self.lease_duration}"
+            )
 
 
 def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
@@ -46,4 +64,9 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         health_port=int(env.get("TENANT_PLATFORM_HEALTH_PORT", "8081")),
         kubeconfig=env.get("KUBECONFIG") or None,
         in_cluster=bool(env.get("KUBERNETES_SERVICE_HOST")),
+        identity=env.get("TENANT_PLATFORM_IDENTITY", ""),
+        lease_duration=float(env.get("TENANT_PLATFORM_LEASE_DURATION", "15")),
+        renew_deadline=float(env.get("TENANT_PLATFORM_RENEW_DEADLINE", "10")),
+        retry_period=float(env.get("TENANT_PLATFORM_RETRY_PERIOD", "2")),
+        stuck_pass_seconds=float(env.get("TENANT_PLATFORM_STUCK_PASS_SECONDS", "600")),
     )

@@ -65,6 +65,16 @@ class Metrics:
             ["platform"],
             registry=registry,
         )
+        self.leader = Gauge(
+            f"{PREFIX}_leader",
+            "1 while this operator process holds the leader Lease (and reconciles), 0 while it stands by.",
+            registry=registry,
+        )
+        self.lease_renewal = Gauge(
+            f"{PREFIX}_lease_last_renewal_timestamp_seconds",
+            "Unix time this process last acquired or renewed the leader Lease (0: never).",
+            registry=registry,
+        )
         self._gpu_lock = threading.Lock()
         self.gpu_node = {
             key: Gauge(f"{PREFIX}_gpu_node_{key}", help_, ["platform", "node"], registry=registry)
@@ -202,6 +212,12 @@ def record_edge_certificate_expiry(platform: str, secret: str, seconds: float | 
             gauge.remove(*labels.values())
     if seconds is not None:
         gauge.labels(platform, secret).set(seconds)
+
+
+def record_leader(leading: bool, *, renewed: datetime | None = None) -> None:
+    METRICS.leader.set(1 if leading else 0)
+    if renewed is not None:
+        METRICS.lease_renewal.set(renewed.timestamp())
 
 
 def forget_platform(platform: str) -> None:

@@ -6,6 +6,7 @@ KubeError                 any failed API call (status, reason, message)
  +-- Invalid              422 (and 400): the API rejected the object; message says why
  +-- Forbidden            403: RBAC or an admission policy said no
  +-- Transient            5xx, 429, timeouts, connection errors: retry later
+ +-- NotLeading           refused before sending: this process does not hold the leader Lease
 """
 
 from __future__ import annotations
@@ -43,6 +44,13 @@ class Forbidden(KubeError):
 
 class Transient(KubeError):
     pass
+
+
+class NotLeading(KubeError):
+    """A write refused in-process because this operator is not (or no longer) the leader."""
+
+    def __init__(self, method: str, path: str) -> None:
+        super().__init__(0, "NotLeading", f"{method} {path} refused: this operator process does not hold the lease")
 
 
 def from_response(status: int, raw: bytes | str | None) -> KubeError:
