@@ -260,9 +260,15 @@ async def platform_loop(name: str, stopped: kopf.DaemonStopped, logger: Logger, 
     wakeup = state.wakeup(name)
     wakeup.set()
     loop = asyncio.get_running_loop()
+    # The next pass comes at a wakeup or after ``wait``: the drift interval, or sooner when the
+    # last pass asked (a step's requeue_after) or failed. The first pass runs at once; later
+    # waits look at the wakeup only after one poll, so a burst of changes costs one more pass.
+    wait = state.settings.drift_interval
+    first = True
     while not stopped:
-        if not await _wait(wakeup, stopped, state.settings.drift_interval):
-            continue
+        if not await _wait(wakeup, stopped, wait, first_check=first):
+            break
+        first = False
         wakeup.clear()
         try:
             wait = await loop.run_in_executor(state.executor(), reconcile_once, name)
@@ -272,7 +278,6 @@ async def platform_loop(name: str, stopped: kopf.DaemonStopped, logger: Logger, 
         except Exception:
             logger.exception("reconcile of %s crashed; retrying", name)
             wait = CRASH_RETRY_SECONDS
-        await _wait(wakeup, stopped, wait, first_check=False)
 
 
 async def _wait(
