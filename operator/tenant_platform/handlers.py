@@ -76,6 +76,8 @@ class OperatorState:
         self.last_pass_end: float | None = None
         # Monotonic time kopf's event loop last ticked (handlers.keep_heartbeat); None before.
         self.heartbeat: float | None = None
+        # Set to stop the operator (main.run passes it to kopf as its stop flag).
+        self.stopping = threading.Event()
 
     def events(self) -> EventRecorder:
         """The recorder every pass and deletion posts its events through."""
@@ -173,7 +175,8 @@ async def keep_heartbeat(**_: Any) -> None:
     state = current()
 
     async def beat() -> None:
-        while True:
+        # Ends once the operator stops (kopf otherwise waits 5 s for it as a "hung" task).
+        while not state.stopping.is_set():
             state.heartbeat = time.monotonic()
             await asyncio.sleep(HEARTBEAT_SECONDS)
 

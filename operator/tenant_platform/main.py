@@ -80,6 +80,14 @@ def login(**_: Any) -> kopf.ConnectionInfo | None:
     )
 
 
+@kopf.on.cleanup()
+def set_stop_flag(**_: Any) -> None:
+    """kopf stopped by itself (SIGTERM): set its stop flag too. NB: kopf waits for that flag in
+    an executor thread, and asyncio.run's exit waits for that thread, so without this a SIGTERM
+    left the process hanging until it was killed (and the Lease was never released)."""
+    handlers.current().stopping.set()
+
+
 LEASE_NAME = "tenant-platform-operator"
 # kopf gets this long after it starts before a missing event-loop heartbeat fails /healthz.
 KOPF_START_GRACE_SECONDS = 60.0
@@ -199,7 +207,7 @@ def run(
         servers.append(serve_health(health, health_port))
 
     stop = stop_flag or threading.Event()
-    halt = threading.Event()  # ends the election loop and kopf
+    halt = state.stopping  # ends the election loop and kopf
     leading = threading.Event()
     lost = threading.Event()
 
