@@ -2,6 +2,7 @@
 
 tenant-platform dev     start a local control plane, seed a realistic cluster, apply the
                         sample, run the operator in-process and show the status
+                        (--no-operator: the cluster only, to run `tenant-platform run` against)
 tenant-platform run     run the operator against the current kubeconfig
 tenant-platform render  print every manifest the operator would apply for a TenantPlatform
 tenant-platform facts   print the install values document of a live TenantPlatform
@@ -107,12 +108,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     overrides = {"kubeconfig": args.kubeconfig, "drift_interval": args.drift_interval, "log_format": args.log_format}
     settings = dataclasses.replace(settings, **{k: v for k, v in overrides.items() if v})
     logs.configure_logging(settings.log_format)
-    operator_main.run(
+    return operator_main.run(
         settings,
-        liveness_endpoint=f"http://0.0.0.0:{settings.health_port}/healthz" if args.probes else None,
+        health_port=settings.health_port if args.probes else None,
         metrics_port=settings.metrics_port if args.metrics else None,
     )
-    return 0
 
 
 def cmd_dev(args: argparse.Namespace) -> int:
@@ -124,6 +124,7 @@ def cmd_dev(args: argparse.Namespace) -> int:
         output=args.output,
         kubeconfig_out=args.kubeconfig,
         timeout=args.timeout,
+        operator=args.operator,
     )
 
 
@@ -176,13 +177,19 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_argument("--kubeconfig", help="write the admin kubeconfig here")
     dev.add_argument("-f", "--file", action="append", help="apply this TenantPlatform (repeatable)")
     dev.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for Ready with --once")
+    dev.add_argument(
+        "--no-operator",
+        dest="operator",
+        action="store_false",
+        help="only the seeded cluster: run `tenant-platform run` against it yourself (printed)",
+    )
     dev.set_defaults(func=cmd_dev)
 
     run = sub.add_parser("run", help="run the operator against the current kubeconfig")
     run.add_argument("--kubeconfig")
     run.add_argument("--drift-interval", type=float)
     run.add_argument("--log-format", choices=["plain", "json"])
-    run.add_argument("--no-probes", dest="probes", action="store_false", help="no liveness endpoint")
+    run.add_argument("--no-probes", dest="probes", action="store_false", help="no /healthz endpoint")
     run.add_argument("--no-metrics", dest="metrics", action="store_false", help="no /metrics endpoint")
     run.set_defaults(func=cmd_run)
 

@@ -52,6 +52,24 @@ class Settings:
     """Namespaces no platform may create or adopt (``TENANT_PLATFORM_PROTECTED_NAMESPACES``, comma
     separated, replaces this list; ``default``, ``kube-*``, the operator's and the mesh's own
     namespaces are refused whatever it says)."""
+    identity: str = ""
+    """This process's name in the leader-election Lease (empty: the host name plus a random suffix)."""
+    lease_duration: float = 15.0
+    """Seconds a standby waits, after it last saw the Lease change, before taking it over."""
+    renew_deadline: float = 10.0
+    """Seconds the leader keeps leading without a successful renewal; then it stops writing and
+    exits. Must be shorter than ``lease_duration`` (the margin keeps two leaders from overlapping)."""
+    retry_period: float = 2.0
+    """Seconds between attempts to acquire (standby) or renew (leader) the Lease."""
+    stuck_pass_seconds: float = 600.0
+    """/healthz fails when one reconcile pass has been running longer than this."""
+
+    def __post_init__(self) -> None:
+        if not 0 < self.retry_period < self.renew_deadline < self.lease_duration:
+            raise ValueError(
+                "leader election needs 0 < retry_period < renew_deadline < lease_duration, got "
+                f"{self.retry_period}, {self.renew_deadline}, {self.lease_duration}"
+            )
 
 
 def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
@@ -68,6 +86,11 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         kubeconfig=env.get("KUBECONFIG") or None,
         in_cluster=bool(env.get("KUBERNETES_SERVICE_HOST")),
         protected_namespaces=_names(env.get("TENANT_PLATFORM_PROTECTED_NAMESPACES"), DEFAULT_PROTECTED_NAMESPACES),
+        identity=env.get("TENANT_PLATFORM_IDENTITY", ""),
+        lease_duration=float(env.get("TENANT_PLATFORM_LEASE_DURATION", "15")),
+        renew_deadline=float(env.get("TENANT_PLATFORM_RENEW_DEADLINE", "10")),
+        retry_period=float(env.get("TENANT_PLATFORM_RETRY_PERIOD", "2")),
+        stuck_pass_seconds=float(env.get("TENANT_PLATFORM_STUCK_PASS_SECONDS", "600")),
     )
 
 

@@ -6,6 +6,11 @@ StorageClass, GPU nodes with HAMi annotations), applies the sample TenantPlatfor
 operator in-process (``main.run`` in a thread, with Settings built here: the control plane's
 kubeconfig and the demo's shorter intervals; the environment is read, never written) and prints
 the resulting conditions.
+
+``operator=False`` (`tenant-platform dev --no-operator`) stops after the cluster is seeded and the
+sample applied: it writes a kubeconfig for the operator's own ServiceAccount under deploy/base's
+RBAC (and the admin one), prints how to run `tenant-platform run` against it, and keeps the
+cluster up until Ctrl-C, so the operator runs as its own process the way it does in production.
 """
 
 from __future__ import annotations
@@ -97,6 +102,7 @@ def main(
     output: str,
     kubeconfig_out: str | None,
     timeout: float,
+    operator: bool = True,
 ) -> int:
     from tenant_platform.testing import seed  # noqa: PLC0415
     from tenant_platform.testing.controlplane import ControlPlane  # noqa: PLC0415
@@ -122,6 +128,11 @@ def main(
                 if doc and doc.get("kind") == constants.KIND:
                     kube.apply(doc)
                     names.append(doc["metadata"]["name"])
+        # The operator's namespace holds its leader-election Lease.
+        for doc in yaml.safe_load_all((_repo() / "deploy" / "base" / "namespace.yaml").read_text()):
+            kube.apply(doc)
+        if not operator:
+            return _cluster_only(cp, kube, names, once=once, say=say)
         say(f"applied TenantPlatform {', '.join(names)}; running the operator in-process")
 
         from tenant_platform import main as operator_main  # noqa: PLC0415
@@ -156,6 +167,31 @@ def main(
         finally:
             stop.set()
             thread.join(timeout=15)
+
+
+def _cluster_only(cp: Any, kube: Any, names: Sequence[str], *, once: bool, say: Any) -> int:
+    """The seeded cluster without an operator: print how to run one against it, wait for Ctrl-C."""
+    from tenant_platform.testing.operator import operator_kubeconfig  # noqa: PLC0415
+
+    operator_config, _ = operator_kubeconfig(cp, kube, cp.work_dir / "operator.kubeconfig")
+    say(f"applied TenantPlatform {', '.join(names) or '(none)'}; no operator runs (--no-operator)")
+    print(
+        "The cluster is ready. Run the operator as its own process, under its deploy/base RBAC:\n"
+        f"  tenant-platform run --kubeconfig {operator_config}\n"
+        "(a second one started the same way stands by for the leader Lease; add --no-metrics\n"
+        "--no-probes, or set TENANT_PLATFORM_METRICS_PORT/HEALTH_PORT, to run two on one machine)\n"
+        f"Admin kubeconfig: {cp.kubeconfig_path}\n"
+        f"kubectl: {cp.bin_dir / 'kubectl'} --kubeconfig {cp.kubeconfig_path} get tp",
+        flush=True,
+    )
+    if once:
+        return 0
+    say("Ctrl-C stops the cluster")
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        return 0
 
 
 def _print(bodies: dict[str, Any], output: str) -> None:

@@ -11,7 +11,12 @@ Design (see docs/architecture.md):
 - the watch handler never writes: kopf stores no progress or diff-base annotations for us;
 - deletion runs ``reconcile.cleanup`` behind our finalizer (every step's cleanup, reverse order;
   it reports what blocks in status and gives up after a deadline); this module only turns its
-  outcome into events and kopf's retry.
+  outcome into events and kopf's retry. Cleanup takes the platform's pass lock, so it waits for a
+  pass that started before the deletion (a late pass would re-add what cleanup removed), and
+  every pass that starts later reads the deletionTimestamp and does nothing;
+- events are posted through kube.events (any thread), never kopf.info/warn (kopf's context
+  variables exist only in kopf's own tasks, not in our reconcile pool);
+- kopf runs only while this process leads (main.py): these handlers never run on a standby.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 
 import kopf
 
@@ -32,6 +37,7 @@ from tenant_platform.api import constants
 from tenant_platform.config import Settings
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube
+from tenant_platform.kube.events import EventRecorder
 from tenant_platform.observe import cluster
 
 log = logging.getLogger("tenant_platform.handlers")
@@ -41,6 +47,12 @@ Logger = logging.Logger | logging.LoggerAdapter[Any]
 WAKEUP_POLL_SECONDS = 0.25
 # A blocked deletion is retried this often (kopf.TemporaryError) until reconcile.cleanup gives up.
 DELETION_RETRY_SECONDS = 10
+# How long the delete handler waits for an in-flight pass before kopf retries it.
+DELETION_LOCK_WAIT_SECONDS = 30.0
+# Retry delay of a pass that failed with an API error or crashed.
+ERROR_RETRY_SECONDS = 10.0
+CRASH_RETRY_SECONDS = 30.0
+REPORTING_CONTROLLER = f"{constants.GROUP}/tenant-platform-operator"
 
 
 class OperatorState:
@@ -57,6 +69,34 @@ class OperatorState:
         self.observed_provider: Callable[[], Any] = lambda: None
         self.clock: Callable[[], datetime] = lambda: datetime.now(UTC)
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._events: EventRecorder | None = None
+        self._pass_locks: dict[str, threading.Lock] = {}
+        # name -> monotonic start of the pass running now (for /healthz: a stuck pass)
+        self.running: dict[str, float] = {}
+        self.last_pass_end: float | None = None
+        # Monotonic time kopf's event loop last ticked (handlers.keep_heartbeat); None before.
+        self.heartbeat: float | None = None
+        # Set to stop the operator (main.run passes it to kopf as its stop flag).
+        self.stopping = threading.Event()
+
+    def events(self) -> EventRecorder:
+        """The recorder every pass and deletion posts its events through."""
+        with self.lock:
+            if self._events is None:
+                self._events = EventRecorder(
+                    self.client(), controller=REPORTING_CONTROLLER, instance=self.settings.identity or "operator"
+                )
+            return self._events
+
+    def pass_lock(self, name: str) -> threading.Lock:
+        """Held by a platform's reconcile pass and by its cleanup: never both at once."""
+        with self.lock:
+            return self._pass_locks.setdefault(name, threading.Lock())
+
+    def oldest_pass(self, now: float) -> float:
+        """Seconds the longest-running pass has been running (0 when none runs)."""
+        with self.lock:
+            return max((now - started for started in self.running.values()), default=0.0)
 
     def executor(self) -> concurrent.futures.ThreadPoolExecutor:
         """The bounded pool reconcile passes run in (the client is synchronous)."""
@@ -90,6 +130,7 @@ class OperatorState:
         with self.lock:
             self.wakeups.pop(name, None)
             self.seen.pop(name, None)
+            self._pass_locks.pop(name, None)
 
 
 _installed: list[OperatorState] = []
@@ -125,6 +166,27 @@ def stop_cluster_watches(**_: Any) -> None:
     handlers_gpu.stop_all()
 
 
+HEARTBEAT_SECONDS = 1.0
+
+
+@kopf.on.startup()
+async def keep_heartbeat(**_: Any) -> None:
+    """Tick ``state.heartbeat`` from kopf's event loop, so /healthz notices a frozen loop."""
+    state = current()
+
+    async def beat() -> None:
+        # Ends once the operator stops (kopf otherwise waits 5 s for it as a "hung" task).
+        while not state.stopping.is_set():
+            state.heartbeat = time.monotonic()
+            await asyncio.sleep(HEARTBEAT_SECONDS)
+
+    state.heartbeat = time.monotonic()
+    _background.add(asyncio.get_running_loop().create_task(beat()))
+
+
+_background: set[asyncio.Task[None]] = set()
+
+
 def _resource() -> tuple[str, str, str]:
     return constants.GROUP, constants.VERSION, constants.PLURAL
 
@@ -142,15 +204,28 @@ def on_platform_event(name: str, body: kopf.Body, **_: Any) -> None:
 
 
 def reconcile_once(name: str) -> float:
-    """One pass for one platform (fresh read); returns seconds until the next pass."""
+    """One pass for one platform (fresh read, under its pass lock); returns seconds until the next."""
     state = current()
+    with state.pass_lock(name):
+        started = time.monotonic()
+        with state.lock:
+            state.running[name] = started
+        try:
+            return _pass(state, name)
+        finally:
+            with state.lock:
+                state.running.pop(name, None)
+                state.last_pass_end = time.monotonic()
+
+
+def _pass(state: OperatorState, name: str) -> float:
     kube = state.client()
     settings = state.settings
     body = kube.get(constants.API_VERSION, constants.KIND, name)
     if body is None or body.get("metadata", {}).get("deletionTimestamp"):
         return settings.drift_interval
     outcome = reconcile.run(body, kube=kube, settings=settings, now=state.clock(), observed=state.observed_provider())
-    _post_events(body, outcome.transitions, outcome.events)
+    _post_events(state, body, outcome.transitions, outcome.events)
     wait = settings.drift_interval
     if outcome.requeue_after is not None:
         wait = min(wait, max(outcome.requeue_after, 1.0))
@@ -158,19 +233,22 @@ def reconcile_once(name: str) -> float:
 
 
 def _post_events(
-    body: Mapping[str, Any], transitions: list[tuple[str, str, str]], extra: list[tuple[str, str, str]]
+    state: OperatorState,
+    body: Mapping[str, Any],
+    transitions: list[tuple[str, str, str]],
+    extra: list[tuple[str, str, str]],
 ) -> None:
-    ref = cast(kopf.Body, body)  # kopf only reads apiVersion, kind and metadata from it
+    recorder = state.events()
     for type_, status, reason in transitions:
         if type_ == constants.RECONCILING:
             continue
         message = f"{type_} is now {status} ({reason})."
-        if (status == "False" and type_ != constants.STALLED) or (type_ == constants.STALLED and status == "True"):
-            kopf.warn(ref, reason=reason, message=message)
-        else:
-            kopf.info(ref, reason=reason, message=message)
+        warning = (status == "False" and type_ != constants.STALLED) or (
+            type_ == constants.STALLED and status == "True"
+        )
+        recorder.post(body, "Warning" if warning else "Normal", reason, message)
     for kind, reason, message in extra:
-        (kopf.warn if kind == "Warning" else kopf.info)(ref, reason=reason, message=message)
+        recorder.post(body, "Warning" if kind == "Warning" else "Normal", reason, message)
 
 
 @kopf.daemon(*_resource(), cancellation_timeout=10.0)
@@ -185,19 +263,24 @@ async def platform_loop(name: str, stopped: kopf.DaemonStopped, logger: Logger, 
     wakeup = state.wakeup(name)
     wakeup.set()
     loop = asyncio.get_running_loop()
+    # The next pass comes at a wakeup or after ``wait``: the drift interval, or sooner when the
+    # last pass asked (a step's requeue_after) or failed. The first pass runs at once; later
+    # waits look at the wakeup only after one poll, so a burst of changes costs one more pass.
+    wait = state.settings.drift_interval
+    first = True
     while not stopped:
-        if not await _wait(wakeup, stopped, state.settings.drift_interval):
-            continue
+        if not await _wait(wakeup, stopped, wait, first_check=first):
+            break
+        first = False
         wakeup.clear()
         try:
             wait = await loop.run_in_executor(state.executor(), reconcile_once, name)
         except errors.KubeError as exc:
             logger.warning("reconcile of %s failed: %s; retrying", name, exc)
-            wait = 10.0
+            wait = ERROR_RETRY_SECONDS
         except Exception:
             logger.exception("reconcile of %s crashed; retrying", name)
-            wait = 30.0
-        await _wait(wakeup, stopped, wait, first_check=False)
+            wait = CRASH_RETRY_SECONDS
 
 
 async def _wait(
@@ -222,12 +305,18 @@ async def _wait(
 
 @kopf.on.delete(*_resource())
 def on_delete(body: kopf.Body, name: str, logger: Logger, **_: Any) -> None:
-    """Clean up (reconcile.cleanup); kopf retries while something blocks, until the deadline."""
+    """Clean up (reconcile.cleanup) once no pass runs; kopf retries while something blocks."""
     state = current()
-    outcome = reconcile.cleanup(
-        dict(body), kube=state.client(), settings=state.settings, now=state.clock(), logger=logger
-    )
-    _post_events(body, [], outcome.events)
+    lock = state.pass_lock(name)
+    if not lock.acquire(timeout=DELETION_LOCK_WAIT_SECONDS):
+        raise kopf.TemporaryError(f"waiting for the reconcile pass of {name} in flight to finish", delay=1)
+    try:
+        outcome = reconcile.cleanup(
+            dict(body), kube=state.client(), settings=state.settings, now=state.clock(), logger=logger
+        )
+        _post_events(state, body, [], outcome.events)
+    finally:
+        lock.release()
     if not outcome.finished:
         raise kopf.TemporaryError(outcome.message, delay=DELETION_RETRY_SECONDS)
     state.forget(name)

@@ -1,8 +1,16 @@
-"""Operator start-up: ``run(settings)`` builds the process state and runs kopf until stopped.
+"""Operator start-up: ``run(settings)`` stands by for the leader Lease, then runs kopf while it leads.
 
 Used by `tenant-platform run` (cli.py) and `tenant-platform dev` (devmode.py, in a thread), each
 passing its Settings explicitly. ``run`` installs ``handlers.OperatorState(settings)`` before
 kopf starts, so every handler (here and in handlers.py) reads the same settings and client.
+
+Leader election (kube/lease.py, docs/reliability.md): every process first stands by, reading
+the Lease ``tenant-platform-operator`` in the operator namespace. Only the process that acquires
+it starts kopf, so no handler, watch or reconcile pass runs on a standby. The operator's client
+is fenced by the election (``Kube.write_gate``): once the leader cannot renew for
+``renew_deadline`` seconds it refuses every write before sending it, stops kopf and ``run``
+returns 1 (the pod restarts and stands by). On a graceful stop (SIGTERM, ``stop_flag``) it stops
+kopf, lets passes in flight end, and releases the Lease so a standby takes over at once.
 
 The finalizer and storages are fixed here once (changing them later strands finalizers or
 re-handles every object). Our handlers return None and use no kopf progress state except for
@@ -12,8 +20,15 @@ annotations while a deletion is retried. kopf logs in with exactly our client's 
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
+import signal
+import socket
 import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import kopf
@@ -21,6 +36,7 @@ import kopf
 from tenant_platform import handlers, metrics
 from tenant_platform.api import constants
 from tenant_platform.config import Settings
+from tenant_platform.kube.lease import LeaderElector, LeaseConfig
 
 log = logging.getLogger("tenant_platform.main")
 
@@ -32,15 +48,15 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix=constants.GROUP, key="last-handled-configuration"
     )
-    settings.posting.level = logging.INFO
+    # Our own events go through kube.events (handlers.py); kopf's would name a cluster-scoped
+    # object from the operator's namespace, which the API server rejects.
+    settings.posting.enabled = False
     state = handlers.current()
     # Threads for kopf's own sync handlers (platform loops are async and use their own pool).
     settings.execution.max_workers = state.settings.kopf_workers
     settings.watching.inactivity_timeout = 70
     settings.watching.client_timeout = 300
     settings.watching.server_timeout = 270
-    # Events for our cluster-scoped objects go to the operator's namespace (kopf uses the
-    # kubeconfig context's namespace, or the pod's namespace in-cluster).
     state.client()
     log.info("tenant-platform operator configured (drift interval %ss)", state.settings.drift_interval)
 
@@ -64,28 +80,180 @@ def login(**_: Any) -> kopf.ConnectionInfo | None:
     )
 
 
-@kopf.on.probe(id="lastReconcile")
-def last_reconcile(**_: Any) -> str:
-    """Liveness/readiness payload: the operator process can still reach the API."""
-    return str(handlers.current().client().server)
+@kopf.on.cleanup()
+def set_stop_flag(**_: Any) -> None:
+    """kopf stopped by itself (SIGTERM): set its stop flag too. NB: kopf waits for that flag in
+    an executor thread, and asyncio.run's exit waits for that thread, so without this a SIGTERM
+    left the process hanging until it was killed (and the Lease was never released)."""
+    handlers.current().stopping.set()
+
+
+LEASE_NAME = "tenant-platform-operator"
+# kopf gets this long after it starts before a missing event-loop heartbeat fails /healthz.
+KOPF_START_GRACE_SECONDS = 60.0
+HEARTBEAT_STALE_SECONDS = 15.0
+# On a graceful stop, passes in flight get this long to end before the Lease is released.
+DRAIN_SECONDS = 10.0
+
+
+def default_identity() -> str:
+    """The pod's name (its host name) plus a random suffix: unique even for two local runs."""
+    return f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
+
+
+class Health:
+    """What /healthz reports: the role, and checks of things that can really stop working."""
+
+    def __init__(self, state: handlers.OperatorState, elector: LeaderElector) -> None:
+        self.state = state
+        self.elector = elector
+        self.kopf_started: float | None = None
+
+    def report(self) -> tuple[bool, dict[str, Any]]:
+        now = time.monotonic()
+        settings = self.state.settings
+        leading = self.elector.is_leading()
+        checks: dict[str, bool] = {}
+        loop_age = now - self.elector.last_tick
+        # One attempt (bounded by its request timeout) plus one retry period, with room to spare.
+        checks["electionLoop"] = loop_age < settings.lease_duration + 2 * settings.retry_period
+        report: dict[str, Any] = {
+            "role": "leader" if leading else "standby",
+            "identity": settings.identity,
+            "holder": self.elector.holder,
+            "electionLoopAgeSeconds": round(loop_age, 3),
+        }
+        if leading:
+            renewal_age = now - self.elector.last_renewal
+            checks["leaseRenewal"] = renewal_age < settings.renew_deadline
+            report["leaseRenewalAgeSeconds"] = round(renewal_age, 3)
+            beat = self.state.heartbeat
+            if beat is not None:
+                report["kopfLoopAgeSeconds"] = round(now - beat, 3)
+                checks["kopfLoop"] = now - beat < HEARTBEAT_STALE_SECONDS
+            else:
+                checks["kopfLoop"] = self.kopf_started is None or now - self.kopf_started < KOPF_START_GRACE_SECONDS
+            oldest = self.state.oldest_pass(now)
+            report["oldestPassSeconds"] = round(oldest, 3)
+            checks["passes"] = oldest < settings.stuck_pass_seconds
+            if self.state.last_pass_end is not None:
+                report["lastPassAgeSeconds"] = round(now - self.state.last_pass_end, 3)
+        report["checks"] = checks
+        healthy = all(checks.values())
+        report["healthy"] = healthy
+        return healthy, report
+
+
+def serve_health(health: Health, port: int, addr: str = "0.0.0.0") -> ThreadingHTTPServer:
+    """/healthz on ``port`` (200 healthy, 503 not; a JSON body either way), from a daemon thread."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path.split("?")[0] not in ("/healthz", "/readyz"):
+                self.send_error(404)
+                return
+            healthy, report = health.report()
+            payload = json.dumps(report).encode()
+            self.send_response(200 if healthy else 503)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return
+
+    server = ThreadingHTTPServer((addr, port), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, name="healthz", daemon=True).start()
+    return server
 
 
 def run(
     settings: Settings,
     *,
-    liveness_endpoint: str | None = None,
+    health_port: int | None = None,
     metrics_port: int | None = None,
     stop_flag: threading.Event | None = None,
     ready_flag: threading.Event | None = None,
-) -> None:
-    """Run the operator with ``settings`` until stopped (blocking)."""
-    handlers.install(handlers.OperatorState(settings))
-    if metrics_port:
-        metrics.serve(metrics_port)
-    kopf.run(
-        clusterwide=True,
-        standalone=True,
-        liveness_endpoint=liveness_endpoint,
-        stop_flag=stop_flag,
-        ready_flag=ready_flag,
+) -> int:
+    """Run the operator with ``settings`` until stopped (blocking); 1 when leadership was lost."""
+    if not settings.identity:
+        settings = dataclasses.replace(settings, identity=default_identity())
+    state = handlers.OperatorState(settings)
+    handlers.install(state)
+    kube = state.client()
+    elector = LeaderElector(
+        kube.sibling(),
+        LeaseConfig(
+            name=LEASE_NAME,
+            namespace=settings.operator_namespace,
+            identity=settings.identity,
+            lease_duration=settings.lease_duration,
+            renew_deadline=settings.renew_deadline,
+            retry_period=settings.retry_period,
+        ),
     )
+    kube.write_gate = elector.is_leading
+    metrics.METRICS.leader.set_function(lambda: 1.0 if elector.is_leading() else 0.0)
+    metrics.METRICS.lease_renewal.set_function(
+        lambda: time.time() - (time.monotonic() - elector.last_renewal) if elector.last_renewal else 0.0
+    )
+    health = Health(state, elector)
+    servers: list[Any] = []
+    if metrics_port:
+        servers.append(metrics.serve(metrics_port))
+    if health_port:
+        servers.append(serve_health(health, health_port))
+
+    stop = stop_flag or threading.Event()
+    halt = state.stopping  # ends the election loop and kopf
+    leading = threading.Event()
+    lost = threading.Event()
+
+    def bridge() -> None:
+        stop.wait()
+        halt.set()
+
+    threading.Thread(target=bridge, name="stop-bridge", daemon=True).start()
+    if threading.current_thread() is threading.main_thread():
+        # Until kopf installs its own handlers: a standby stops cleanly on SIGTERM.
+        signal.signal(signal.SIGTERM, lambda *_: halt.set())
+
+    def elect() -> None:
+        if elector.run(halt, on_started_leading=leading.set):
+            lost.set()
+        halt.set()
+
+    election = threading.Thread(target=elect, name="leader-election", daemon=True)
+    election.start()
+    try:
+        while not leading.wait(0.2):
+            if halt.is_set():
+                return 0
+        log.info("leading as %s: starting the operator", settings.identity)
+        health.kopf_started = time.monotonic()
+        kopf.run(clusterwide=True, standalone=True, stop_flag=halt, ready_flag=ready_flag)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        halt.set()
+        elector.step_down()  # the fence closes: nothing this process still runs may write
+        _drain(state)
+        election.join(timeout=settings.retry_period * 2 + 5)
+        if not lost.is_set():
+            elector.release()
+        for server in servers:
+            server.shutdown()
+        handlers.install(None)
+    if lost.is_set():
+        log.error("lost the lease: stopped the operator; exiting so that this process stands by again")
+        return 1
+    return 0
+
+
+def _drain(state: handlers.OperatorState) -> None:
+    """Let passes still running in the pool end (their writes are refused by now)."""
+    deadline = time.monotonic() + DRAIN_SECONDS
+    while state.running and time.monotonic() < deadline:
+        time.sleep(0.05)

@@ -89,6 +89,16 @@ class Metrics:
             ["platform"],
             registry=registry,
         )
+        self.leader = Gauge(
+            f"{PREFIX}_leader",
+            "1 while this operator process holds the leader Lease (and reconciles), 0 while it stands by.",
+            registry=registry,
+        )
+        self.lease_renewal = Gauge(
+            f"{PREFIX}_lease_last_renewal_timestamp_seconds",
+            "Unix time this process last acquired or renewed the leader Lease (0: never).",
+            registry=registry,
+        )
         # Cluster-wide: no platform label, one copy of each series (see GpuCollector).
         self.gpu = GpuCollector()
         registry.register(self.gpu)
@@ -279,6 +289,12 @@ def record_edge_certificate_expiry(platform: str, secret: str, not_after: dateti
             gauge.remove(*labels.values())
     if not_after is not None:
         gauge.labels(platform, secret).set(not_after.timestamp())
+
+
+def record_leader(leading: bool, *, renewed: datetime | None = None) -> None:
+    METRICS.leader.set(1 if leading else 0)
+    if renewed is not None:
+        METRICS.lease_renewal.set(renewed.timestamp())
 
 
 def forget_platform(platform: str) -> None:

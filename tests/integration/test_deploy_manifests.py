@@ -227,9 +227,12 @@ def test_chart_values_reach_the_deployment() -> None:
     assert service["spec"]["ports"][0]["port"] == 9100
     assert container["image"] == "ghcr.io/tenancy-dev/tenant-platform-operator@sha256:" + "a" * 64
     assert container["resources"]["limits"]["memory"] == "1Gi"
-    # What the image and kopf need, whatever the values.
-    assert deployment["spec"]["replicas"] == 1
-    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    # What the image and leader election need, whatever the values.
+    assert deployment["spec"]["replicas"] == 2
+    assert deployment["spec"]["strategy"]["type"] == "RollingUpdate"
+    identity = next(e for e in container["env"] if e["name"] == "TENANT_PLATFORM_IDENTITY")
+    assert identity["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    assert env["TENANT_PLATFORM_LEASE_DURATION"] == "15"
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
     assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]

@@ -49,6 +49,8 @@ RESOURCES: dict[tuple[str, str], tuple[str, bool]] = {
     ("v1", "Node"): ("nodes", False),
     ("v1", "PersistentVolumeClaim"): ("persistentvolumeclaims", True),
     ("v1", "Event"): ("events", True),
+    ("events.k8s.io/v1", "Event"): ("events", True),
+    ("coordination.k8s.io/v1", "Lease"): ("leases", True),
     ("apps/v1", "Deployment"): ("deployments", True),
     ("apps/v1", "DaemonSet"): ("daemonsets", True),
     ("rbac.authorization.k8s.io/v1", "Role"): ("roles", True),
@@ -128,6 +130,20 @@ class Kube:
         self.api = api_client
         self.counter = RequestCounter()
         self._discovered: dict[str, dict[str, tuple[str, bool]]] = {}
+        self.write_gate: Callable[[], bool] | None = None
+        """When set, every request that would persist something first asks it; False refuses the
+        request with errors.NotLeading before anything is sent (leader election's fence)."""
+
+    def sibling(self) -> Kube:
+        """Another wrapper over the same connection (identity, pool), with its own counter and no
+        write gate: the leader-election loop writes its Lease through one."""
+        twin = Kube(self.api)
+        twin.default_namespace = self.default_namespace
+        return twin
+
+    def _check_write(self, method: str, path: str, *, dry_run: bool) -> None:
+        if self.write_gate is not None and method not in ("GET", "WATCH") and not dry_run and not self.write_gate():
+            raise errors.NotLeading(method, path)
 
     # ---- construction -------------------------------------------------------------------
 
@@ -254,8 +270,10 @@ class Kube:
         ``stores_nothing`` marks a POST that persists nothing (reviews), counted as a read.
         """
         query = query or {}
+        persists_nothing = stores_nothing or query.get("dryRun") == "All"
+        self._check_write(method, path, dry_run=persists_nothing)
         self._fence(method, path, query)
-        self.counter.add(method, dry_run=stores_nothing or query.get("dryRun") == "All")
+        self.counter.add(method, dry_run=persists_nothing)
         headers = {"Accept": "application/json", "Content-Type": content_type}
         data = self._call(method, path, query=query, headers=headers, body=body, timeout=timeout)
         if not data:
@@ -477,6 +495,7 @@ class Kube:
         query = {"fieldManager": constants.FIELD_MANAGER}
         if dry_run:
             query["dryRun"] = "All"
+        self._check_write("POST", path, dry_run=dry_run)
         self._fence("POST", path, query)
         self.counter.add("POST", dry_run=dry_run)
         headers = {"Accept": "application/json", "Content-Type": "application/json"}

@@ -8,6 +8,7 @@ KubeError                 any failed API call (status, reason, message)
  +-- Transient            5xx, 429, timeouts, connection errors: retry later
  +-- NotOwned             never sent: a write into a namespace this platform does not own was
                           refused before it left the process (reconcile/base.NamespaceClaims)
+ +-- NotLeading           refused before sending: this process does not hold the leader Lease
 """
 
 from __future__ import annotations
@@ -53,6 +54,13 @@ class NotOwned(KubeError):
     def __init__(self, namespace: str, message: str):
         super().__init__(409, "NamespaceNotOwned", message)
         self.namespace = namespace
+
+
+class NotLeading(KubeError):
+    """A write refused in-process because this operator is not (or no longer) the leader."""
+
+    def __init__(self, method: str, path: str) -> None:
+        super().__init__(0, "NotLeading", f"{method} {path} refused: this operator process does not hold the lease")
 
 
 def from_response(status: int, raw: bytes | str | None) -> KubeError:

@@ -7,10 +7,12 @@ a kubeconfig, so a permission missing from deploy/ fails loudly.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +36,7 @@ class RunningOperator:
     kubeconfig: Path
     token: str
     metrics_port: int | None
+    health_port: int | None = None
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -44,6 +47,16 @@ class RunningOperator:
             raise RuntimeError("started without metrics")
         with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10) as resp:
             return str(resp.read().decode())
+
+    def health(self) -> tuple[int, dict[str, Any]]:
+        """(HTTP status, JSON report) of the operator's /healthz."""
+        if self.health_port is None:
+            raise RuntimeError("started without probes")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}/healthz", timeout=10) as resp:
+                return int(resp.status), json.loads(resp.read())
+        except urllib.error.HTTPError as exc:
+            return int(exc.code), json.loads(exc.read())
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -67,6 +80,20 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def operator_kubeconfig(control_plane: ControlPlane, admin: Kube, path: Path) -> tuple[Path, str]:
+    """Apply deploy/base's namespace and RBAC, mint a token for the operator's ServiceAccount and
+    write a kubeconfig with it (context namespace: the operator's); returns (path, token)."""
+    apply_file(admin, REPO / "deploy" / "base" / "namespace.yaml")
+    apply_file(admin, REPO / "deploy" / "base" / "rbac.yaml")
+    token, _ = admin.request_token(OPERATOR_NAMESPACE, OPERATOR_SA, expiration_seconds=6 * 3600)
+    kubeconfig = control_plane.kubeconfig_for_token(token, path)
+    doc: dict[str, Any] = yaml.safe_load(kubeconfig.read_text())
+    for ctx in doc.get("contexts", []):
+        ctx["context"]["namespace"] = OPERATOR_NAMESPACE
+    kubeconfig.write_text(yaml.safe_dump(doc))
+    return kubeconfig, token
+
+
 def start_operator(
     control_plane: ControlPlane,
     admin: Kube,
@@ -74,36 +101,33 @@ def start_operator(
     *,
     drift_interval: float = 4,
     metrics: bool = False,
+    health: bool = False,
     extra_env: dict[str, str] | None = None,
 ) -> RunningOperator:
     """Apply deploy/base RBAC, mint a token for the operator's ServiceAccount, start `tenant-platform run`."""
-    apply_file(admin, REPO / "deploy" / "base" / "namespace.yaml")
-    apply_file(admin, REPO / "deploy" / "base" / "rbac.yaml")
-    token, _ = admin.request_token(OPERATOR_NAMESPACE, OPERATOR_SA, expiration_seconds=6 * 3600)
-    kubeconfig = control_plane.kubeconfig_for_token(token, work_dir / "operator.kubeconfig")
-    # Events about cluster-scoped objects go to the kubeconfig context's namespace.
-    doc: dict[str, Any] = yaml.safe_load(kubeconfig.read_text())
-    for ctx in doc.get("contexts", []):
-        ctx["context"]["namespace"] = OPERATOR_NAMESPACE
-    kubeconfig.write_text(yaml.safe_dump(doc))
+    kubeconfig, token = operator_kubeconfig(control_plane, admin, work_dir / "operator.kubeconfig")
     port = _free_port() if metrics else None
+    health_port = _free_port() if health else None
     env = {
         **os.environ,
         "KUBECONFIG": str(kubeconfig),
         "TENANT_PLATFORM_DRIFT_INTERVAL": str(drift_interval),
         "TENANT_PLATFORM_GPU_DEBOUNCE": "0.5",
         "TENANT_PLATFORM_METRICS_PORT": str(port or 0),
+        "TENANT_PLATFORM_HEALTH_PORT": str(health_port or 0),
         "PYTHONPATH": str(REPO / "operator"),
         **(extra_env or {}),
     }
     env.pop("KUBERNETES_SERVICE_HOST", None)
-    args = [sys.executable, "-m", "tenant_platform.cli", "run", "--no-probes", "--log-format", "json"]
+    args = [sys.executable, "-m", "tenant_platform.cli", "run", "--log-format", "json"]
     if not metrics:
         args.append("--no-metrics")
+    if not health:
+        args.append("--no-probes")
     log_path = work_dir / "operator.log"
     with log_path.open("wb") as log:
         process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
-    running = RunningOperator(process, log_path, kubeconfig, token, port)
+    running = RunningOperator(process, log_path, kubeconfig, token, port, health_port)
     if port is not None:
 
         def serving() -> bool:
