@@ -168,18 +168,23 @@ def operator_state() -> Iterator[handlers.OperatorState]:
 def test_the_delete_handler_retries_while_blocked_then_forgets_the_platform(
     fake_steps: list[FakeStep], operator_state: handlers.OperatorState, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    warnings: list[tuple[str, str]] = []
-    monkeypatch.setattr(kopf, "warn", lambda obj, *, reason, message: warnings.append((reason, message)))
+    posted: list[tuple[str, str]] = []
+
+    class Recorder:  # events are posted through the state's recorder (kube/events.py)
+        def post(self, body: Any, type_: str, reason: str, message: str) -> None:
+            posted.append((type_, reason))
+
+    monkeypatch.setattr(operator_state, "events", Recorder)
     operator_state.wake("tp")
     fake_steps[0].outcome = CleanupResult(False, "busy")
     with pytest.raises(kopf.TemporaryError) as raised:
         handlers.on_delete(body=cast(kopf.Body, body()), name="tp", logger=handlers.log)
     assert raised.value.delay == handlers.DELETION_RETRY_SECONDS
-    assert "tp" in operator_state.wakeups and not warnings
+    assert "tp" in operator_state.wakeups and not [p for p in posted if p[0] == "Warning"]
 
     fake_steps[0].outcome = CleanupResult(True)
     handlers.on_delete(body=cast(kopf.Body, body()), name="tp", logger=handlers.log)
-    assert "tp" not in operator_state.wakeups and not warnings
+    assert "tp" not in operator_state.wakeups and not [p for p in posted if p[0] == "Warning"]
 
 
 def test_handlers_need_the_state_main_run_installs() -> None:
