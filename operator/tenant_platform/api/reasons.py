@@ -35,6 +35,10 @@ class Summary(StrEnum):
     INVALID_SPEC = constants.REASON_INVALID_SPEC
     PAUSED = constants.REASON_PAUSED
     DELETION_BLOCKED = constants.REASON_DELETION_BLOCKED
+    PROGRESS_DEADLINE_EXCEEDED = "ProgressDeadlineExceeded"
+    """Reconciling=False: a concern stayed not ready past spec.progressDeadlineSeconds (Stalled=True)."""
+    WITHIN_PROGRESS_DEADLINE = "WithinProgressDeadline"
+    """Stalled=False: a concern is not ready, for less than spec.progressDeadlineSeconds so far."""
 
 
 # -- one class per concern condition type (filled by each step's owner) ----------------------------
