@@ -4,12 +4,19 @@
 #
 #   helm       renders deploy/helm/tenant-platform (`helm template`, `helm lint`)
 #   promtool   checks and unit-tests the alert rules (`promtool check rules`, `promtool test rules`)
+#   kstatus    hack/judges/kstatus: what Flux and kpt compute for an object (kstatus, Flux's
+#              healthCheckExprs reader); tests/integration/test_judges.py
+#   argocd-lua hack/judges/argocd-lua: our Argo CD health Lua run in gopher-lua, Argo CD's VM
+#
+# helm and promtool are `go install`ed at a pinned version; the judges are our own small modules
+# under hack/judges (go.mod and go.sum pin their dependencies), cached by a hash of their files.
 #
 #   hack/build-tools.sh              build what is missing; print one "name path" line per tool
 #   hack/build-tools.sh helm         build helm if missing; print the path of the binary
 #
 # Environment: TENANT_PLATFORM_CACHE (default ~/.cache/tenant-platform). A prebuilt binary is
-# used instead when TENANT_PLATFORM_HELM or TENANT_PLATFORM_PROMTOOL names it.
+# used instead when TENANT_PLATFORM_HELM, TENANT_PLATFORM_PROMTOOL, TENANT_PLATFORM_KSTATUS or
+# TENANT_PLATFORM_ARGOCD_LUA names it.
 set -euo pipefail
 export GOWORK=off GOTOOLCHAIN=local GOFLAGS=-modcacherw CGO_ENABLED=0
 
@@ -19,12 +26,15 @@ helm_k8s_minor=37   # helm v3.22.0 builds with k8s.io/client-go v0.37.0
 prometheus_module_version=v0.316.0
 
 cache="${TENANT_PLATFORM_CACHE:-$HOME/.cache/tenant-platform}/tools"
+judges="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/judges"
 
 package() {
   case "$1" in
     helm) echo "helm.sh/helm/v3/cmd/helm@$helm_version" ;;
     promtool) echo "github.com/prometheus/prometheus/cmd/promtool@$prometheus_module_version" ;;
-    *) echo "unknown tool: $1 (helm, promtool)" >&2; return 2 ;;
+    kstatus|argocd-lua)  # a local module: keyed by a hash of its files
+      echo "hack/judges/$1@$(cd "$judges/$1" && cat go.mod go.sum ./*.go | sha256sum | cut -c1-12)" ;;
+    *) echo "unknown tool: $1 (helm, promtool, kstatus, argocd-lua)" >&2; return 2 ;;
   esac
 }
 
@@ -39,6 +49,7 @@ ldflags() {
     promtool)  # v0.316.0 -> 3.16.0
       local m=${prometheus_module_version#v0.}
       echo "-s -w -X github.com/prometheus/common/version.Version=3.$(( ${m%%.*} - 300 )).${m#*.}" ;;
+    *) echo "-s -w" ;;
   esac
 }
 
@@ -46,6 +57,8 @@ override() {
   case "$1" in
     helm) echo "${TENANT_PLATFORM_HELM:-}" ;;
     promtool) echo "${TENANT_PLATFORM_PROMTOOL:-}" ;;
+    kstatus) echo "${TENANT_PLATFORM_KSTATUS:-}" ;;
+    argocd-lua) echo "${TENANT_PLATFORM_ARGOCD_LUA:-}" ;;
   esac
 }
 
@@ -62,7 +75,12 @@ build() {  # build NAME: print the path of a working binary, building it once
   start=$(date +%s)
   work=$(mktemp -d "$cache/.build.XXXXXX")
   echo "building $name from $pkg" >&2
-  if ! GOBIN="$work/bin" go install -trimpath -buildvcs=false -ldflags "$(ldflags "$name")" "$pkg" >&2; then
+  if [[ $pkg == hack/judges/* ]]; then  # go.sum is committed: -mod=readonly never edits it
+    if ! (cd "$judges/$name" && go build -mod=readonly -trimpath -buildvcs=false -ldflags "$(ldflags "$name")" \
+        -o "$work/bin/$name" . >&2); then
+      rm -rf "$work"; exec 9>&-; return 1
+    fi
+  elif ! GOBIN="$work/bin" go install -trimpath -buildvcs=false -ldflags "$(ldflags "$name")" "$pkg" >&2; then
     rm -rf "$work"; exec 9>&-; return 1
   fi
   printf 'package=%s\nbuilt_in_seconds=%s\n' "$pkg" "$(( $(date +%s) - start ))" > "$work/STAMP"
@@ -74,5 +92,5 @@ build() {  # build NAME: print the path of a working binary, building it once
 if [[ $# -gt 0 ]]; then
   build "$1"
 else
-  for tool in helm promtool; do path=$(build "$tool"); echo "$tool $path"; done
+  for tool in helm promtool kstatus argocd-lua; do path=$(build "$tool"); echo "$tool $path"; done
 fi

@@ -120,3 +120,81 @@ def test_status_merge_patch_removes_nested_keys() -> None:
     new = {"recorded": {"objectStore": {"mode": "Builtin"}, "domain": "d"}, "same": [1], "added": {"x": 1}}
     patch = merge_patch_for(old, new)
     assert patch == {"gone": None, "recorded": {"objectStore": {"mode": "Builtin", "bucket": None}}, "added": {"x": 1}}
+
+
+# -- the progress deadline: Reconciling while waiting, Stalled after it (docs/status.md) ----------
+
+DEADLINE = 600.0
+NO_CLASS = conditions.false(constants.STORAGE_READY, "StorageClassNotFound", "StorageClass fast does not exist.")
+TERMINATING = conditions.false(constants.NAMESPACES_READY, "Terminating", "Namespace x is terminating.")
+
+
+def _summary(
+    broken: list[conditions.Condition], waited: float, progressing: tuple[str, ...] = ()
+) -> conditions.Summary:
+    concerns = {t: conditions.true(t, Common.DISABLED, "ok") for t in constants.CONCERN_TYPES}
+    concerns.update({c.type: c for c in broken})
+    since = {c.type: T0 for c in broken}
+    deadline = conditions.Deadline(DEADLINE, T0 + timedelta(seconds=waited), since)
+    return conditions.summarize(concerns, constants.CONCERN_TYPES, progressing=progressing, deadline=deadline)
+
+
+# (case, broken concerns, seconds waited, progressing) -> (Reconciling, its reason, Stalled, its reason)
+DEADLINE_CASES = [
+    ("all ready", [], 10_000, (), ("False", "Reconciled", "False", "Reconciled")),
+    ("waiting", [NO_CLASS], 0, (), ("True", "StorageClassNotFound", "False", "WithinProgressDeadline")),
+    ("waiting, just before", [NO_CLASS], 599, (), ("True", "StorageClassNotFound", "False", "WithinProgressDeadline")),
+    ("past the deadline", [NO_CLASS], 600, (), ("False", "ProgressDeadlineExceeded", "True", "StorageClassNotFound")),
+    ("converging", [TERMINATING], 30, ("NamespacesReady",), ("True", "Progressing", "False", "WithinProgressDeadline")),
+    (
+        "converging and waiting: the waiting reason",
+        [TERMINATING, NO_CLASS],
+        30,
+        ("NamespacesReady",),
+        ("True", "StorageClassNotFound", "False", "WithinProgressDeadline"),
+    ),
+    (
+        "converging past the deadline stalls too",
+        [TERMINATING],
+        900,
+        ("NamespacesReady",),
+        ("False", "ProgressDeadlineExceeded", "True", "Terminating"),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("broken", "waited", "progressing", "expected"),
+    [case[1:] for case in DEADLINE_CASES],
+    ids=[case[0] for case in DEADLINE_CASES],
+)
+def test_progress_deadline(
+    broken: list[conditions.Condition], waited: float, progressing: tuple[str, ...], expected: tuple[str, ...]
+) -> None:
+    summary = _summary(broken, waited, progressing)
+    got = (summary.reconciling.status, summary.reconciling.reason, summary.stalled.status, summary.stalled.reason)
+    assert got == expected
+    assert summary.ready.status == ("True" if not broken else "False")
+
+
+def test_waiting_message_names_the_concern_and_when_it_stalls() -> None:
+    summary = _summary([NO_CLASS], 120)
+    assert "StorageReady: StorageClassNotFound: StorageClass fast does not exist." in summary.reconciling.message
+    assert "Stalled at 2026-11-01T12:10:00Z" in summary.reconciling.message
+    assert summary.stalls_in == 480
+    # The same message on the next pass: no countdown that would rewrite status every time.
+    assert _summary([NO_CLASS], 130).reconciling.message == summary.reconciling.message
+
+
+def test_stalled_message_names_the_concern_and_since_when() -> None:
+    summary = _summary([NO_CLASS], 700)
+    assert summary.stalled.message.startswith("StorageReady: StorageClassNotFound: StorageClass fast does not exist.")
+    assert "Not ready since 2026-11-01T12:00:00Z" in summary.stalled.message
+    assert summary.stalls_in is None
+
+
+def test_unreported_concern_waits_with_not_yet_reported() -> None:
+    concerns = {t: conditions.true(t, Common.DISABLED, "ok") for t in constants.CONCERN_TYPES[1:]}
+    deadline = conditions.Deadline(DEADLINE, T0)
+    summary = conditions.summarize(concerns, constants.CONCERN_TYPES, deadline=deadline)
+    assert (summary.reconciling.status, summary.reconciling.reason) == ("True", Summary.NOT_YET_REPORTED)

@@ -264,6 +264,9 @@ class TenantPlatformSpec(_Model):
     deletion_policy: Literal["Retain", "Delete"] = Field(
         "Retain", description="Retain leaves namespaces and data on deletion."
     )
+    progress_deadline_seconds: int = Field(
+        600, ge=1, le=604800, description="Not ready this long: Stalled (GitOps tools report Failed/Degraded)."
+    )
     mesh: Mesh = Field(default_factory=Mesh, description="Istio mesh.")
     pod_security: PodSecurity = Field(default_factory=PodSecurity, description="PSA warn/audit labels.")
     installer: Installer = Field(default_factory=Installer, description="Installer identity.")

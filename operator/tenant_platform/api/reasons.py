@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 from functools import cache
-from typing import Final, TypeAlias
+from typing import Final, TypeAlias, cast
 
 from tenant_platform.api import constants
 
@@ -44,6 +44,10 @@ class Summary(StrEnum):
     INVALID_SPEC = "InvalidSpec"
     PAUSED = "Paused"
     DELETION_BLOCKED = "DeletionBlocked"
+    PROGRESS_DEADLINE_EXCEEDED = "ProgressDeadlineExceeded"
+    """Reconciling=False: a concern stayed not ready past spec.progressDeadlineSeconds (Stalled=True)."""
+    WITHIN_PROGRESS_DEADLINE = "WithinProgressDeadline"
+    """Stalled=False: a concern is not ready, for less than spec.progressDeadlineSeconds so far."""
 
 
 # -- one class per concern condition type (filled by each step's owner) ----------------------------
@@ -250,9 +254,25 @@ CATALOGUE: Final[dict[str, type[StrEnum]]] = {
 
 @cache
 def allowed(type_: str) -> frozenset[str]:
-    """Every reason a condition of ``type_`` may carry: its own class plus ``Common`` (``Summary`` for
-    Ready, Reconciling and Stalled)."""
-    if type_ in constants.SUMMARY_TYPES:
+    """Every reason a condition of ``type_`` may carry: its own class plus ``Common``; ``Summary`` for
+    Ready; for Reconciling and Stalled also any concern's reason (the one that blocks)."""
+    if type_ == constants.READY:
         return frozenset(r.value for r in Summary)
+    if type_ in constants.SUMMARY_TYPES:
+        # Reconciling and Stalled name the concern that holds the platform back by its own reason
+        # (StorageClassNotFound, ...): kstatus and Argo CD show that reason to the user.
+        every: tuple[type[StrEnum], ...] = (Summary, Common, *CATALOGUE.values())
+        return frozenset(r.value for cls in every for r in cls)
     own = CATALOGUE.get(type_)
     return frozenset(r.value for r in Common) | frozenset(r.value for r in (own or ()))
+
+
+def member(value: str) -> Reason:
+    """The catalogue member with this value (``Summary`` and ``Common`` first), for a reason read
+    back from a concern condition; ``Common.INTERNAL_ERROR`` for a value the catalogue lacks."""
+    classes: tuple[type[StrEnum], ...] = (Summary, Common, *CATALOGUE.values())
+    for cls in classes:
+        for reason in cls:
+            if reason.value == value:
+                return cast(Reason, reason)
+    return Common.INTERNAL_ERROR

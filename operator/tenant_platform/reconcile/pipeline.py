@@ -150,12 +150,14 @@ def run(
     # (ctx.recorded, typed), whatever the order of registry.STEPS.
     results[registry.HANDOFF.name] = _run_timed(registry.HANDOFF, ctx)
 
-    new_status = compute_status(platform, old_status, results, ctx.recorded, now=now)
+    new_status, summary = status_and_summary(platform, old_status, results, ctx.recorded, now=now)
     _note_unknown_fields(platform, new_status)
     new_conditions = new_status["conditions"]
     requeues = [r.requeue_after for r in results.values() if r.requeue_after]
     if any(r.progressing for r in results.values()):
         requeues.append(10.0)
+    if summary.stalls_in is not None:  # come back when the progress deadline passes
+        requeues.append(max(1.0, summary.stalls_in + 1.0))
     written = statuswriter.write(kube, name, old_status, new_status) if write else False
     metrics.record_conditions(platform.name, new_conditions)
     if not any(r.failed for r in results.values()):
@@ -267,6 +269,18 @@ def compute_status(
     now: datetime,
 ) -> dict[str, Any]:
     """The whole new status: conditions (with the summary), recorded facts, step sections."""
+    return status_and_summary(platform, old_status, results, recorded, now=now)[0]
+
+
+def status_and_summary(
+    platform: TenantPlatform,
+    old_status: dict[str, Any],
+    results: dict[str, StepResult],
+    recorded: Recorded,
+    *,
+    now: datetime,
+) -> tuple[dict[str, Any], conditions.Summary]:
+    """``compute_status`` and the summary it used (whose ``stalls_in`` schedules the next pass)."""
     generation = platform.generation
     concerns: dict[str, Condition] = {}
     progressing: list[str] = []
@@ -277,13 +291,26 @@ def compute_status(
                 progressing.append(cond.type)
     # Every concern counts: one without a step, or that has not reported, keeps Ready from True.
     expected = list(constants.CONCERN_TYPES)
-    summary = conditions.summarize(concerns, expected, progressing=progressing)
     # A concern that has no step any more is dropped; one that has not reported is NotYetReported.
     not_reported = [
         conditions.unknown(type_, Common.NOT_YET_REPORTED, "This concern has not reported yet.")
         for type_ in constants.CONCERN_TYPES
         if type_ not in concerns
     ]
+    # How long each concern has been not ready: its lastTransitionTime once set (kept while the
+    # status does not flip), so the progress deadline survives restarts of the operator.
+    concern_conditions = statuswriter.with_conditions(
+        old_status, (*concerns.values(), *not_reported), now=now, generation=generation
+    )["conditions"]
+    since = {
+        str(c["type"]): t
+        for c in concern_conditions
+        if c.get("type") in expected
+        and c.get("status") != "True"
+        and (t := conditions.parse_time(c.get("lastTransitionTime"))) is not None
+    }
+    deadline = conditions.Deadline(float(platform.spec.progress_deadline_seconds), now, since)
+    summary = conditions.summarize(concerns, expected, progressing=progressing, deadline=deadline)
     updated = statuswriter.with_conditions(
         old_status,
         (*concerns.values(), summary.ready, summary.reconciling, summary.stalled, *not_reported),
@@ -301,8 +328,12 @@ def compute_status(
     status["recorded"] = recorded.dump()
     status["conditions"] = updated["conditions"]
     all_ran = not any(r.failed for r in results.values())
-    status["observedGeneration"] = generation if all_ran else old_status.get("observedGeneration", 0)
-    return status
+    # Stalled is a verdict on this generation (kstatus reads it only once observedGeneration
+    # matches): a step failing past the deadline (e.g. Forbidden) is reported as Failed, not as
+    # in progress for ever.
+    observed = all_ran or summary.stalled.is_true
+    status["observedGeneration"] = generation if observed else old_status.get("observedGeneration", 0)
+    return status, summary
 
 
 def cleanup(

@@ -13,13 +13,13 @@ conditions: a concern that has not reported is Unknown with reason NotYetReporte
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from datetime import datetime
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from tenant_platform.api import constants, timestamps
-from tenant_platform.api.reasons import Reason, allowed
+from tenant_platform.api.reasons import Reason, allowed, member
 from tenant_platform.api.reasons import Summary as SummaryReason
 
 Status = Literal["True", "False", "Unknown"]
@@ -118,6 +118,27 @@ class Summary:
     ready: Condition
     reconciling: Condition
     stalled: Condition
+    stalls_in: float | None = None
+    """Seconds until the first not-ready concern passes the progress deadline (None: nothing waits)."""
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """The progress deadline: a concern not ready for ``seconds`` makes the platform Stalled.
+
+    ``since`` maps a concern type to when it went not ready: its condition's lastTransitionTime,
+    read back from status, so the clock survives operator restarts. A missing entry counts as now.
+    """
+
+    seconds: float
+    now: datetime
+    since: Mapping[str, datetime] = field(default_factory=dict)
+
+    def waited(self, type_: str) -> float:
+        return max(0.0, (self.now - self.since.get(type_, self.now)).total_seconds())
+
+    def since_text(self, type_: str) -> str:
+        return format_time(self.since.get(type_, self.now))
 
 
 def summarize(
@@ -127,13 +148,20 @@ def summarize(
     stalled_reason: SummaryReason | None = None,
     stalled_message: str = "",
     progressing: Sequence[str] = (),
+    deadline: Deadline | None = None,
 ) -> Summary:
-    """Derive Ready, Reconciling and Stalled.
+    """Derive Ready, Reconciling and Stalled (docs/status.md has the table).
 
     ``expected``: concern types that count toward Ready (disabled concerns report True with reason
-    Disabled and still count). ``progressing``: concerns still converging (work in flight, e.g. a
-    namespace terminating, staged enforcement waiting); they make Reconciling True.
-    ``stalled_reason``: set when no progress is possible without a human (invalid spec).
+    Disabled and still count). ``progressing``: concerns still converging on their own (a
+    namespace terminating, staged enforcement waiting). ``stalled_reason``: set when no progress is
+    possible without a change to the spec (invalid spec).
+
+    Any expected concern that is not True keeps Reconciling True (kstatus InProgress, Argo CD
+    Progressing): with reason Progressing when every such concern is converging on its own, else
+    with the first waiting concern's own reason (e.g. StorageClassNotFound). Once one has been not
+    ready for longer than ``deadline.seconds``, Stalled is True with that concern's reason and
+    Reconciling False (kstatus Failed, Argo CD Degraded); fixing the cause clears both.
     """
     if stalled_reason:
         stalled = true(constants.STALLED, stalled_reason, stalled_message)
@@ -143,22 +171,76 @@ def summarize(
 
     missing = [t for t in expected if t not in concerns]
     not_true = [t for t in expected if t in concerns and not concerns[t].is_true]
-    if missing or not_true:
-        parts = [f"{t}: {concerns[t].reason}: {concerns[t].message}" for t in not_true]
-        parts += [f"{t}: not yet reported" for t in missing]
-        status: Status = "False" if not_true and any(concerns[t].status == "False" for t in not_true) else "Unknown"
-        reason = SummaryReason.CONCERNS_NOT_READY if not_true else SummaryReason.NOT_YET_REPORTED
-        ready = Condition(constants.READY, status, reason, " | ".join(parts))
-    else:
-        ready = true(constants.READY, SummaryReason.ALL_READY, "Every prerequisite is in place.")
+    ready = _ready(concerns, missing, not_true)
+    blocking = [t for t in expected if t in missing or t in not_true]
+    if not blocking:
+        if progressing:
+            reconciling = true(
+                constants.RECONCILING,
+                SummaryReason.PROGRESSING,
+                "Still converging: " + ", ".join(progressing) + ".",
+            )
+        else:
+            reconciling = false(constants.RECONCILING, SummaryReason.RECONCILED, "Nothing in progress.")
+        return Summary(ready, reconciling, false(constants.STALLED, SummaryReason.RECONCILED, "Not stalled."))
 
-    if progressing:
-        reconciling = true(
+    limit = deadline.seconds if deadline else None
+    overdue = [t for t in blocking if deadline and limit is not None and deadline.waited(t) >= limit]
+    if deadline and limit is not None and overdue:
+        first = overdue[0]
+        parts = [f"{_sentence(_describe(concerns, t))} Not ready since {deadline.since_text(t)}." for t in overdue]
+        message = (
+            " | ".join(parts) + f" Past spec.progressDeadlineSeconds ({limit:.0f}s): this needs a person;"
+            " the operator keeps checking and clears Stalled once it is fixed."
+        )
+        stalled = true(constants.STALLED, _reason(concerns, first), message)
+        reconciling = false(
             constants.RECONCILING,
-            SummaryReason.PROGRESSING,
-            "Still converging: " + ", ".join(progressing) + ".",
+            SummaryReason.PROGRESS_DEADLINE_EXCEEDED,
+            f"No progress within spec.progressDeadlineSeconds ({limit:.0f}s); see Stalled.",
+        )
+        return Summary(ready, reconciling, stalled)
+
+    waiting = [t for t in blocking if t not in progressing]
+    reason = _reason(concerns, waiting[0]) if waiting else SummaryReason.PROGRESSING
+    message = "Waiting for " + _sentence(" | ".join(_describe(concerns, t) for t in blocking))
+    stalls_in: float | None = None
+    if deadline and limit is not None:
+        # Times, not countdowns: the message stays the same from one pass to the next.
+        first = min(blocking, key=lambda t: limit - deadline.waited(t))
+        stalls_in = limit - deadline.waited(first)
+        at = format_time(deadline.now + timedelta(seconds=stalls_in))
+        message += f" Stalled at {at} (spec.progressDeadlineSeconds: {limit:.0f}s) unless it resolves."
+        stalled = false(
+            constants.STALLED,
+            SummaryReason.WITHIN_PROGRESS_DEADLINE,
+            f"Not stalled: {first} has been not ready since {deadline.since_text(first)}; stalled at {at}.",
         )
     else:
-        reconciling = false(constants.RECONCILING, SummaryReason.RECONCILED, "Nothing in progress.")
-    stalled = false(constants.STALLED, SummaryReason.RECONCILED, "Not stalled.")
-    return Summary(ready, reconciling, stalled)
+        stalled = false(constants.STALLED, SummaryReason.WITHIN_PROGRESS_DEADLINE, "Not stalled.")
+    reconciling = true(constants.RECONCILING, reason, message)
+    return Summary(ready, reconciling, stalled, stalls_in)
+
+
+def _ready(concerns: dict[str, Condition], missing: Sequence[str], not_true: Sequence[str]) -> Condition:
+    if not (missing or not_true):
+        return true(constants.READY, SummaryReason.ALL_READY, "Every prerequisite is in place.")
+    parts = [f"{t}: {concerns[t].reason}: {concerns[t].message}" for t in not_true]
+    parts += [f"{t}: not yet reported" for t in missing]
+    status: Status = "False" if any(concerns[t].status == "False" for t in not_true) else "Unknown"
+    reason = SummaryReason.CONCERNS_NOT_READY if not_true else SummaryReason.NOT_YET_REPORTED
+    return Condition(constants.READY, status, reason, " | ".join(parts))
+
+
+def _reason(concerns: dict[str, Condition], type_: str) -> Reason:
+    return member(concerns[type_].reason) if type_ in concerns else SummaryReason.NOT_YET_REPORTED
+
+
+def _sentence(text: str) -> str:
+    return text if text.endswith(".") else text + "."
+
+
+def _describe(concerns: dict[str, Condition], type_: str) -> str:
+    if type_ not in concerns:
+        return f"{type_}: not yet reported"
+    return f"{type_}: {concerns[type_].reason}: {concerns[type_].message}"

@@ -1,8 +1,11 @@
-"""Delivery tools for tests: helm and promtool, built once by ``hack/build-tools.sh``.
+"""Tools for tests, built once by ``hack/build-tools.sh``: helm, promtool and the judges.
 
 The script compiles them from the Go module proxy into a cache keyed by version
 (``~/.cache/tenant-platform/tools``, or TENANT_PLATFORM_CACHE) and prints the binary's path;
-TENANT_PLATFORM_HELM / TENANT_PLATFORM_PROMTOOL name prebuilt binaries instead. A tool that
+TENANT_PLATFORM_HELM / _PROMTOOL / _KSTATUS / _ARGOCD_LUA name prebuilt binaries instead. The
+judges are our own programs under hack/judges: ``kstatus`` prints what kstatus and Flux's
+healthCheckExprs reader compute for objects, ``argocd-lua`` runs an Argo CD health script in
+gopher-lua (Argo CD's VM). A tool that
 cannot be built raises ToolError with the build's last lines (tests then fail, never skip).
 """
 
@@ -16,7 +19,7 @@ from typing import Final
 from tenant_platform.testing.binaries import repo_root
 
 BUILD_SCRIPT: Final = Path("hack") / "build-tools.sh"
-TOOLS: Final = ("helm", "promtool")
+TOOLS: Final = ("helm", "promtool", "kstatus", "argocd-lua")
 _TAIL: Final = 40
 
 
@@ -26,7 +29,7 @@ class ToolError(RuntimeError):
 
 @functools.cache
 def tool_path(name: str) -> Path:
-    """Path of a working ``helm`` or ``promtool`` binary, building it on first use."""
+    """Path of a working binary of one of ``TOOLS``, building it on first use."""
     if name not in TOOLS:
         raise ToolError(f"unknown tool {name!r}; known: {', '.join(TOOLS)}")
     root = repo_root()
