@@ -107,8 +107,8 @@ def test_condition_alerts(m: metrics.Metrics, tmp_path: Path) -> None:
         "TenantPlatformStalled",
         {"platform": "red", "type": "Stalled", "status": "True", "severity": "warning"},
         "TenantPlatform red is stalled and needs a person.",
-        "The operator cannot make progress on TenantPlatform red until its spec changes (usually InvalidSpec; "
-        "the Stalled condition's message names the field).",
+        "The operator cannot make progress on TenantPlatform red without a person: an invalid spec, or a "
+        "concern not ready past spec.progressDeadlineSeconds (the Stalled condition's reason and message name it).",
     )
     run_tests(
         tmp_path,
