@@ -379,6 +379,31 @@ def test_chart_with_every_option_applies_with_server_dry_run(control_plane: Cont
         control_plane.kubectl("delete", "namespace", namespace, "--wait=false")
 
 
+@pytest.mark.parametrize(
+    ("values", "api_versions", "ids"),
+    [
+        ((), (), True),
+        ((), ("security.openshift.io/v1",), False),  # auto, on OpenShift
+        (("openshift.adaptSecurityContext=disabled",), ("security.openshift.io/v1",), True),
+        (("openshift.adaptSecurityContext=force",), (), False),
+    ],
+)
+def test_openshift_leaves_ids_to_the_scc(values: tuple[str, ...], api_versions: tuple[str, ...], ids: bool) -> None:
+    extra = ("securityContext.runAsUser=65532", "securityContext.runAsGroup=65532")
+    (deployment,) = [
+        d for d in docs(helm_template("ops", *values, *extra, api_versions=api_versions)) if d["kind"] == "Deployment"
+    ]
+    pod = deployment["spec"]["template"]["spec"]
+    container = pod["containers"][0]["securityContext"]
+    for context in (pod["securityContext"], container):
+        present = {"runAsUser", "runAsGroup", "fsGroup"} & set(context)
+        assert bool(present) is ids, context
+    # What Pod Security `restricted` needs stays either way.
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert container["allowPrivilegeEscalation"] is False
+
+
 def test_security_context_variants_against_pod_security(control_plane: ControlPlane, unique_name: str) -> None:
     """Pod Security `restricted` (the level deploy/base/namespace.yaml enforces) accepts every
     variant the chart documents, and flags each value that weakens the pod."""
