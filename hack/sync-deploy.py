@@ -5,8 +5,11 @@
     .venv/bin/python hack/sync-deploy.py --check   exit 1 and list what is out of date
 
 One source each:
-- crds/tenancy.dev_tenantplatforms.yaml is copied byte for byte into the Helm chart's crds/ and
-  the kustomize base (deploy/base/crds/), since neither may reference files outside its root.
+- crds/tenancy.dev_tenantplatforms.yaml is copied byte for byte into the kustomize base
+  (deploy/base/crds/), since kustomize loads no file from outside its root, and becomes the
+  chart's templates/crd.yaml: the same text inside `{{- if .Values.crds.install }}`. The chart
+  has no crds/ directory (Helm never upgrades what is there); the CRD's own
+  `helm.sh/resource-policy: keep` annotation keeps it on uninstall (docs/upgrade.md).
 - deploy/base/rbac.yaml (the RBAC the e2e tests run the operator under) becomes the chart's
   templates/rbac.yaml: the operator namespace becomes the release namespace and each object's
   labels become the chart's labels; rules, names and comments are kept as they are.
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -29,6 +33,9 @@ CRD = Path("crds/tenancy.dev_tenantplatforms.yaml")
 CHART = Path("deploy/helm/tenant-platform")
 BASE_RBAC = Path("deploy/base/rbac.yaml")
 CHART_RBAC = CHART / "templates" / "rbac.yaml"
+CHART_CRD = CHART / "templates" / "crd.yaml"
+# Must not exist: the chart's CRD is a template (Helm would install a crds/ copy as well).
+OBSOLETE = (CHART / "crds",)
 PLAIN_RULE = Path("deploy/monitoring/prometheusrule.yaml")
 DASHBOARD = Path("deploy/monitoring/grafana-dashboard.json")
 CHART_DASHBOARD = CHART / "dashboards" / "tenant-platform.json"
@@ -66,6 +73,19 @@ def chart_rbac(base: str) -> str:
             out.append(line + "\n")
         i += 1
     return "".join(out)
+
+
+def chart_crd(crd: str) -> str:
+    """crds/ as a Helm template, rendered only when crds.install is true (the default)."""
+    if "{{" in crd or "}}" in crd:
+        raise SystemExit(f"{CRD} contains '{{{{' or '}}}}', which Helm would read as a template")
+    return (
+        GENERATED.format(source=CRD)
+        + "# crds.install=false leaves the CRD to you (docs/upgrade.md); it is never deleted by Helm.\n"
+        + "{{- if .Values.crds.install }}\n"
+        + crd
+        + "{{- end }}\n"
+    )
 
 
 def helm() -> str:
@@ -112,8 +132,8 @@ def plain_rule() -> str:
 def expected() -> dict[Path, bytes]:
     crd = (ROOT / CRD).read_bytes()
     return {
-        CHART / "crds" / CRD.name: crd,
         Path("deploy/base/crds") / CRD.name: crd,
+        CHART_CRD: chart_crd(crd.decode()).encode(),
         CHART_RBAC: chart_rbac((ROOT / BASE_RBAC).read_text()).encode(),
         PLAIN_RULE: plain_rule().encode(),
         CHART_DASHBOARD: (ROOT / DASHBOARD).read_bytes(),
@@ -135,6 +155,12 @@ def main() -> int:
             target.write_bytes(content)
     for path in stale:
         print(f"{'out of date' if args.check else 'wrote'}: {path}", file=sys.stderr)
+    for path in OBSOLETE:
+        if (ROOT / path).exists():
+            stale.append(path)
+            if not args.check:
+                shutil.rmtree(ROOT / path)
+            print(f"{'must not exist' if args.check else 'removed'}: {path}", file=sys.stderr)
     return 1 if args.check and stale else 0
 
 

@@ -106,11 +106,23 @@ def test_generated_files_are_in_sync() -> None:
     assert proc.returncode == 0, f"run hack/sync-deploy.py:\n{proc.stderr}"
 
 
-@pytest.mark.parametrize("copy_path", ["deploy/helm/tenant-platform/crds", "deploy/base/crds"])
-def test_crd_copies_are_byte_identical(copy_path: str) -> None:
+def test_crd_copy_is_byte_identical() -> None:
     source = ROOT / "crds" / "tenancy.dev_tenantplatforms.yaml"
-    assert [p.name for p in (ROOT / copy_path).iterdir()] == [source.name]
-    assert (ROOT / copy_path / source.name).read_bytes() == source.read_bytes()
+    assert [p.name for p in (BASE / "crds").iterdir()] == [source.name]
+    assert (BASE / "crds" / source.name).read_bytes() == source.read_bytes()
+
+
+def test_chart_crd_is_the_source_as_a_template() -> None:
+    """The chart's CRD is templates/crd.yaml (upgraded with the release, kept on uninstall), not
+    crds/ (which Helm installs once and never upgrades); crds.install=false leaves it out."""
+    assert not (CHART / "crds").exists()
+    source = yaml.safe_load((ROOT / "crds" / "tenancy.dev_tenantplatforms.yaml").read_text())
+    (crd,) = docs(helm_template("ops", extra=["--show-only", "templates/crd.yaml"]))
+    assert crd == source
+    assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    assert crd["metadata"]["annotations"]["kustomize.toolkit.fluxcd.io/prune"] == "disabled"
+    off = docs(helm_template("ops", "crds.install=false"))
+    assert "CustomResourceDefinition" not in [d["kind"] for d in off]
 
 
 def test_helm_lint() -> None:
@@ -126,12 +138,27 @@ def test_values_schema_rejects_bad_values() -> None:
         ("operator.logFormat=xml", "value must be one of 'json', 'plain'"),
         ("operator.driftInterval=1", "minimum"),
         ("metrics.prometheusRule.deletionStuckAfter=soon", "does not match pattern"),
+        ("nonsense=1", "additional properties 'nonsense' not allowed"),
+        ("global=1", "got number, want object"),
+        ("enabled=maybe", "got string, want boolean"),
+        ("crds.install=yes", "got string, want boolean"),
+        ("crds.keep=false", "additional properties 'keep' not allowed"),
+        ("podSecurityContext.runAsUser=-1", "minimum"),
+        ("podSecurityContext.fsGroup=root", "got string, want null or integer"),
+        ("securityContext.readOnlyRootFilesystem=no", "got string, want null or boolean"),
+        ("openshift.adaptSecurityContext=true", "value must be one of 'auto', 'force', 'disabled'"),
+        ("podDisruptionBudget.maxUnavailable=half", "does not match pattern"),
+        ("podDisruptionBudget.minAvailable=-1", "minimum: got -1"),
+        ("networkPolicy.apiServer.cidrs={10.0.0.1}", "does not match pattern"),
+        ("networkPolicy.apiServer.ports={0}", "minimum"),
+        ("networkPolicy.dns.podSelector.app=dns", "additional properties 'app' not allowed"),
+        ("networkPolicy.metrics.from=anyone", "got string, want array"),
     ]:
         proc = subprocess.run(
             [helm, "template", "x", str(CHART), "--set", bad], capture_output=True, text=True, check=False
         )
         assert proc.returncode != 0, bad
-        assert complaint in proc.stderr, proc.stderr
+        assert complaint in proc.stderr, (bad, proc.stderr)
 
 
 # -- RBAC: one source ---------------------------------------------------------------------------
@@ -297,6 +324,104 @@ def test_chart_and_kustomize_apply_with_server_dry_run(control_plane: ControlPla
             if k[0] in RBAC_KINDS:
                 for field in ("rules", "roleRef", "subjects"):
                     assert stored.get(field) == base_stored[k].get(field), (k, field)
+    finally:
+        control_plane.kubectl("delete", "namespace", namespace, "--wait=false")
+
+
+EVERY_OPTION = (
+    "podDisruptionBudget.enabled=true",
+    "networkPolicy.enabled=true",
+    "networkPolicy.apiServer.cidrs={10.0.0.1/32,fd00::1/128}",
+    "networkPolicy.metrics.from[0].namespaceSelector.matchLabels.name=monitoring",
+    "networkPolicy.extraEgress[0].ports[0].port=9000",
+    "metrics.grafanaDashboard.enabled=true",
+    "imagePullSecrets[0].name=registry",
+    "priorityClassName=system-cluster-critical",
+)
+
+# Pod Security `restricted` judges the pod template of every variant the values offer (the API
+# server's PodSecurity admission warns for workloads, it rejects only pods).
+SECURITY_VARIANTS: dict[str, tuple[tuple[str, ...], bool]] = {
+    "defaults": ((), True),
+    "openshift-force": (("openshift.adaptSecurityContext=force",), True),
+    "ids-unset": (("podSecurityContext.runAsUser=null", "podSecurityContext.fsGroup=null"), True),
+    "other-uid": (("podSecurityContext.runAsUser=1000710000", "securityContext.runAsUser=1000710000"), True),
+    "privileged": (("securityContext.privileged=true", "securityContext.allowPrivilegeEscalation=null"), False),
+    "root-allowed": (("podSecurityContext.runAsNonRoot=null", "podSecurityContext.runAsUser=0"), False),
+    "escalation": (("securityContext.allowPrivilegeEscalation=true",), False),
+}
+
+
+def test_chart_with_every_option_applies_with_server_dry_run(control_plane: ControlPlane, unique_name: str) -> None:
+    """Every object the chart can render without the monitoring API is accepted by the API server."""
+    namespace = unique_name
+    control_plane.kubectl("create", "namespace", namespace)
+    try:
+        rendered = docs(helm_template(namespace, *EVERY_OPTION))
+        kinds = {d["kind"] for d in rendered}
+        assert {"PodDisruptionBudget", "NetworkPolicy", "ConfigMap", "CustomResourceDefinition"} <= kinds
+        stored = by_key(dry_run(control_plane, rendered))
+        assert set(stored) == set(by_key(rendered))
+        pdb = stored[("PodDisruptionBudget", namespace, "tenant-platform-operator")]
+        assert pdb["spec"]["maxUnavailable"] == 1
+        assert pdb["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
+        policy = stored[("NetworkPolicy", namespace, "tenant-platform-operator")]["spec"]
+        assert policy["policyTypes"] == ["Ingress", "Egress"]
+        (metrics, *_) = policy["ingress"]
+        assert metrics["ports"] == [{"port": "metrics", "protocol": "TCP"}]
+        api, dns, extra = policy["egress"]
+        assert [b["ipBlock"]["cidr"] for b in api["to"]] == ["10.0.0.1/32", "fd00::1/128"]
+        assert {p["port"] for p in api["ports"]} == {443, 6443}
+        assert {(p["port"], p["protocol"]) for p in dns["ports"]} == {(53, "UDP"), (53, "TCP")}
+        assert extra == {"ports": [{"port": 9000, "protocol": "TCP"}]}
+        # The policy selects the operator's pod and allows its metrics port by name.
+        deployment = stored[("Deployment", namespace, "tenant-platform-operator")]
+        pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+        assert policy["podSelector"]["matchLabels"].items() <= pod_labels.items()
+        assert pdb["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    finally:
+        control_plane.kubectl("delete", "namespace", namespace, "--wait=false")
+
+
+@pytest.mark.parametrize(
+    ("values", "api_versions", "ids"),
+    [
+        ((), (), True),
+        ((), ("security.openshift.io/v1",), False),  # auto, on OpenShift
+        (("openshift.adaptSecurityContext=disabled",), ("security.openshift.io/v1",), True),
+        (("openshift.adaptSecurityContext=force",), (), False),
+    ],
+)
+def test_openshift_leaves_ids_to_the_scc(values: tuple[str, ...], api_versions: tuple[str, ...], ids: bool) -> None:
+    extra = ("securityContext.runAsUser=65532", "securityContext.runAsGroup=65532")
+    (deployment,) = [
+        d for d in docs(helm_template("ops", *values, *extra, api_versions=api_versions)) if d["kind"] == "Deployment"
+    ]
+    pod = deployment["spec"]["template"]["spec"]
+    container = pod["containers"][0]["securityContext"]
+    for context in (pod["securityContext"], container):
+        present = {"runAsUser", "runAsGroup", "fsGroup"} & set(context)
+        assert bool(present) is ids, context
+    # What Pod Security `restricted` needs stays either way.
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert container["allowPrivilegeEscalation"] is False
+
+
+def test_security_context_variants_against_pod_security(control_plane: ControlPlane, unique_name: str) -> None:
+    """Pod Security `restricted` (the level deploy/base/namespace.yaml enforces) accepts every
+    variant the chart documents, and flags each value that weakens the pod."""
+    namespace = unique_name
+    control_plane.kubectl("create", "namespace", namespace)
+    control_plane.kubectl("label", "namespace", namespace, "pod-security.kubernetes.io/warn=restricted")
+    try:
+        for variant, (values, compliant) in SECURITY_VARIANTS.items():
+            objs = [d for d in docs(helm_template(namespace, *values)) if d["kind"] == "Deployment"]
+            result = control_plane.kubectl(
+                "apply", "--server-side", "--dry-run=server", "-o", "name", "-f", "-", input=yaml.safe_dump_all(objs)
+            )
+            warned = "would violate PodSecurity" in result.stderr
+            assert warned is not compliant, (variant, result.stderr)
     finally:
         control_plane.kubectl("delete", "namespace", namespace, "--wait=false")
 

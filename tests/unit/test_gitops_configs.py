@@ -136,3 +136,77 @@ def test_docs_show_the_shipped_flux_health_check_exprs() -> None:
     (entry,) = shipped
     assert (entry["apiVersion"], entry["kind"]) == (constants.API_VERSION, constants.KIND)
     assert set(entry) == {"apiVersion", "kind", "inProgress", "failed", "current"}
+
+
+# -- deploy/flux: the operator from the Helm chart, and a CRD Flux cannot prune ----------------------
+
+FLUX_HELM = ROOT / "deploy" / "flux"
+CHART = ROOT / "deploy" / "helm" / "tenant-platform"
+CRD_COPIES = [CRD, ROOT / "deploy" / "base" / "crds" / CRD.name]
+
+
+def _flux_helm_docs() -> dict[str, dict[str, Any]]:
+    kustomization = yaml.safe_load((FLUX_HELM / "kustomization.yaml").read_text())
+    assert kustomization["kind"] == "Kustomization"
+    files = kustomization["resources"]
+    # Every file of the example is listed, and every listed file exists.
+    assert sorted(files) == sorted(p.name for p in FLUX_HELM.glob("*.yaml") if p.name != "kustomization.yaml")
+    out = {}
+    for name in files:
+        for doc in yaml.safe_load_all((FLUX_HELM / name).read_text()):
+            out[doc["kind"]] = doc
+    return out
+
+
+def _chart_crd() -> dict[str, Any]:
+    """templates/crd.yaml without its `{{- if }}` / `{{- end }}` lines (what Helm renders)."""
+    text = (CHART / "templates" / "crd.yaml").read_text()
+    lines = [line for line in text.splitlines() if not line.lstrip().startswith("{{")]
+    assert all("{{" not in line for line in lines)
+    crd: dict[str, Any] = yaml.safe_load("\n".join(lines))
+    return crd
+
+
+def test_flux_helmrelease_installs_our_chart_from_its_source() -> None:
+    objs = _flux_helm_docs()
+    assert sorted(objs) == ["GitRepository", "HelmRelease", "Namespace"]
+    source, release, namespace = objs["GitRepository"], objs["HelmRelease"], objs["Namespace"]
+    assert source["apiVersion"] == "source.toolkit.fluxcd.io/v1"
+    assert release["apiVersion"] == "helm.toolkit.fluxcd.io/v2"
+    chart = release["spec"]["chart"]["spec"]
+    assert chart["sourceRef"] == {"kind": "GitRepository", "name": source["metadata"]["name"]}
+    assert (ROOT / chart["chart"]).resolve() == CHART.resolve()
+    # The GitRepository's ignore rules keep the chart.
+    assert "!/deploy/helm/" in source["spec"]["ignore"].split()
+    assert release["spec"]["targetNamespace"] == namespace["metadata"]["name"]
+    # The namespace carries the Pod Security level the operator's pod meets.
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+
+
+def test_flux_helmrelease_cannot_prune_the_crd() -> None:
+    release = _flux_helm_docs()["HelmRelease"]["spec"]
+    # crds/ policies are explicit; the chart has no crds/, so they cannot replace or delete a CRD.
+    assert release["install"]["crds"] == "Skip"
+    assert release["upgrade"]["crds"] == "Skip"
+    assert not (CHART / "crds").exists()
+    # The release renders the CRD (so upgrades reach it) ...
+    assert release["values"]["crds"]["install"] is True
+    # ... and Helm keeps it on uninstall (what helm-controller runs when the HelmRelease is
+    # deleted or pruned) and when a later release stops rendering it.
+    annotations = _chart_crd()["metadata"]["annotations"]
+    assert annotations["helm.sh/resource-policy"] == "keep"
+    assert annotations["kustomize.toolkit.fluxcd.io/prune"] == "disabled"
+
+
+def test_every_crd_copy_is_protected_from_gitops_pruning() -> None:
+    """The kustomize base is applied by a Flux Kustomization with prune: true
+    (docs/gitops/flux-kustomizations.yaml): the CRD opts out of pruning, for Argo CD too."""
+    flux = list(yaml.safe_load_all(FLUX.read_text()))
+    assert any(d["kind"] == "Kustomization" and d["spec"].get("prune") for d in flux)
+    for path in CRD_COPIES:
+        annotations = yaml.safe_load(path.read_text())["metadata"]["annotations"]
+        assert annotations["kustomize.toolkit.fluxcd.io/prune"] == "disabled", path
+        assert annotations["helm.sh/resource-policy"] == "keep", path
+        options = {o.strip() for o in annotations["argocd.argoproj.io/sync-options"].split(",")}
+        assert {"Prune=false", "Delete=false"} <= options, path
+    assert _chart_crd() == yaml.safe_load(CRD.read_text())

@@ -45,3 +45,28 @@ A Prometheus duration with one unit (30s, 15m, 2h, 1d) as seconds, for compariso
 {{- end -}}
 {{- mul (int (trimSuffix $unit $d)) (get $units $unit) -}}
 {{- end -}}
+
+{{/*
+True when runAsUser, runAsGroup and fsGroup are left to OpenShift's SCC (values: openshift).
+*/}}
+{{- define "tenant-platform.openshiftIDs" -}}
+{{- $mode := .Values.openshift.adaptSecurityContext -}}
+{{- if or (eq $mode "force") (and (eq $mode "auto") (.Capabilities.APIVersions.Has "security.openshift.io/v1")) -}}true{{- end -}}
+{{- end -}}
+
+{{/*
+A security context from values (podSecurityContext or securityContext, passed as "context"),
+without null entries, and without the IDs OpenShift assigns when openshiftIDs is true.
+*/}}
+{{- define "tenant-platform.securityContext" -}}
+{{- $out := dict -}}
+{{- range $k, $v := .context -}}
+{{- if not (kindIs "invalid" $v) -}}
+{{- $_ := set $out $k $v -}}
+{{- end -}}
+{{- end -}}
+{{- if include "tenant-platform.openshiftIDs" .root -}}
+{{- $out = omit $out "runAsUser" "runAsGroup" "fsGroup" -}}
+{{- end -}}
+{{- toYaml $out -}}
+{{- end -}}
