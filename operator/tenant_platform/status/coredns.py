@@ -151,25 +151,7 @@ def managed_message(
     spec = platform.spec
     rewrite = corefile.rewrite_line(spec.domain, spec.gateway.service_host)
     if dist.name == "k0s":
-        indented = "\n".join("                " + line for line in patched_corefile.rstrip("\n").splitlines())
-        return (
-            f"k0s manages CoreDNS ({dist.evidence}) and reverts edits to ConfigMap "
-            f"{target.namespace}/{target.config_map}, so the operator did not edit it. Add this patch to the k0s "
-            "configuration (k0s.yaml, or the ClusterConfig for dynamic config), apply it, then restart CoreDNS with "
-            f"{target.restart}. Keep the rest of "
-            "your k0s configuration, in particular spec.storage: a configuration naming a different datastore "
-            "brings the cluster up empty.\n"
-            "spec:\n"
-            "  network:\n"
-            "    coreDNS:\n"
-            "      patches:\n"
-            f"        - target: {{kind: ConfigMap, name: {target.config_map}, namespace: {target.namespace}}}\n"
-            "          patch:\n"
-            "            - op: replace\n"
-            f"              path: /data/{COREFILE_KEY}\n"
-            "              value: |\n"
-            f"{indented}"
-        )
+        return k0s_instructions(dist, patched_corefile=patched_corefile, target=target)
     if dist.name == "rke2":
         return (
             f"RKE2 deploys CoreDNS with its rke2-coredns Helm chart ({dist.evidence}) and reverts edits, so the "
@@ -190,6 +172,43 @@ def managed_message(
         f"the operator did not make one. Add `{rewrite}` to the cluster DNS configuration through the "
         "distribution's own mechanism (on AKS: a key ending in .override in ConfigMap "
         f"{target.namespace}/{target.custom_config_map}), then restart CoreDNS."
+    )
+
+
+def k0s_instructions(dist: Distribution, *, patched_corefile: str, target: CoreDNSTarget) -> str:
+    """The checklist's k0s procedure: a StrategicMergePatch of the whole Corefile in the ClusterConfig.
+
+    k0s puts its ``coredns`` ConfigMap back, so the change goes into the k0s configuration on every
+    controller node; which file, the datastore it must keep, and the validate/backup/restart steps
+    are spelled out because a configuration naming another datastore brings the cluster up empty.
+    """
+    content = "\n".join("                  " + line for line in patched_corefile.rstrip("\n").splitlines())
+    return (
+        f"k0s manages CoreDNS ({dist.evidence}) and puts ConfigMap {target.namespace}/{target.config_map} back, "
+        "so the operator did not edit it. On every controller node:\n"
+        "1. Find the k0s configuration file: `systemctl cat k0scontroller` shows --config=<file>; without it "
+        "k0s reads /etc/k0s/k0s.yaml if present, else built-in defaults. A file that exists gets only the "
+        "spec.network.coreDNS addition below.\n"
+        "2. Keep the datastore: /run/k0s/k0s.yaml shows the running spec.storage.type (etcd or kine). A new file "
+        "must set the same type (a --single node runs on kine; `k0s config create` writes etcd, and restarting "
+        "with the wrong type brings the cluster up on a new, empty datastore). With kine and a custom "
+        "--data-dir, copy kine.dataSource too.\n"
+        "3. Add this patch (the content is the whole live Corefile with the rewrite added):\n"
+        "apiVersion: k0s.k0sproject.io/v1beta1\n"
+        "kind: ClusterConfig\n"
+        "spec:\n"
+        "  network:\n"
+        "    coreDNS:\n"
+        "      patches:\n"
+        f"        - target: {{kind: ConfigMap, name: {target.config_map}, namespace: {target.namespace}}}\n"
+        "          patch:\n"
+        "            type: StrategicMergePatch\n"
+        "            content: |\n"
+        "              data:\n"
+        f"                {COREFILE_KEY}: |\n"
+        f"{content}\n"
+        "4. `k0s config validate --config <file>`, then `k0s backup --save-path <dir>` (the archive holds the "
+        "datastore and private keys: keep it off the node), then `systemctl restart k0scontroller`."
     )
 
 
