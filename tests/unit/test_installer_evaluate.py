@@ -3,6 +3,7 @@ facts, and when the kubeconfig token is kept or re-minted."""
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -150,14 +151,20 @@ def test_recorded_names_the_kubeconfig_secret_and_the_token_renewal_is_asked_for
     assert missing.requeue_after == 5.0
 
 
-def secret(expires: datetime, *, claim: str | None = NAME) -> dict[str, Any]:
+SERVER = "https://api.example.com:6443"
+
+
+def secret(expires: datetime, *, claim: str | None = NAME, server: str = SERVER) -> dict[str, Any]:
     labels = {"tenancy.dev/tenant-platform": claim} if claim else {}
     return {
         "metadata": {
             "name": "platform-installer-kubeconfig",
             "namespace": "kamiwaza",
             "labels": labels,
-            "annotations": {render_installer.ANNOTATION_TOKEN_EXPIRES: expires.strftime("%Y-%m-%dT%H:%M:%SZ")},
+            "annotations": {
+                render_installer.ANNOTATION_TOKEN_EXPIRES: expires.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                render_installer.ANNOTATION_SERVER: server,
+            },
         },
         "data": {"kubeconfig": "a2NmZw=="},
     }
@@ -176,6 +183,12 @@ TOKENS = {
     ),
     "not ours by its claim: re-minted": (secret(NOW + timedelta(hours=2), claim="other"), "other", False, 84 * 60.0),
     "missing: minted": (None, None, False, 84 * 60.0),
+    "another server chosen since: re-minted": (
+        secret(NOW + timedelta(hours=2), server="https://10.96.0.1:443"),
+        NAME,
+        False,
+        84 * 60.0,
+    ),
     "no expiry annotation: re-minted": ({"metadata": {"name": "x"}}, NAME, False, 84 * 60.0),
 }
 
@@ -183,7 +196,7 @@ TOKENS = {
 @pytest.mark.parametrize(("live", "claim", "kept", "requeue"), TOKENS.values(), ids=TOKENS.keys())
 def test_token_plan(live: dict[str, Any] | None, claim: str | None, kept: bool, requeue: float) -> None:
     p = platform(**TTL_2H)
-    plan = evaluate_installer.token_plan(p, live, claim=claim, now=NOW)
+    plan = evaluate_installer.token_plan(p, live, claim=claim, now=NOW, server=SERVER)
     assert (plan.keep is not None) == kept
     assert plan.requeue_after == requeue
     assert plan.expiration_seconds == 7200
@@ -207,3 +220,106 @@ def test_token_minted_event_names_the_secret_not_the_token() -> None:
         "TokenMinted",
         "Minted a new installer token for Secret kamiwaza/platform-installer-kubeconfig.",
     )
+
+
+def cluster_info(kubeconfig: str | None) -> dict[str, Any]:
+    return {"metadata": {"name": "cluster-info", "namespace": "kube-public"}, "data": {"kubeconfig": kubeconfig}}
+
+
+CA_B64 = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nPUBLISHED\n-----END CERTIFICATE-----\n").decode()
+KUBEADM_INFO = f"""apiVersion: v1
+kind: Config
+clusters:
+- cluster:
+    certificate-authority-data: {CA_B64}
+    server: https://cp.example.com:6443
+  name: ""
+contexts: null
+current-context: ""
+users: null
+"""
+OPERATOR = "https://10.96.0.1:443"
+SERVERS = {
+    # (spec server, cluster-info ConfigMap) -> (server, CA, source, note contains)
+    "spec wins over cluster-info": (
+        SERVER,
+        cluster_info(KUBEADM_INFO),
+        SERVER,
+        "operator CA",
+        "Spec",
+        "",
+    ),
+    "cluster-info's server and CA": (
+        "",
+        cluster_info(KUBEADM_INFO),
+        "https://cp.example.com:6443",
+        "-----BEGIN CERTIFICATE-----\nPUBLISHED\n-----END CERTIFICATE-----\n",
+        "ClusterInfo",
+        "",
+    ),
+    "no cluster-info: the operator's address": ("", None, OPERATOR, "operator CA", "OperatorAPI", ""),
+    "cluster-info without a kubeconfig": (
+        "",
+        cluster_info(None),
+        OPERATOR,
+        "operator CA",
+        "OperatorAPI",
+        "no kubeconfig",
+    ),
+    "cluster-info not YAML": ("", cluster_info("{: ["), OPERATOR, "operator CA", "OperatorAPI", "not YAML"),
+    "cluster-info server over http: refused": (
+        "",
+        cluster_info(KUBEADM_INFO.replace("https://cp", "http://cp")),
+        OPERATOR,
+        "operator CA",
+        "OperatorAPI",
+        "no usable https server",
+    ),
+    "cluster-info server with user info: refused": (
+        "",
+        cluster_info(KUBEADM_INFO.replace("https://cp", "https://user:pw@cp")),
+        OPERATOR,
+        "operator CA",
+        "OperatorAPI",
+        "no usable https server",
+    ),
+    "cluster-info CA not base64": (
+        "",
+        cluster_info(KUBEADM_INFO.replace(CA_B64, "not*base64")),
+        OPERATOR,
+        "operator CA",
+        "OperatorAPI",
+        "not base64",
+    ),
+    "cluster-info without a CA: the operator's": (
+        "",
+        cluster_info(KUBEADM_INFO.replace(f"certificate-authority-data: {CA_B64}", "insecure-skip-tls-verify: false")),
+        "https://cp.example.com:6443",
+        "operator CA",
+        "ClusterInfo",
+        "",
+    ),
+}
+
+
+@pytest.mark.parametrize("row", SERVERS.values(), ids=SERVERS.keys())
+def test_choose_server(row: tuple[str, dict[str, Any] | None, str, str, str, str]) -> None:
+    spec_server, info, server, ca, source, note = row
+    p = platform(kubeconfigSecret={"enabled": True, "server": spec_server})
+    choice = evaluate_installer.choose_server(p, cluster_info=info, operator_server=OPERATOR, operator_ca="operator CA")
+    assert (choice.server, choice.ca_pem, choice.source) == (server, ca, source)
+    assert note in choice.note
+    if not note:
+        assert choice.note == ""
+    sentence = evaluate_installer.server_sentence("kamiwaza", "k", choice)
+    assert f"names server {server} (from " in sentence
+
+
+def test_server_recorded_only_with_the_secret() -> None:
+    p = platform(kubeconfigSecret={"enabled": True})
+    choice = evaluate_installer.ServerChoice(SERVER, None, "ClusterInfo")
+    with_secret = evaluate_installer.recorded(p, "k", choice)["installer"]
+    assert with_secret["kubeconfigServer"] == SERVER  # type: ignore[index]
+    assert with_secret["kubeconfigServerSource"] == "ClusterInfo"  # type: ignore[index]
+    without = evaluate_installer.recorded(p, None, choice)["installer"]
+    assert "kubeconfigServer" not in without  # type: ignore[operator]

@@ -28,6 +28,9 @@ from tenant_platform.api import constants
 
 DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 DNS1123_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+# Empty, or https:// with a host name, IPv4 or [IPv6] address, an optional port and path: no user
+# info, query or fragment (a kubeconfig's cluster.server).
+KUBECONFIG_SERVER = r"^(https://([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?(/[A-Za-z0-9._~/-]*)?)?$"
 DURATION = r"^([0-9]+(\.[0-9]+)?(h|m|s|ms))+$"
 OPTIONAL_DNS1123_LABEL = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$"
 OPTIONAL_DNS1123_SUBDOMAIN = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$"
@@ -135,6 +138,13 @@ class KubeconfigSecret(_Model):
     )
     token_ttl: str = Field(
         "24h", alias="tokenTTL", pattern=DURATION, description="Token lifetime; re-minted before expiry."
+    )
+    server: str = Field(
+        "",
+        pattern=KUBECONFIG_SERVER,
+        max_length=2048,
+        description="API server URL the kubeconfig names (https://host[:port][/path]); empty means "
+        "kube-public/cluster-info's, else the operator's own API address.",
     )
 
 

@@ -123,7 +123,7 @@ class InstallerStep:
     def _review_failed(self, ctx: StepContext, facts: InstallerFacts, exc: errors.KubeError) -> StepResult:
         return StepResult(
             conditions=[api_error_condition(constants.INSTALLER_READY, exc, REVIEWING)],
-            recorded=installer_status.recorded(ctx.platform, facts.kubeconfig_secret),
+            recorded=installer_status.recorded(ctx.platform, facts.kubeconfig_secret, facts.server),
             failed=True,
             progressing=True,
         )
@@ -155,8 +155,10 @@ class InstallerStep:
         facts = InstallerFacts(answers=answers)
         secret_name: str | None = None
         requeue: float | None = None
+        server: installer_status.ServerChoice | None = None
         if kubeconfig and not facts.excess:
-            secret, requeue = self._kubeconfig_secret(ctx, live.get(secret_key))
+            server = self._server(ctx)
+            secret, requeue = self._kubeconfig_secret(ctx, live.get(secret_key), server)
             desired.append(secret)
             secret_outcome = apply_children(ctx, COMPONENT, [secret])
             outcome.errors.extend(secret_outcome.errors)
@@ -177,6 +179,7 @@ class InstallerStep:
             apply_errors=tuple(outcome.errors),
             forbidden=outcome.forbidden,
             kubeconfig_secret=secret_name,
+            server=server,
             token_requeue=requeue,
             withheld=kubeconfig and facts.excess,
         )
@@ -200,12 +203,39 @@ class InstallerStep:
                 outcome.errors.append(f"pruning Secret {name}: {exc.message or exc}")
                 outcome.forbidden |= isinstance(exc, errors.Forbidden)
 
-    def _kubeconfig_secret(self, ctx: StepContext, live: Obj | None) -> tuple[Obj, float]:
+    @staticmethod
+    def _server(ctx: StepContext) -> installer_status.ServerChoice:
+        """The kubeconfig's server: the spec's, else kube-public/cluster-info's, else ours.
+
+        cluster-info is read only when the spec names no server; a cluster without it (or an
+        operator not allowed to read it) falls through to the operator's own API address.
+        """
+        cluster_info: Obj | None = None
+        refused = ""
+        if not ctx.platform.spec.installer.kubeconfig_secret.server:
+            try:
+                cluster_info = ctx.kube.get(
+                    "v1", "ConfigMap", installer_status.CLUSTER_INFO_NAME, installer_status.CLUSTER_INFO_NAMESPACE
+                )
+            except errors.Forbidden:
+                refused = "the operator may not read ConfigMap kube-public/cluster-info"
+        choice = installer_status.choose_server(
+            ctx.platform, cluster_info=cluster_info, operator_server=ctx.kube.server, operator_ca=ctx.kube.ca_data()
+        )
+        return replace(choice, note=refused) if refused else choice
+
+    def _kubeconfig_secret(
+        self, ctx: StepContext, live: Obj | None, server: installer_status.ServerChoice
+    ) -> tuple[Obj, float]:
         """The kubeconfig Secret intent, re-minting the token when status/installer says so."""
         platform = ctx.platform
         ns = platform.spec.namespace
         plan = installer_status.token_plan(
-            platform, live, claim=labelled_platform(live) if live is not None else None, now=ctx.now
+            platform,
+            live,
+            claim=labelled_platform(live) if live is not None else None,
+            now=ctx.now,
+            server=server.server,
         )
         if plan.keep is not None:
             return plan.keep, plan.requeue_after
@@ -214,11 +244,14 @@ class InstallerStep:
         )
         user, _ = render_installer.service_account_user(platform)
         kubeconfig = render_installer.render_kubeconfig(
-            server=ctx.kube.server, ca_pem=ctx.kube.ca_data(), namespace=ns, user=user, token=token
+            server=server.server, ca_pem=server.ca_pem, namespace=ns, user=user, token=token
         )
         ctx.events.append(installer_status.token_minted(platform))
         intent = render_installer.kubeconfig_secret(
-            platform, expires_at=expiry.strftime("%Y-%m-%dT%H:%M:%SZ"), kubeconfig_b64=b64(kubeconfig)
+            platform,
+            expires_at=expiry.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            kubeconfig_b64=b64(kubeconfig),
+            server=server.server,
         )
         return intent, plan.requeue_after
 

@@ -14,17 +14,28 @@ prunes. ``evaluate`` turns what happened into the verdict:
 - every check as expected: Reconciled.
 
 It records ``installer`` (api/status/installer.py) and asks to come back at the token's renewal.
+
+``choose_server`` picks the address the minted kubeconfig names: ``spec.installer.kubeconfigSecret
+.server``, else the kubeconfig kubeadm publishes in ``kube-public/cluster-info`` (its server and
+CA), else the API address the operator itself uses (often the in-cluster Service address, which a
+workstation cannot reach). The choice and its source are recorded.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import re
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
+
+import yaml
 
 from tenant_platform.api import constants, reasons
-from tenant_platform.api.models import TenantPlatform, parse_duration
+from tenant_platform.api.models import KUBECONFIG_SERVER, TenantPlatform, parse_duration
 from tenant_platform.api.reasons import Common, Installer
-from tenant_platform.api.status.installer import RecordedInstaller
+from tenant_platform.api.status.installer import RecordedInstaller, ServerSource
 from tenant_platform.render import installer as render_installer
 from tenant_platform.status import conditions
 from tenant_platform.status.verdict import Event, Manifest, Verdict
@@ -55,17 +66,104 @@ def token_expiry(secret: Manifest | None) -> datetime | None:
     return conditions.parse_time(annotations.get(render_installer.ANNOTATION_TOKEN_EXPIRES))
 
 
-def token_plan(platform: TenantPlatform, secret: Manifest | None, *, claim: str | None, now: datetime) -> TokenPlan:
-    """Keep the live token while it is ours (``claim``: the Secret's platform label) and before its
-    renewal point; otherwise mint a new one."""
+@dataclass(frozen=True)
+class ServerChoice:
+    """The API server address the minted kubeconfig names, its CA, and where both came from."""
+
+    server: str
+    ca_pem: str | None
+    source: ServerSource
+    note: str = ""
+    """Why a source that was present was not used (a malformed cluster-info), for the message."""
+
+
+CLUSTER_INFO_NAMESPACE = "kube-public"
+CLUSTER_INFO_NAME = "cluster-info"
+
+
+def cluster_info_server(config_map: Manifest | None) -> tuple[str, str | None, str]:
+    """(server, CA PEM or None, problem) from kubeadm's ``cluster-info`` ConfigMap.
+
+    Its ``kubeconfig`` key holds a kubeconfig with one cluster; a server that is not an https URL
+    of the shape the CRD accepts is refused (problem set, server empty), never used as is.
+    """
+    if config_map is None:
+        return "", None, ""
+    text = (config_map.get("data") or {}).get("kubeconfig")
+    where = f"ConfigMap {CLUSTER_INFO_NAMESPACE}/{CLUSTER_INFO_NAME}"
+    if not isinstance(text, str) or not text.strip():
+        return "", None, f"{where} has no kubeconfig key"
+    try:
+        doc: Any = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return "", None, f"{where} holds a kubeconfig that is not YAML"
+    clusters = doc.get("clusters") if isinstance(doc, dict) else None
+    cluster = (
+        clusters[0].get("cluster")
+        if isinstance(clusters, list) and clusters and isinstance(clusters[0], dict)
+        else None
+    )
+    server = cluster.get("server") if isinstance(cluster, dict) else None
+    if not isinstance(server, str) or not server or not re.fullmatch(KUBECONFIG_SERVER, server):
+        return "", None, f"{where} names no usable https server ({str(server)[:100]!r})"
+    ca: str | None = None
+    data = cluster.get("certificate-authority-data") if isinstance(cluster, dict) else None
+    if isinstance(data, str) and data:
+        try:
+            ca = base64.b64decode(data, validate=True).decode()
+        except (binascii.Error, UnicodeDecodeError):
+            return "", None, f"{where} has certificate-authority-data that is not base64 PEM"
+    return server, ca, ""
+
+
+def choose_server(
+    platform: TenantPlatform, *, cluster_info: Manifest | None, operator_server: str, operator_ca: str | None
+) -> ServerChoice:
+    """The spec's server (with the operator's CA), else cluster-info's (with its CA), else the operator's."""
+    spec_server = platform.spec.installer.kubeconfig_secret.server
+    if spec_server:
+        return ServerChoice(spec_server, operator_ca, "Spec")
+    server, ca, problem = cluster_info_server(cluster_info)
+    if server:
+        return ServerChoice(server, ca or operator_ca, "ClusterInfo")
+    return ServerChoice(operator_server, operator_ca, "OperatorAPI", note=problem)
+
+
+SOURCE_PHRASES: dict[ServerSource, str] = {
+    "Spec": "spec.installer.kubeconfigSecret.server",
+    "ClusterInfo": f"ConfigMap {CLUSTER_INFO_NAMESPACE}/{CLUSTER_INFO_NAME}",
+    "OperatorAPI": "the API address the operator uses; set spec.installer.kubeconfigSecret.server if a "
+    "workstation cannot reach it",
+}
+
+
+def server_sentence(namespace: str, secret: str | None, server: ServerChoice | None) -> str:
+    """ " The kubeconfig in Secret ns/name names <server> (from <source>)." ("" without a Secret)."""
+    if not secret or server is None:
+        return ""
+    note = f"; {server.note}" if server.note else ""
+    return (
+        f" The kubeconfig in Secret {namespace}/{secret} names server {server.server} "
+        f"(from {SOURCE_PHRASES[server.source]}{note})."
+    )
+
+
+def token_plan(
+    platform: TenantPlatform, secret: Manifest | None, *, claim: str | None, now: datetime, server: str
+) -> TokenPlan:
+    """Keep the live token while it is ours (``claim``: the Secret's platform label), before its
+    renewal point and naming ``server``; otherwise mint a new one (a new server re-mints)."""
     ttl = parse_duration(platform.spec.installer.kubeconfig_secret.token_ttl)
     expires_at = token_expiry(secret)
     renew_at = expires_at - ttl * RENEW_FRACTION if expires_at else None
-    if secret is not None and renew_at is not None and now < renew_at and claim == platform.name:
+    annotations = (secret or {}).get("metadata", {}).get("annotations") or {}
+    same_server = annotations.get(render_installer.ANNOTATION_SERVER) == server
+    if secret is not None and renew_at is not None and now < renew_at and claim == platform.name and same_server:
         keep = render_installer.kubeconfig_secret(
             platform,
-            expires_at=secret["metadata"]["annotations"][render_installer.ANNOTATION_TOKEN_EXPIRES],
+            expires_at=annotations[render_installer.ANNOTATION_TOKEN_EXPIRES],
             kubeconfig_b64=secret.get("data", {}).get("kubeconfig", ""),
+            server=server,
         )
         return TokenPlan(keep, max((renew_at - now).total_seconds(), MIN_TOKEN_REQUEUE), int(ttl.total_seconds()))
     return TokenPlan(
@@ -108,6 +206,8 @@ class InstallerFacts:
     """One of ``apply_errors`` was the API saying 403."""
     kubeconfig_secret: str | None = None
     """The kubeconfig Secret applied in this pass."""
+    server: ServerChoice | None = None
+    """The server that Secret's kubeconfig names (set with ``kubeconfig_secret``)."""
     token_requeue: float | None = None
     answers: tuple[Answer, ...] = ()
     foreign: tuple[str, ...] = ()
@@ -121,12 +221,17 @@ class InstallerFacts:
         return any(a.allowed and not a.expected for a in self.answers)
 
 
-def recorded(platform: TenantPlatform, kubeconfig_secret: str | None = None) -> dict[str, object]:
-    """``status.recorded.installer``."""
+def recorded(
+    platform: TenantPlatform, kubeconfig_secret: str | None = None, server: ServerChoice | None = None
+) -> dict[str, object]:
+    """``status.recorded.installer`` (the server only with the Secret that names it)."""
+    with_server = server if kubeconfig_secret else None
     facts = RecordedInstaller(
         service_account_name=platform.spec.installer.service_account_name,
         namespace=platform.spec.namespace,
         kubeconfig_secret=kubeconfig_secret,
+        kubeconfig_server=with_server.server if with_server else None,
+        kubeconfig_server_source=with_server.source if with_server else None,
     )
     return {"installer": facts.dump()}
 
@@ -150,14 +255,15 @@ def evaluate(platform: TenantPlatform, facts: InstallerFacts, *, dry_run: bool =
 
     ns = platform.spec.namespace
     user, _ = render_installer.service_account_user(platform)
-    facts_recorded = recorded(platform, facts.kubeconfig_secret)
+    facts_recorded = recorded(platform, facts.kubeconfig_secret, facts.server)
     wrong = [a for a in facts.answers if a.allowed != a.expected]
     if not wrong:
         cond = conditions.true(
             type_,
             Installer.RECONCILED,
             f"Installer {user} can create deployments and virtualservices in {ns} and cannot "
-            "create clusterroles or customresourcedefinitions, list nodes or secrets cluster-wide, or impersonate.",
+            "create clusterroles or customresourcedefinitions, list nodes or secrets cluster-wide, or impersonate."
+            + server_sentence(ns, facts.kubeconfig_secret, facts.server),
         )
         return Verdict(conditions=[cond], recorded=facts_recorded, requeue_after=facts.token_requeue)
     failures = "; ".join(a.failure(ns) for a in wrong)
