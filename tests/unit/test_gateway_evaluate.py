@@ -242,3 +242,32 @@ def test_a_failed_apply_is_an_api_error() -> None:
     cond = check.not_applied(["Gateway istio-system/kamiwaza-gateway: boom"])
     assert (cond.status, cond.reason) == ("False", Common.API_ERROR)
     assert cond.message == "Could not apply: Gateway istio-system/kamiwaza-gateway: boom."
+
+
+def annotated(value: str) -> dict[str, Any]:
+    live = gateway(servers=https(hosts=["*/" + DOMAIN]))
+    live["metadata"]["annotations"] = {"tenancy.dev/adoptable-by": value}
+    return live
+
+
+ADOPTION = {
+    # (live Gateway, its owner by our labels) -> adopted (applied), else Conflict
+    "hand-made, opted in for this platform: adopted": (annotated("demo"), "", True),
+    "hand-made, opted in for another platform: conflict": (annotated("other"), "", False),
+    "hand-made, not opted in: conflict": (gateway(), "", False),
+    "another platform's, annotated for this one: conflict": (annotated("demo"), "other", False),
+}
+
+
+@pytest.mark.parametrize(("live", "owner", "adopted"), ADOPTION.values(), ids=ADOPTION.keys())
+def test_adoption_needs_the_admins_opt_in(live: dict[str, Any], owner: str, adopted: bool) -> None:
+    v = check.evaluate(platform(), facts(live=live, live_owner=owner, applied=False))
+    cond = v.conditions[0]
+    if adopted:
+        assert v.desired == render_gateway.render(platform())
+        assert cond.reason == Reason.PROGRAMMED, cond
+    else:
+        assert v.desired == []
+        assert cond.reason == Common.CONFLICT
+        if not owner:
+            assert "annotate it tenancy.dev/adoptable-by=demo (docs/migration.md)" in cond.message

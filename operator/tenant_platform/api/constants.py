@@ -28,6 +28,9 @@ LABEL_COMPONENT: Final = f"{GROUP}/component"
 
 # Annotations.
 ANNOTATION_PAUSED: Final = f"{GROUP}/paused"
+# Set by an admin on an object prepared by hand (a namespace, the checklist's Gateway): the
+# platform named may take it over (docs/migration.md).
+ANNOTATION_ADOPTABLE: Final = f"{GROUP}/adoptable-by"
 # Hash of the intent last applied to a child; a matching hash plus a matching live object means
 # the apply would be a no-op, so no write is sent (no-op resyncs perform zero writes).
 ANNOTATION_APPLIED_HASH: Final = f"{GROUP}/applied-hash"

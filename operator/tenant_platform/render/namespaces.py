@@ -12,7 +12,7 @@ REVISION_LABEL = "istio.io/rev"
 # Set on namespaces the operator created (not adopted): only those may ever be deleted by it.
 ANNOTATION_CREATED = f"{constants.GROUP}/created-by-operator"
 # Set by an admin on an existing namespace to let the named TenantPlatform adopt it.
-ANNOTATION_ADOPTABLE = f"{constants.GROUP}/adoptable-by"
+ANNOTATION_ADOPTABLE = constants.ANNOTATION_ADOPTABLE
 
 
 def namespace_labels(platform: TenantPlatform) -> dict[str, str]:

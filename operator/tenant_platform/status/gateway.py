@@ -294,6 +294,15 @@ def not_applied(errors: list[str]) -> Condition:
     return conditions.false(TYPE, Common.API_ERROR, "Could not apply: " + "; ".join(errors) + ".")
 
 
+def adoptable(live: Manifest, live_owner: str, platform: TenantPlatform) -> bool:
+    """A Gateway without anyone's labels that an admin opted in for ``platform`` (docs/migration.md).
+
+    Another platform's Gateway is never adopted, whatever its annotations say.
+    """
+    annotations = (live.get("metadata") or {}).get("annotations") or {}
+    return not live_owner and annotations.get(constants.ANNOTATION_ADOPTABLE) == platform.name
+
+
 def evaluate(platform: TenantPlatform, facts: GatewayFacts, *, dry_run: bool = False) -> GatewayVerdict:
     """GatewayReady, the Gateway to apply and the recorded coordinates, from what was read.
 
@@ -330,14 +339,20 @@ def evaluate(platform: TenantPlatform, facts: GatewayFacts, *, dry_run: bool = F
     live = facts.live
     desired: list[Manifest] = []
     if managed:
-        if live is not None and facts.live_owner != platform.name:
+        if live is not None and facts.live_owner != platform.name and not adoptable(live, facts.live_owner, platform):
             owned = ownership.belongs_to(f"Gateway {where} already exists and", facts.live_owner)
+            hint = (
+                ""
+                if facts.live_owner
+                else f" To hand a Gateway prepared by hand over to this platform, annotate it "
+                f"{constants.ANNOTATION_ADOPTABLE}={platform.name} (docs/migration.md)."
+            )
             return verdict(
                 conditions.false(
                     TYPE,
                     Common.CONFLICT,
                     f"{owned}; it was left untouched. Delete or rename it, choose another spec.gateway.name, or "
-                    "set spec.gateway.management to External to use it as is.",
+                    f"set spec.gateway.management to External to use it as is.{hint}",
                 )
             )
         if dry_run and live is None:
