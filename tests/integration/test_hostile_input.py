@@ -122,8 +122,8 @@ class Scene:
             subresource="status",
         )
         self.tenant = f"{prefix}-ns"
-        create_namespace(admin, self.tenant)
         self.name = f"{prefix}-tp"
+        create_namespace(admin, self.tenant, adoptable_by=self.name)  # an admin hands it over
         admin.create(
             {
                 "apiVersion": constants.API_VERSION,

@@ -194,7 +194,7 @@ MUST_BE_YES = [
     ("mint the installer's token", "create", "serviceaccounts", "", "rbac-tenant", "", "token"),
     ("edit the Corefile", "update", "configmaps", "", "kube-system", "coredns", ""),
     ("label GPU nodes", "patch", "nodes", "", "", "", ""),
-    ("events in its namespace", "create", "events", "", OPERATOR_NAMESPACE, "", ""),
+    ("events about TenantPlatforms (in default)", "create", "events", "", "default", "", ""),
     ("write TenantPlatform status", "patch", "tenantplatforms", constants.GROUP, "", "x", "status"),
     ("SubjectAccessReviews", "create", "subjectaccessreviews", "authorization.k8s.io", "", "", ""),
 ]
