@@ -124,6 +124,8 @@ def test_default_proxy_repositories_give_two_prefixes_each() -> None:
         "registry.istio.io/release/proxyv2@",
         "docker.io/istio/proxyv2:",
         "docker.io/istio/proxyv2@",
+        "ghcr.io/kamiwaza-internal/containers/images/istio/proxyv2:",
+        "ghcr.io/kamiwaza-internal/containers/images/istio/proxyv2@",
     ]
 
 
