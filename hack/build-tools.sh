@@ -4,12 +4,16 @@
 #
 #   helm       renders deploy/helm/tenant-platform (`helm template`, `helm lint`)
 #   promtool   checks and unit-tests the alert rules (`promtool check rules`, `promtool test rules`)
+#   istioctl   generates real injected pods (hack/gen-injected-pods.sh); opt-in: not built by the
+#              no-argument form, since its cold build takes far longer than the others
 #
-#   hack/build-tools.sh              build what is missing; print one "name path" line per tool
-#   hack/build-tools.sh helm         build helm if missing; print the path of the binary
+#   hack/build-tools.sh                    build helm and promtool if missing; print "name path" lines
+#   hack/build-tools.sh helm               build helm if missing; print the path of the binary
+#   hack/build-tools.sh --cached istioctl  print the path only if already built (exit 3 otherwise)
 #
 # Environment: TENANT_PLATFORM_CACHE (default ~/.cache/tenant-platform). A prebuilt binary is
-# used instead when TENANT_PLATFORM_HELM or TENANT_PLATFORM_PROMTOOL names it.
+# used instead when TENANT_PLATFORM_HELM, TENANT_PLATFORM_PROMTOOL or TENANT_PLATFORM_ISTIOCTL
+# names it.
 set -euo pipefail
 export GOWORK=off GOTOOLCHAIN=local GOFLAGS=-modcacherw CGO_ENABLED=0
 
@@ -17,6 +21,8 @@ helm_version=v3.22.0
 helm_k8s_minor=37   # helm v3.22.0 builds with k8s.io/client-go v0.37.0
 # Prometheus v3.16.0 is published to the module proxy as v0.316.0.
 prometheus_module_version=v0.316.0
+# istio.io/istio is served only as pseudo-versions (its tags are not Go-module semver).
+istio_module_version=v0.0.0-20260827124520-eed52ebb66ad
 
 cache="${TENANT_PLATFORM_CACHE:-$HOME/.cache/tenant-platform}/tools"
 
@@ -24,7 +30,8 @@ package() {
   case "$1" in
     helm) echo "helm.sh/helm/v3/cmd/helm@$helm_version" ;;
     promtool) echo "github.com/prometheus/prometheus/cmd/promtool@$prometheus_module_version" ;;
-    *) echo "unknown tool: $1 (helm, promtool)" >&2; return 2 ;;
+    istioctl) echo "istio.io/istio/istioctl/cmd/istioctl@$istio_module_version" ;;
+    *) echo "unknown tool: $1 (helm, promtool, istioctl)" >&2; return 2 ;;
   esac
 }
 
@@ -39,6 +46,8 @@ ldflags() {
     promtool)  # v0.316.0 -> 3.16.0
       local m=${prometheus_module_version#v0.}
       echo "-s -w -X github.com/prometheus/common/version.Version=3.$(( ${m%%.*} - 300 )).${m#*.}" ;;
+    istioctl)  # the module's commit as the version (`istioctl version --remote=false`)
+      echo "-s -w -X istio.io/istio/pkg/version.buildVersion=${istio_module_version##*-}" ;;
   esac
 }
 
@@ -46,6 +55,7 @@ override() {
   case "$1" in
     helm) echo "${TENANT_PLATFORM_HELM:-}" ;;
     promtool) echo "${TENANT_PLATFORM_PROMTOOL:-}" ;;
+    istioctl) echo "${TENANT_PLATFORM_ISTIOCTL:-}" ;;
   esac
 }
 
@@ -71,7 +81,18 @@ build() {  # build NAME: print the path of a working binary, building it once
   echo "$dir/bin/$name"
 }
 
-if [[ $# -gt 0 ]]; then
+cached() {  # cached NAME: print the path of an already built binary, else exit 3
+  local name=$1 pkg dir
+  if [[ -n "$(override "$name")" ]]; then override "$name"; return 0; fi
+  pkg=$(package "$name")
+  dir="$cache/$name-${pkg##*@}"
+  if [[ -x "$dir/bin/$name" && -f "$dir/STAMP" ]]; then echo "$dir/bin/$name"; return 0; fi
+  return 3
+}
+
+if [[ "${1:-}" == --cached ]]; then
+  cached "$2"
+elif [[ $# -gt 0 ]]; then
   build "$1"
 else
   for tool in helm promtool; do path=$(build "$tool"); echo "$tool $path"; done

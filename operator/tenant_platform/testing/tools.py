@@ -1,9 +1,11 @@
-"""Delivery tools for tests: helm and promtool, built once by ``hack/build-tools.sh``.
+"""Delivery tools for tests: helm, promtool and istioctl, built once by ``hack/build-tools.sh``.
 
 The script compiles them from the Go module proxy into a cache keyed by version
 (``~/.cache/tenant-platform/tools``, or TENANT_PLATFORM_CACHE) and prints the binary's path;
-TENANT_PLATFORM_HELM / TENANT_PLATFORM_PROMTOOL name prebuilt binaries instead. A tool that
-cannot be built raises ToolError with the build's last lines (tests then fail, never skip).
+TENANT_PLATFORM_HELM / TENANT_PLATFORM_PROMTOOL / TENANT_PLATFORM_ISTIOCTL name prebuilt binaries
+instead. A tool that cannot be built raises ToolError with the build's last lines (tests then
+fail, never skip). ``cached_tool_path`` never builds: istioctl's cold build takes many minutes,
+so the suite uses it only when it is already there (``hack/build-tools.sh istioctl`` builds it).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Final
 from tenant_platform.testing.binaries import repo_root
 
 BUILD_SCRIPT: Final = Path("hack") / "build-tools.sh"
-TOOLS: Final = ("helm", "promtool")
+TOOLS: Final = ("helm", "promtool", "istioctl")
 _TAIL: Final = 40
 
 
@@ -26,7 +28,7 @@ class ToolError(RuntimeError):
 
 @functools.cache
 def tool_path(name: str) -> Path:
-    """Path of a working ``helm`` or ``promtool`` binary, building it on first use."""
+    """Path of a working ``helm``, ``promtool`` or ``istioctl`` binary, building it on first use."""
     if name not in TOOLS:
         raise ToolError(f"unknown tool {name!r}; known: {', '.join(TOOLS)}")
     root = repo_root()
@@ -43,3 +45,19 @@ def tool_path(name: str) -> Path:
     if not path.is_file():
         raise ToolError(f"{BUILD_SCRIPT} {name} printed {path}, which is not a file")
     return path
+
+
+def cached_tool_path(name: str) -> Path | None:
+    """Path of an already built tool (or the override's), None when it would have to be built."""
+    if name not in TOOLS:
+        raise ToolError(f"unknown tool {name!r}; known: {', '.join(TOOLS)}")
+    root = repo_root()
+    if root is None:
+        return None
+    proc = subprocess.run(
+        ["bash", str(root / BUILD_SCRIPT), "--cached", name], cwd=root, capture_output=True, text=True, check=False
+    )
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines or not Path(lines[-1]).is_file():
+        return None
+    return Path(lines[-1])
