@@ -2,11 +2,12 @@
 
 For each proxy hub the checklist names (Docker Hub, Istio's release registry, Kamiwaza's mirror),
 ``istioctl manifest generate`` renders Istio with that hub (and, for the CNI cases,
-``values.pilot.cni.enabled=true``); the injector's own ConfigMaps come out of it
-(``istio-sidecar-injector``: ``config`` and ``values``; ``istio``: ``mesh``), and
-``istioctl kube-inject`` with exactly those files injects a plain pod: classic sidecar, native
-sidecar (``sidecar.istio.io/nativeSidecar``), CNI mode and traffic annotations. kube-inject
-needs a reachable API server: the local control plane serves.
+``components.cni.enabled=true``, which sets the injector's ``values.pilot.cni.enabled``); the
+injector's own ConfigMaps come out of it (``istio-sidecar-injector``: ``config`` and
+``values``; ``istio``: ``mesh``), and ``istioctl kube-inject`` with exactly those files
+injects a plain pod: classic sidecar, native sidecar (``sidecar.istio.io/nativeSidecar``), CNI
+mode and traffic annotations. kube-inject needs a reachable API server: the local control plane
+serves.
 
 Regenerate (builds istioctl on first use, starts a throw-away control plane)::
 
@@ -99,7 +100,7 @@ def injector_configmaps(istioctl: Path, hub: str, *, cni: bool) -> dict[str, dic
     """``data`` of the ConfigMaps ``istio-sidecar-injector`` and ``istio`` from manifest generate."""
     args = [str(istioctl), "manifest", "generate", "--set", f"hub={hub}", "--set", f"tag={TAG}"]
     if cni:
-        args += ["--set", "values.pilot.cni.enabled=true"]
+        args += ["--set", "components.cni.enabled=true"]  # sets the injector's values.pilot.cni.enabled
     found: dict[str, dict[str, str]] = {}
     for doc in yaml.safe_load_all(_run(args)):
         if isinstance(doc, dict) and doc.get("kind") == "ConfigMap":
@@ -136,7 +137,10 @@ def inject(istioctl: Path, kubeconfig: Path, pod: dict[str, Any], configmaps: di
                 str(work / "mesh"),
             ]
         )
-    return yaml.safe_load(out)
+    docs = [d for d in yaml.safe_load_all(out) if d]  # kube-inject ends its output with "---"
+    if len(docs) != 1:
+        raise GenerationError(f"kube-inject returned {len(docs)} objects, not one pod")
+    return docs[0]
 
 
 def generate(istioctl: Path, kubeconfig: Path) -> dict[str, str]:
