@@ -7,16 +7,20 @@
 #   kstatus    hack/judges/kstatus: what Flux and kpt compute for an object (kstatus, Flux's
 #              healthCheckExprs reader); tests/integration/test_judges.py
 #   argocd-lua hack/judges/argocd-lua: our Argo CD health Lua run in gopher-lua, Argo CD's VM
+#   istioctl   generates real injected pods (hack/gen-injected-pods.sh); opt-in: not built by the
+#              no-argument form, since its cold build takes far longer than the others
 #
 # helm and promtool are `go install`ed at a pinned version; the judges are our own small modules
 # under hack/judges (go.mod and go.sum pin their dependencies), cached by a hash of their files.
 #
-#   hack/build-tools.sh              build what is missing; print one "name path" line per tool
-#   hack/build-tools.sh helm         build helm if missing; print the path of the binary
+#   hack/build-tools.sh                    build helm, promtool, kstatus and argocd-lua if missing;
+#                                          print "name path" lines
+#   hack/build-tools.sh helm               build helm if missing; print the path of the binary
+#   hack/build-tools.sh --cached istioctl  print the path only if already built (exit 3 otherwise)
 #
 # Environment: TENANT_PLATFORM_CACHE (default ~/.cache/tenant-platform). A prebuilt binary is
-# used instead when TENANT_PLATFORM_HELM, TENANT_PLATFORM_PROMTOOL, TENANT_PLATFORM_KSTATUS or
-# TENANT_PLATFORM_ARGOCD_LUA names it.
+# used instead when TENANT_PLATFORM_HELM, TENANT_PLATFORM_PROMTOOL, TENANT_PLATFORM_KSTATUS,
+# TENANT_PLATFORM_ARGOCD_LUA or TENANT_PLATFORM_ISTIOCTL names it.
 set -euo pipefail
 export GOWORK=off GOTOOLCHAIN=local GOFLAGS=-modcacherw CGO_ENABLED=0
 
@@ -24,6 +28,8 @@ helm_version=v3.22.0
 helm_k8s_minor=37   # helm v3.22.0 builds with k8s.io/client-go v0.37.0
 # Prometheus v3.16.0 is published to the module proxy as v0.316.0.
 prometheus_module_version=v0.316.0
+# istio.io/istio is served only as pseudo-versions (its tags are not Go-module semver).
+istio_module_version=v0.0.0-20260827124520-eed52ebb66ad
 
 cache="${TENANT_PLATFORM_CACHE:-$HOME/.cache/tenant-platform}/tools"
 judges="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/judges"
@@ -34,7 +40,8 @@ package() {
     promtool) echo "github.com/prometheus/prometheus/cmd/promtool@$prometheus_module_version" ;;
     kstatus|argocd-lua)  # a local module: keyed by a hash of its files
       echo "hack/judges/$1@$(cd "$judges/$1" && cat go.mod go.sum ./*.go | sha256sum | cut -c1-12)" ;;
-    *) echo "unknown tool: $1 (helm, promtool, kstatus, argocd-lua)" >&2; return 2 ;;
+    istioctl) echo "istio.io/istio/istioctl/cmd/istioctl@$istio_module_version" ;;
+    *) echo "unknown tool: $1 (helm, promtool, kstatus, argocd-lua, istioctl)" >&2; return 2 ;;
   esac
 }
 
@@ -49,6 +56,8 @@ ldflags() {
     promtool)  # v0.316.0 -> 3.16.0
       local m=${prometheus_module_version#v0.}
       echo "-s -w -X github.com/prometheus/common/version.Version=3.$(( ${m%%.*} - 300 )).${m#*.}" ;;
+    istioctl)  # the module's commit as the version (`istioctl version --remote=false`)
+      echo "-s -w -X istio.io/istio/pkg/version.buildVersion=${istio_module_version##*-}" ;;
     *) echo "-s -w" ;;
   esac
 }
@@ -59,6 +68,7 @@ override() {
     promtool) echo "${TENANT_PLATFORM_PROMTOOL:-}" ;;
     kstatus) echo "${TENANT_PLATFORM_KSTATUS:-}" ;;
     argocd-lua) echo "${TENANT_PLATFORM_ARGOCD_LUA:-}" ;;
+    istioctl) echo "${TENANT_PLATFORM_ISTIOCTL:-}" ;;
   esac
 }
 
@@ -89,7 +99,18 @@ build() {  # build NAME: print the path of a working binary, building it once
   echo "$dir/bin/$name"
 }
 
-if [[ $# -gt 0 ]]; then
+cached() {  # cached NAME: print the path of an already built binary, else exit 3
+  local name=$1 pkg dir
+  if [[ -n "$(override "$name")" ]]; then override "$name"; return 0; fi
+  pkg=$(package "$name")
+  dir="$cache/$name-${pkg##*@}"
+  if [[ -x "$dir/bin/$name" && -f "$dir/STAMP" ]]; then echo "$dir/bin/$name"; return 0; fi
+  return 3
+}
+
+if [[ "${1:-}" == --cached ]]; then
+  cached "$2"
+elif [[ $# -gt 0 ]]; then
   build "$1"
 else
   for tool in helm promtool kstatus argocd-lua; do path=$(build "$tool"); echo "$tool $path"; done

@@ -139,6 +139,7 @@ def test_defaults_filled_by_the_api_server(make_platform: Any, unique_name: str)
     assert spec["podGuard"]["proxyImageRepositories"] == [
         "registry.istio.io/release/proxyv2",
         "docker.io/istio/proxyv2",
+        "ghcr.io/kamiwaza-internal/containers/images/istio/proxyv2",
     ]
     assert spec["gpu"]["nodeLabels"]["labels"] == {"gpu": "on"}
     assert spec["gateway"]["selector"] == {"istio": "ingressgateway"}

@@ -128,6 +128,39 @@ ROWS = [
         "Unknown",
     ),
     Row(
+        "pod guard denies the injected probe",
+        dataclasses.replace(
+            GOOD,
+            probe=StyleProbe(
+                rejected='pods "tenant-platform-sidecar-probe-x" is forbidden: ValidatingAdmissionPolicy '
+                "'tenant-platform-demo-pod-guard' with binding 'tenant-platform-demo-pod-guard' denied request: "
+                "the init container istio-init may add NET_ADMIN and NET_RAW only in the exact shape Istio "
+                "injects: its image must start with one of the allowed prefixes"
+            ),
+        ),
+        {"sidecarStyle": "Auto"},
+        "False",
+        reasons.Mesh.INJECTED_POD_DENIED,
+        "the pod guard denied the dry-run pod as the sidecar injector returned it in namespace kamiwaza, so "
+        "every injected workload there would be denied too: the init container istio-init may add",
+        "Unknown",
+    ),
+    Row(
+        "another platform's guard is a plain rejection",
+        dataclasses.replace(
+            GOOD,
+            probe=StyleProbe(
+                rejected="ValidatingAdmissionPolicy 'tenant-platform-other-pod-guard' with binding 'x' denied "
+                "request: hostPID is not allowed"
+            ),
+        ),
+        {"sidecarStyle": "Auto"},
+        "False",
+        reasons.Mesh.SIDECAR_STYLE_UNKNOWN,
+        "the dry-run pod used to detect the sidecar style was rejected (",
+        "Unknown",
+    ),
+    Row(
         "nothing injected",
         dataclasses.replace(GOOD, probe=StyleProbe(returned=PLAIN_POD)),
         {"sidecarStyle": "Auto"},

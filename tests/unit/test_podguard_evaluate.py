@@ -69,6 +69,23 @@ def facts(mode: str, *, target: render_pg.Enforcement | None = None, **changes: 
 
 
 VIOLATORS = StagedCheck(checked=2, violators=[("kamiwaza/bad", ["hostPath volumes are not allowed: host"])])
+SOURCE = "istio-system/istio-sidecar-injector"
+MIRROR_IMAGE = "ghcr.io/kamiwaza-internal/containers/images/istio/proxyv2:1.28.0"
+IMAGE_DENIAL = (
+    "the init container istio-init may add NET_ADMIN and NET_RAW only in the exact shape Istio injects: its "
+    "image must start with one of the allowed prefixes"
+)
+
+
+def injector(**values: Any) -> render_pg.Injector:
+    base: dict[str, Any] = {"global": {"hub": "ghcr.io/kamiwaza-internal/containers/images/istio", "tag": "1.28.0"}}
+    base.update(values)
+    return render_pg.injector_from_values(base)
+
+
+def injected(reasons_: tuple[str, ...] = (IMAGE_DENIAL,), **values: Any) -> StagedCheck:
+    check = pg.InjectedCheck(source=SOURCE, injector=injector(**values), reasons=reasons_)
+    return StagedCheck(checked=1, injected=check)
 
 
 @dataclass(frozen=True)
@@ -119,6 +136,47 @@ ROWS = [
         reasons.PodGuard.VIOLATING_PODS_FOUND,
         "1 existing pod(s) would be denied: kamiwaza/bad: hostPath volumes are not allowed: host. The guards "
         "stay at [Warn, Audit]",
+        progressing=True,
+        requeue=pg.STAGED_REQUEUE_SECONDS,
+    ),
+    Row(
+        "the live injector's pod would be denied (image)",
+        facts("Warn", check=injected()),
+        {},
+        "False",
+        reasons.PodGuard.INJECTED_POD_WOULD_BE_DENIED,
+        f"a pod injected the way the injector in {SOURCE} injects (istio-init image {MIRROR_IMAGE}, CNI off) would "
+        f"be denied: {IMAGE_DENIAL}. To fix: add ghcr.io/kamiwaza-internal/containers/images/istio/proxyv2 to "
+        "spec.podGuard.proxyImageRepositories, or point the injector's global.hub (now "
+        "ghcr.io/kamiwaza-internal/containers/images/istio) at an allowed repository.",
+        progressing=True,
+        requeue=pg.STAGED_REQUEUE_SECONDS,
+    ),
+    Row(
+        "the live injector's pod would be denied (privileged proxy)",
+        facts(
+            "Warn",
+            check=injected(
+                ("privileged containers are not allowed: istio-validation",),
+                pilot={"cni": {"enabled": True}},
+                **{"global": {"hub": "docker.io/istio", "tag": "1.28.0", "proxy": {"privileged": True}}},
+            ),
+        ),
+        {},
+        "False",
+        reasons.PodGuard.INJECTED_POD_WOULD_BE_DENIED,
+        "(istio-validation image docker.io/istio/proxyv2:1.28.0, CNI on) would be denied: privileged containers "
+        "are not allowed: istio-validation. To fix: the injector sets global.proxy.privileged true",
+        progressing=True,
+        requeue=pg.STAGED_REQUEUE_SECONDS,
+    ),
+    Row(
+        "the live injector's pod could not be checked",
+        facts("Warn", check=StagedCheck(injected=pg.InjectedCheck(source=SOURCE, error="its data.values is bad"))),
+        {},
+        "False",
+        reasons.PodGuard.PODS_NOT_CHECKED,
+        f"a pod injected the way the injector in {SOURCE} injects could not be checked: its data.values is bad.",
         progressing=True,
         requeue=pg.STAGED_REQUEUE_SECONDS,
     ),
@@ -269,6 +327,8 @@ def test_promotes_only_a_clean_check_and_never_in_a_dry_run() -> None:
     assert not pg.promotes(VIOLATORS, dry_run=False)
     assert not pg.promotes(StagedCheck(unchecked=[("a/b", "x")]), dry_run=False)
     assert not pg.promotes(StagedCheck(inactive=["a"]), dry_run=False)
+    assert not pg.promotes(injected(), dry_run=False)
+    assert pg.promotes(injected(()), dry_run=False)
 
 
 def test_promotion_is_enforcing_with_an_event_and_the_check_recorded() -> None:

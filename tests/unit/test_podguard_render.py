@@ -124,6 +124,8 @@ def test_default_proxy_repositories_give_two_prefixes_each() -> None:
         "registry.istio.io/release/proxyv2@",
         "docker.io/istio/proxyv2:",
         "docker.io/istio/proxyv2@",
+        "ghcr.io/kamiwaza-internal/containers/images/istio/proxyv2:",
+        "ghcr.io/kamiwaza-internal/containers/images/istio/proxyv2@",
     ]
 
 
@@ -271,3 +273,94 @@ def test_staged_check_examples_are_capped() -> None:
     assert check.examples() == [f"ns/p{i}: reason {i}" for i in range(5)]
     assert not check.clean
     assert verdicts.StagedCheck().clean
+
+
+# ---- the injector canary (Istio's ProxyImage/ProxyInitImage and injection template) ----------------
+
+
+@pytest.mark.parametrize(
+    ("values", "init_image", "proxy_image", "cni"),
+    [
+        pytest.param(
+            {"global": {"hub": "docker.io/istio", "tag": "1.28.0"}},
+            "docker.io/istio/proxyv2:1.28.0",
+            "docker.io/istio/proxyv2:1.28.0",
+            False,
+            id="hub and tag",
+        ),
+        pytest.param(
+            {"global": {"hub": "docker.io/istio", "tag": "1.28.0", "variant": "distroless"}},
+            "docker.io/istio/proxyv2:1.28.0-distroless",
+            "docker.io/istio/proxyv2:1.28.0-distroless",
+            False,
+            id="variant appended",
+        ),
+        pytest.param(
+            {"global": {"hub": "h.io/i", "tag": "1.28.0-debug", "variant": "distroless"}},
+            "h.io/i/proxyv2:1.28.0-distroless",
+            "h.io/i/proxyv2:1.28.0-distroless",
+            False,
+            id="variant replaces a known one in the tag",
+        ),
+        pytest.param(
+            {"global": {"hub": "h.io/i", "tag": "1.28.0", "variant": "default"}},
+            "h.io/i/proxyv2:1.28.0",
+            "h.io/i/proxyv2:1.28.0",
+            False,
+            id="default variant adds nothing",
+        ),
+        pytest.param(
+            {
+                "global": {
+                    "hub": "h.io/i",
+                    "tag": "1.28.0",
+                    "proxy_init": {"image": "m.io/x/proxyv2:9"},
+                    "proxy": {"image": "custom"},
+                }
+            },
+            "m.io/x/proxyv2:9",
+            "h.io/i/custom:1.28.0",
+            False,
+            id="an image with a slash is used as is",
+        ),
+        pytest.param(
+            {"global": {"hub": "h.io/i", "tag": "1.28.0"}, "pilot": {"cni": {"enabled": True}}},
+            "h.io/i/proxyv2:1.28.0",
+            "h.io/i/proxyv2:1.28.0",
+            True,
+            id="cni",
+        ),
+    ],
+)
+def test_injector_from_values(values: dict[str, Any], init_image: str, proxy_image: str, cni: bool) -> None:
+    injector = podguard.injector_from_values(values)
+    assert (injector.init_image, injector.proxy_image, injector.cni) == (init_image, proxy_image, cni)
+
+
+def test_injected_canary_classic_and_cni() -> None:
+    classic = podguard.injected_canary("ns", podguard.injector_from_values({"global": {"hub": "h.io/i", "tag": "1"}}))
+    init = classic["spec"]["initContainers"][0]
+    assert init["name"] == "istio-init"
+    assert init["args"][0] == "istio-iptables"
+    assert init["securityContext"]["capabilities"] == {"add": ["NET_ADMIN", "NET_RAW"], "drop": ["ALL"]}
+    assert classic["metadata"]["annotations"] == {"sidecar.istio.io/inject": "false"}
+    cni = podguard.injected_canary(
+        "ns", podguard.injector_from_values({"global": {"hub": "h", "tag": "1"}, "pilot": {"cni": {"enabled": True}}})
+    )
+    init = cni["spec"]["initContainers"][0]
+    assert init["name"] == "istio-validation"
+    assert "add" not in init["securityContext"]["capabilities"]
+    assert init["args"][-2:] == ["--run-validation", "--skip-rule-apply"]
+
+
+@pytest.mark.parametrize(
+    ("image", "repository"),
+    [
+        ("docker.io/istio/proxyv2:1.28.0", "docker.io/istio/proxyv2"),
+        ("m.io:5000/istio/proxyv2:1", "m.io:5000/istio/proxyv2"),
+        ("m.io:5000/istio/proxyv2", "m.io:5000/istio/proxyv2"),
+        ("docker.io/istio/proxyv2@sha256:ab", "docker.io/istio/proxyv2"),
+    ],
+)
+def test_repository_of(image: str, repository: str) -> None:
+    assert podguard.repository_of(image) == repository

@@ -158,7 +158,13 @@ class Installer(_Model):
     )
 
 
-DEFAULT_PROXY_REPOSITORIES = ["registry.istio.io/release/proxyv2", "docker.io/istio/proxyv2"]
+# The checklist's three: Istio's release registry, Docker Hub, and Kamiwaza's own mirror (without
+# it, the guard denies every pod Kamiwaza's Istio injects).
+DEFAULT_PROXY_REPOSITORIES = [
+    "registry.istio.io/release/proxyv2",
+    "docker.io/istio/proxyv2",
+    "ghcr.io/kamiwaza-internal/containers/images/istio/proxyv2",
+]
 
 
 class PodGuard(_Model):

@@ -83,6 +83,7 @@ class PodGuard(StrEnum):
     WAITING_FOR_POLICY = "WaitingForPolicy"
     TYPE_CHECKING_WARNINGS = "TypeCheckingWarnings"
     INVALID_PROXY_IMAGE_REPOSITORY = "InvalidProxyImageRepository"
+    INJECTED_POD_WOULD_BE_DENIED = "InjectedPodWouldBeDenied"
     UNSUPPORTED_KUBERNETES_VERSION = "UnsupportedKubernetesVersion"
     # Dry run (`check`): the operator does it itself when it runs.
     WOULD_APPLY = "WouldApply"
@@ -99,6 +100,7 @@ class Mesh(StrEnum):
     INSTALLER_CANNOT_CREATE_ISTIO_KINDS = "InstallerCannotCreateIstioKinds"
     AMBIENT_NOT_SUPPORTED = "AmbientNotSupported"
     SIDECAR_STYLE_UNKNOWN = "SidecarStyleUnknown"
+    INJECTED_POD_DENIED = "InjectedPodDenied"
     NAMESPACE_MISSING = "NamespaceMissing"
 
 

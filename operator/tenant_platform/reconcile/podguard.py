@@ -11,9 +11,12 @@ and every message is made by status/podguard.py (pure), the manifests by render/
    (``check``) only compare them;
 3. for ``Staged`` while the bindings still warn (``wants_check``): prove the policy is live with a
    canary dry run, re-submit every existing pod in the covered namespaces as a server-side dry run
-   and read the guard's warnings; when ``promotes`` (no pod would be denied and every pod could be
-   checked), apply both bindings again with ``[Deny, Audit]``. Once promoted it stays at Deny (no
-   further checks);
+   and read the guard's warnings; also dry-run a pod injected the way the live injector would inject
+   (istiod's ``istio-sidecar-injector`` ConfigMap in ``spec.mesh.namespace``: hub, tag, image, CNI),
+   so an injector whose istio-init the guard would deny keeps the guard at Warn; when ``promotes``
+   (no pod would be denied, the injected one included, and every pod could be checked), apply
+   both bindings again with ``[Deny, Audit]``. Once promoted it stays at Deny (no further
+   checks);
 4. ``evaluate`` the condition (type-checking warnings the API server recorded on the policies
    included), ``status.podGuard``, the requeue and the PodGuardEnforcing event, and report.
 
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import threading
 from collections.abc import Mapping
 from typing import Final
@@ -211,7 +215,32 @@ class PodGuardStep:
                     result.checked += 1
         with self._lock:
             self._verdicts[ctx.platform.uid or ctx.name] = (policy_hash, seen)
+        result.injected = self._check_injector(ctx, policy_name, result)
         return result
+
+    def _check_injector(self, ctx: StepContext, policy_name: str, result: StagedCheck) -> pg.InjectedCheck | None:
+        """Dry-run a pod injected the way istiod's injection ConfigMap says it injects, in the tenant
+        namespace; None when there is no such ConfigMap (no Istio there: the mesh step says so)."""
+        spec = ctx.platform.spec
+        revision = spec.mesh.injection.revision if spec.mesh.injection.mode == "Revision" else ""
+        name = render_pg.injector_configmap_name(revision)
+        source = f"{spec.mesh.namespace}/{name}"
+        configmap = ctx.kube.get("v1", "ConfigMap", name, spec.mesh.namespace)
+        if configmap is None or ctx.kube.get("v1", "Namespace", spec.namespace) is None:
+            return None
+        try:
+            values = json.loads((configmap.get("data") or {}).get("values") or "{}")
+            if not isinstance(values, dict):
+                raise ValueError("not a JSON object")
+        except ValueError as exc:
+            return pg.InjectedCheck(source=source, error=f"its data.values is not readable JSON ({exc})")
+        injector = render_pg.injector_from_values(values)
+        live_error = self._policy_live(ctx.kube, spec.namespace, policy_name)
+        if live_error is not None:
+            result.inactive.append(f"{spec.namespace} ({live_error})")
+            return pg.InjectedCheck(source=source, injector=injector)
+        verdict = self._verdict(ctx.kube, render_pg.injected_canary(spec.namespace, injector), policy_name)
+        return pg.InjectedCheck(source=source, injector=injector, reasons=tuple(verdict.reasons), error=verdict.error)
 
     @staticmethod
     def _policy_live(kube: Kube, namespace: str, policy_name: str) -> str | None:
@@ -230,7 +259,7 @@ class PodGuardStep:
 
     @staticmethod
     def _verdict(kube: Kube, pod: Obj, policy_name: str) -> PodVerdict:
-        body = render_pg.resubmission(pod)
+        body = render_pg.resubmission(pod) if pod.get("metadata", {}).get("name") else pod
         try:
             try:
                 _, warnings = kube.create_with_warnings(body, dry_run=True)

@@ -255,3 +255,124 @@ def canaries(namespace: str) -> list[Obj]:
             },
         },
     ]
+
+
+# ---- the injector canary: a pod injected the way the live injector would inject ---------------------
+
+INJECTOR_CONFIGMAP: Final = "istio-sidecar-injector"
+INJECTED_CANARY_PREFIX: Final = "tenant-platform-injected-canary-"
+_DEFAULT_PROXY_IMAGE: Final = "proxyv2"
+_KNOWN_VARIANTS: Final = ("distroless", "debug")
+
+
+def injector_configmap_name(revision: str) -> str:
+    """istiod's injection ConfigMap: ``istio-sidecar-injector``, or ``-<revision>`` for a revision."""
+    return f"{INJECTOR_CONFIGMAP}-{revision}" if revision else INJECTOR_CONFIGMAP
+
+
+@dataclass(frozen=True)
+class Injector:
+    """What the injector's ``values`` decide about istio-init (Istio's injection template)."""
+
+    hub: str
+    tag: str
+    init_image: str
+    """istio-init's image as the template computes it."""
+    proxy_image: str
+    cni: bool
+    """pilot.cni.enabled: istio-validation instead of istio-init, no added capabilities."""
+    privileged: bool
+    """global.proxy.privileged: the template copies it into allowPrivilegeEscalation and privileged."""
+
+
+def _image(global_: Obj, configured: str) -> str:
+    """Istio's ``ProxyImage``/``ProxyInitImage``: a name with '/' as is, else hub/name:tag[-variant]."""
+    if "/" in configured:
+        return configured
+    tag = str(global_.get("tag") if global_.get("tag") is not None else "")
+    variant = str(global_.get("variant") or "")
+    for known in _KNOWN_VARIANTS:
+        if tag.endswith(f"-{known}"):
+            tag = tag[: -len(known) - 1]
+            break
+    if variant and variant != "default":
+        tag = f"{tag}-{variant}"
+    return f"{global_.get('hub', '')}/{configured or _DEFAULT_PROXY_IMAGE}:{tag}"
+
+
+def injector_from_values(values: Obj) -> Injector:
+    """The injector's settings from the ConfigMap's ``values`` (JSON, already parsed)."""
+    global_ = values.get("global") or {}
+    proxy = global_.get("proxy") or {}
+    proxy_init = global_.get("proxy_init") or {}
+    cni = bool(((values.get("pilot") or {}).get("cni") or {}).get("enabled")) or bool(
+        (values.get("istio_cni") or {}).get("enabled")
+    )
+    return Injector(
+        hub=str(global_.get("hub") or ""),
+        tag=str(global_.get("tag") if global_.get("tag") is not None else ""),
+        init_image=_image(global_, str(proxy_init.get("image") or "")),
+        proxy_image=_image(global_, str(proxy.get("image") or "")),
+        cni=cni,
+        privileged=bool(proxy.get("privileged")),
+    )
+
+
+def repository_of(image: str) -> str:
+    """The repository part of an image reference (tag or digest cut)."""
+    name = image.split("@", 1)[0]
+    slash = name.rfind("/")
+    colon = name.rfind(":")
+    return name[:colon] if colon > slash else name
+
+
+def injected_canary(namespace: str, injector: Injector) -> Obj:
+    """A pod as the injector's template would leave it (its istio-init or istio-validation, and
+    istio-proxy), opted out of injection so a live webhook leaves it as it is. The ServiceAccount
+    admission plugin adds the token volume and mounts, as for any injected pod."""
+    args = ["istio-iptables", "-p", "15001", "-z", "15006", "-u", "1337", "-m", "REDIRECT", "-i", "*", "-x", ""]
+    args += ["-b", "*", "-d", "15090,15021,15020", "--log_output_level=default:info"]
+    security: Obj = {
+        "allowPrivilegeEscalation": injector.privileged,
+        "privileged": injector.privileged,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    if injector.cni:
+        args += ["--run-validation", "--skip-rule-apply"]
+        security |= {"readOnlyRootFilesystem": True, "runAsGroup": 1337, "runAsUser": 1337, "runAsNonRoot": True}
+    else:
+        security["capabilities"] = {"add": list(ISTIO_INIT_CAPABILITIES), "drop": ["ALL"]}
+        security |= {"readOnlyRootFilesystem": False, "runAsGroup": 0, "runAsNonRoot": False, "runAsUser": 0}
+    init = {
+        "name": "istio-validation" if injector.cni else ISTIO_INIT_NAME,
+        "image": injector.init_image,
+        "args": args,
+        "securityContext": security,
+    }
+    proxy = {
+        "name": "istio-proxy",
+        "image": injector.proxy_image,
+        "args": ["proxy", "sidecar", "--domain", "$(POD_NAMESPACE).svc.cluster.local"],
+        "securityContext": {
+            "allowPrivilegeEscalation": injector.privileged,
+            "privileged": injector.privileged,
+            "capabilities": {"drop": ["ALL"]},
+            "readOnlyRootFilesystem": True,
+            "runAsGroup": 1337,
+            "runAsNonRoot": True,
+            "runAsUser": 1337,
+        },
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "generateName": INJECTED_CANARY_PREFIX,
+            "namespace": namespace,
+            "annotations": {"sidecar.istio.io/inject": "false"},
+        },
+        "spec": {
+            "initContainers": [init],
+            "containers": [proxy, {"name": "app", "image": "tenant-platform.invalid/canary:0"}],
+        },
+    }

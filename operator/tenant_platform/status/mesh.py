@@ -3,7 +3,9 @@
 ``evaluate`` turns what reconcile/mesh.py read into the condition and the recorded
 ``sidecarStyle``. Problems are collected in this order and the first one names the reason:
 istiod missing (or not at the requested revision), Istio kinds not served, the installer may not
-create them, the tenant namespace enrolled in ambient mode, the sidecar style not known. The style
+create them, the tenant namespace enrolled in ambient mode, the sidecar style not known (the pod
+guard denying the injected probe pod is named as such: the guard, not the style, is then what to
+fix). The style
 is recorded as given for ``Native``/``Classic``; for ``Auto`` it is read from the dry-run pod
 admission returned (``probe_pod``): an ``istio-proxy`` init container with ``restartPolicy: Always``
 is Native, an ``istio-proxy`` container is Classic, anything else Unknown (never guessed).
@@ -19,6 +21,7 @@ from tenant_platform.api import constants, reasons
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.status.mesh import MeshRecorded, SidecarStyle
 from tenant_platform.render import installer as render_installer
+from tenant_platform.render import podguard as render_podguard
 from tenant_platform.status import conditions
 from tenant_platform.status.verdict import Verdict
 
@@ -225,6 +228,19 @@ def _style(platform: TenantPlatform, facts: MeshFacts) -> tuple[SidecarStyle, Pr
             ),
             "",
         )
+    denial = _guard_denial(platform, facts.probe.rejected)
+    if denial:
+        return (
+            UNKNOWN,
+            (
+                reasons.Mesh.INJECTED_POD_DENIED,
+                f"the pod guard denied the dry-run pod as the sidecar injector returned it in namespace "
+                f"{spec.namespace}, so every injected workload there would be denied too: {denial} (see "
+                "PodGuardReady; usually the injector's proxy image repository is missing from "
+                "spec.podGuard.proxyImageRepositories)",
+            ),
+            "",
+        )
     if facts.probe.returned is None:
         return (
             UNKNOWN,
@@ -249,3 +265,13 @@ def _style(platform: TenantPlatform, facts: MeshFacts) -> tuple[SidecarStyle, Pr
             "",
         )
     return style, None, "detected with a dry-run pod"
+
+
+def _guard_denial(platform: TenantPlatform, rejected: str) -> str:
+    """The guard's own reasons when ``rejected`` is the platform's pod guard denying the probe pod."""
+    if not rejected:
+        return ""
+    policy = render_podguard.guard_names(platform.name).pod_guard
+    if f"ValidatingAdmissionPolicy '{policy}'" not in rejected:
+        return ""
+    return rejected.rpartition("denied request: ")[2] or rejected

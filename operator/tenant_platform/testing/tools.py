@@ -2,11 +2,13 @@
 
 The script compiles them from the Go module proxy into a cache keyed by version
 (``~/.cache/tenant-platform/tools``, or TENANT_PLATFORM_CACHE) and prints the binary's path;
-TENANT_PLATFORM_HELM / _PROMTOOL / _KSTATUS / _ARGOCD_LUA name prebuilt binaries instead. The
+TENANT_PLATFORM_HELM / _PROMTOOL / _KSTATUS / _ARGOCD_LUA / _ISTIOCTL name prebuilt binaries instead. The
 judges are our own programs under hack/judges: ``kstatus`` prints what kstatus and Flux's
 healthCheckExprs reader compute for objects, ``argocd-lua`` runs an Argo CD health script in
 gopher-lua (Argo CD's VM). A tool that
 cannot be built raises ToolError with the build's last lines (tests then fail, never skip).
+``cached_tool_path`` never builds: istioctl's cold build takes many minutes, so the suite uses it
+only when it is already there (``hack/build-tools.sh istioctl`` builds it).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Final
 from tenant_platform.testing.binaries import repo_root
 
 BUILD_SCRIPT: Final = Path("hack") / "build-tools.sh"
-TOOLS: Final = ("helm", "promtool", "kstatus", "argocd-lua")
+TOOLS: Final = ("helm", "promtool", "kstatus", "argocd-lua", "istioctl")
 _TAIL: Final = 40
 
 
@@ -46,3 +48,19 @@ def tool_path(name: str) -> Path:
     if not path.is_file():
         raise ToolError(f"{BUILD_SCRIPT} {name} printed {path}, which is not a file")
     return path
+
+
+def cached_tool_path(name: str) -> Path | None:
+    """Path of an already built tool (or the override's), None when it would have to be built."""
+    if name not in TOOLS:
+        raise ToolError(f"unknown tool {name!r}; known: {', '.join(TOOLS)}")
+    root = repo_root()
+    if root is None:
+        return None
+    proc = subprocess.run(
+        ["bash", str(root / BUILD_SCRIPT), "--cached", name], cwd=root, capture_output=True, text=True, check=False
+    )
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines or not Path(lines[-1]).is_file():
+        return None
+    return Path(lines[-1])
