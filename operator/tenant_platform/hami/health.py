@@ -16,7 +16,9 @@ Health, from what the gpu step read (reconcile/gpu_health.py):
 - NoSchedule/NoExecute taints on GPU nodes: a note, never a failure (the operator cannot know
   which tolerations the platform's pods carry); ``GPUNodesTainted`` (still True) when every GPU
   node carries one besides ``<count resource>:NoSchedule``, which the ExtendedResourceToleration
-  admission plugin tolerates for pods that request the resource;
+  admission plugin tolerates for pods that request the resource. The node controller's condition
+  taints (``node.kubernetes.io/not-ready``, ``unreachable``, ``unschedulable``, ...) describe the
+  node's state, not a choice, and are left out;
 - two device plugins on one node: pods of two GPU device-plugin DaemonSets on the node, or a node
   HAMi registers whose ``nvidia.com/gpu`` capacity is one per card where HAMi advertises its split
   count (NVIDIA's own plugin registered the resource last): ``DevicePluginConflict``;
@@ -38,7 +40,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from tenant_platform.api import reasons
+from tenant_platform.api import constants, reasons
 from tenant_platform.api.models import NodeSelector
 from tenant_platform.api.status.gpu import GpuHealthStatus, WebhookProbeStatus, WorkloadStatus
 from tenant_platform.hami.bounds import MAX_NOTE_CHARS, shorten
@@ -50,6 +52,7 @@ DEFAULT_SCHEDULER: Final = "default-scheduler"
 SCHEDULER_COMPONENT: Final = "hami-scheduler"
 DEVICE_PLUGIN_COMPONENT: Final = "hami-device-plugin"
 COMPONENT_LABEL: Final = "app.kubernetes.io/component"
+CONDITION_TAINT_PREFIX: Final = "node.kubernetes.io/"
 MAX_NOTES: Final = 8
 MAX_LISTED_CONFLICTS: Final = 10
 # GPU device-plugin DaemonSets whose pods are listed to find nodes running two of them.
@@ -329,9 +332,16 @@ def taint_phrase(taint: tuple[str, str, str]) -> str:
     return f"{key}={value}:{effect}" if value else f"{key}:{effect}"
 
 
+def chosen_taints(taints: Iterable[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+    """Taints someone put on the node, not the node controller's condition taints (``node.kubernetes.io/``:
+    not-ready, unreachable, unschedulable, pressure), which describe the node's state, not a choice."""
+    return [t for t in taints if not t[0].startswith(CONDITION_TAINT_PREFIX)]
+
+
 def blocking_taints(taints: Iterable[tuple[str, str, str]], count_resource: str) -> list[str]:
-    """Taints that keep a GPU pod away unless it tolerates them (the resource's NoSchedule is tolerated)."""
-    return [taint_phrase(t) for t in taints if not (t[0] == count_resource and t[2] == "NoSchedule")]
+    """Chosen taints that keep a GPU pod away unless it tolerates them (the resource's NoSchedule is
+    tolerated: the ExtendedResourceToleration admission plugin adds that toleration)."""
+    return [taint_phrase(t) for t in chosen_taints(taints) if not (t[0] == count_resource and t[2] == "NoSchedule")]
 
 
 def _names(items: Sequence[str], limit: int = 5) -> str:
@@ -428,3 +438,44 @@ def health_status(
         tainted_nodes=tainted or None,
         notes=list(notes) or None,
     )
+
+
+# -- the dry-run GPU pod --------------------------------------------------------------------------
+
+PROBE_NAME_PREFIX: Final = "tenant-platform-gpu-probe-"
+PROBE_IMAGE: Final = "registry.k8s.io/pause:3.10.1"
+
+
+def probe_pod(namespace: str, count_resource: str) -> dict[str, Any]:
+    """A restricted-compliant pod asking for one GPU, created only as a server-side dry run.
+
+    Istio's injector is kept out (``sidecar.istio.io/inject: "false"``) so that a failing
+    webhook call is HAMi's (or another GPU webhook's), not the mesh's.
+    """
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "generateName": PROBE_NAME_PREFIX,
+            "namespace": namespace,
+            "labels": {constants.LABEL_MANAGED_BY: constants.MANAGED_BY_VALUE, constants.LABEL_COMPONENT: "gpu"},
+            "annotations": {"sidecar.istio.io/inject": "false"},
+        },
+        "spec": {
+            "automountServiceAccountToken": False,
+            "restartPolicy": "Never",
+            "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [
+                {
+                    "name": "probe",
+                    "image": PROBE_IMAGE,
+                    "resources": {"limits": {count_resource: "1"}},
+                    "securityContext": {
+                        "allowPrivilegeEscalation": False,
+                        "capabilities": {"drop": ["ALL"]},
+                        "readOnlyRootFilesystem": True,
+                    },
+                }
+            ],
+        },
+    }

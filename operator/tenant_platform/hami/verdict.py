@@ -225,7 +225,7 @@ def _health(
     extras = {
         n: NodeExtras(
             detected_by=facts.detections[n],
-            taints=tuple(health.taint_phrase(t) for t in facts.nodes[n].taints),
+            taints=tuple(health.taint_phrase(t) for t in health.chosen_taints(facts.nodes[n].taints)),
             device_plugin_conflict=conflicting.get(n),
         )
         for n in gpu_nodes
