@@ -196,38 +196,42 @@ def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
+def _map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def workload(obj: Mapping[str, Any]) -> Workload:
     """A Deployment or DaemonSet body as a Workload (never raises for odd content)."""
     kind = str(obj.get("kind") or "")
-    meta = obj.get("metadata") or {}
+    meta = _map(obj.get("metadata"))
     name = shorten(str(meta.get("name") or ""), 63)
     namespace = shorten(str(meta.get("namespace") or ""), 63)
-    labels = meta.get("labels") or {}
-    spec = obj.get("spec") or {}
-    status = obj.get("status") or {}
-    template = (spec.get("template") or {}).get("spec") or {}
-    component = str(labels.get(COMPONENT_LABEL) or "")
+    spec = _map(obj.get("spec"))
+    status = _map(obj.get("status"))
+    template = _map(_map(spec.get("template")).get("spec"))
+    component = str(_map(meta.get("labels")).get(COMPONENT_LABEL) or "")
     if kind == "DaemonSet":
         desired, ready = _int(status.get("desiredNumberScheduled")), _int(status.get("numberReady"))
     else:
-        replicas = spec.get("replicas", 1)
-        desired, ready = _int(replicas), _int(status.get("readyReplicas"))
+        desired, ready = _int(spec.get("replicas", 1)), _int(status.get("readyReplicas"))
     role: Literal["scheduler", "device-plugin", ""] = ""
     if kind == "Deployment" and (component == SCHEDULER_COMPONENT or name.endswith(SCHEDULER_COMPONENT)):
         role = "scheduler"
     elif kind == "DaemonSet" and (component == DEVICE_PLUGIN_COMPONENT or name.endswith(DEVICE_PLUGIN_COMPONENT)):
         role = "device-plugin"
     mounts_plugins = any(
-        str(((v or {}).get("hostPath") or {}).get("path") or "").rstrip("/").startswith(DEVICE_PLUGIN_DIR)
-        for v in template.get("volumes") or ()
-        if isinstance(v, Mapping)
+        str(_map(_map(v).get("hostPath")).get("path") or "").startswith(DEVICE_PLUGIN_DIR)
+        for v in _list(template.get("volumes"))
     )
-    words = " ".join(
-        [name, *(str((c or {}).get("image") or "") for c in template.get("containers") or () if isinstance(c, Mapping))]
-    ).lower()
+    images = [str(_map(c).get("image") or "") for c in _list(template.get("containers"))]
+    words = " ".join([name, *images]).lower()
     gpu_plugin = kind == "DaemonSet" and mounts_plugins and any(w in words for w in ("nvidia", "hami", "gpu"))
-    match = ((spec.get("selector") or {}).get("matchLabels")) or {}
-    selector = {str(k): str(v) for k, v in match.items()} if isinstance(match, Mapping) else {}
+    match = _map(_map(spec.get("selector")).get("matchLabels"))
+    selector = {str(k): str(v) for k, v in match.items()}
     return Workload(kind, namespace, name, desired, ready, role, gpu_plugin, selector)
 
 
