@@ -32,6 +32,7 @@ from tenant_platform.reconcile import gpu
 from tenant_platform.reconcile.base import StepContext, StepResult
 from tenant_platform.testing import manifests
 from tenant_platform.testing.controlplane import ControlPlane
+from tenant_platform.testing.operator import OPERATOR_NAMESPACE, OPERATOR_SA, REPO, apply_file
 from tenant_platform.testing.wait import wait_for
 
 pytestmark = pytest.mark.cluster
@@ -82,10 +83,10 @@ class World:
         snap.replace_all(nodes, [])
         return snap
 
-    def run(self, platform: TenantPlatform) -> StepResult:
+    def run(self, platform: TenantPlatform, kube: Kube | None = None) -> StepResult:
         ctx = StepContext(
             platform=platform,
-            kube=self.kube,
+            kube=kube or self.kube,
             settings=Settings(),
             now=datetime.now(UTC),
             dry_run=False,
@@ -367,3 +368,35 @@ def test_unreachable_webhook_fails_gpu_ready_naming_it(world: tuple[World, list[
     after = wait_for(recovered, "the webhook configuration to be gone from the API server's cache", 30)
     assert after.status["gpu"]["health"]["webhook"]["outcome"] == "unmutated"
     assert "No webhook gave the dry-run GPU pod" in condition(after)[2]
+
+
+# -- as the operator's own identity ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def as_operator(crd: Kube, control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Kube:
+    """The operator's ServiceAccount under deploy/base/rbac.yaml (RBAC and the fences)."""
+    apply_file(crd, REPO / "deploy" / "base" / "namespace.yaml")
+    apply_file(crd, REPO / "deploy" / "base" / "rbac.yaml")
+    token, _ = crd.request_token(OPERATOR_NAMESPACE, OPERATOR_SA, expiration_seconds=3600)
+    path = control_plane.kubeconfig_for_token(token, tmp_path_factory.mktemp("op") / "kubeconfig")
+    return Kube.from_kubeconfig(str(path))
+
+
+def test_the_operator_identity_may_do_every_read_and_the_dry_run(
+    world: tuple[World, list[TenantPlatform]], as_operator: Kube
+) -> None:
+    """Under the shipped RBAC and writes-fence: RuntimeClasses, HAMi's Deployments, every DaemonSet
+    and the dry-run GPU pod in a platform namespace all succeed (no "Could not" note, the dry run
+    judged), and nothing is stored."""
+    w, platforms = world
+    u = w.prefix
+    tenant = w.namespace(f"{u}-tenant", labels={"tenancy.dev/tenant-platform": f"{u}-p"})
+    hami_ns = w.namespace(f"{u}-hami")
+    w.node("gpu", handlers=["nvidia"])
+    p = platform(f"{u}-p", tenant, platforms, hami={"configMapNamespace": hami_ns})
+    result = w.run(p, kube=as_operator)
+    health = result.status["gpu"]["health"]
+    assert not any(n.startswith("Could not") for n in health.get("notes", [])), health
+    assert health["webhook"]["outcome"] == "unmutated", health
+    assert w.kube.list("v1", "Pod", tenant) == []
