@@ -295,6 +295,17 @@ def test_status_gpu_is_exactly_what_the_cluster_holds(world: World) -> None:
     result = world.run(p)
     status = result.status["gpu"]
     unparseable = status["nodes"][4].get("unparseable", "")
+    no_hami = "(spec.gpu.hami.configMapNamespace)."
+    health_section = {
+        "detectedBy": {"capacity": 5, "label": 1, "register": 4},
+        # The tenant namespace does not exist here: no dry run is judged.
+        "webhook": {"namespace": f"{u}-p-ns", "outcome": "skipped", "detail": f"namespace {u}-p-ns does not exist yet"},
+        "notes": [
+            f"No HAMi scheduler Deployment found in namespace {u}-no-hami {no_hami}",
+            f"No HAMi device-plugin DaemonSet found in namespace {u}-no-hami {no_hami}",
+            f"The dry-run GPU pod in namespace {u}-p-ns was not judged by HAMi: namespace {u}-p-ns does not exist yet",
+        ],
+    }
     assert unparseable.startswith("invalid JSON")
 
     def empty(name: str, **extra: Any) -> dict[str, Any]:
@@ -327,6 +338,9 @@ def test_status_gpu_is_exactly_what_the_cluster_holds(world: World) -> None:
                 "unhealthyCards": 0,
                 "pods": 4,
                 "lock": {"held": False},
+                # a0: 75776 MiB and 10 % free; a1: 73920 MiB and 50 %: the largest of each.
+                "fit": {"largestFreeMemoryMiB": 75776, "largestFreeCoresPercent": 50, "freeCards": 0},
+                "detectedBy": ["capacity", "label", "register"],
             },
             {
                 "name": node_b,
@@ -340,6 +354,8 @@ def test_status_gpu_is_exactly_what_the_cluster_holds(world: World) -> None:
                 "unhealthyCards": 1,
                 "pods": 2,
                 "lock": {"held": False},
+                "fit": {"largestFreeMemoryMiB": 45044, "largestFreeCoresPercent": 75, "freeCards": 0},
+                "detectedBy": ["capacity", "register"],
             },
             {
                 "name": node_c,
@@ -353,9 +369,11 @@ def test_status_gpu_is_exactly_what_the_cluster_holds(world: World) -> None:
                 "unhealthyCards": 0,
                 "pods": 1,
                 "lock": {"held": False},
+                "fit": {"largestFreeMemoryMiB": 27768, "largestFreeCoresPercent": 100, "freeCards": 0},
+                "detectedBy": ["capacity", "register"],
             },
-            empty(node_d, registered=False),
-            empty(node_e, unparseable=unparseable),
+            empty(node_d, registered=False, detectedBy=["capacity"]),
+            empty(node_e, unparseable=unparseable, detectedBy=["capacity", "register"]),
         ],
         "total": {
             "nodes": 5,
@@ -365,6 +383,7 @@ def test_status_gpu_is_exactly_what_the_cluster_holds(world: World) -> None:
             "memoryMiB": {"total": 245748, "used": 23240, "free": 222508},
             "coresPercent": {"total": 400, "used": 165, "free": 235},
             "unhealthyCards": 1,
+            "fit": {"largestFreeMemoryMiB": 75776, "largestFreeCoresPercent": 100, "freeCards": 0},
         },
         "summary": "5 cards / 222508 MiB free",
         "labels": {"wanted": {"gpu": "on"}, "labelledNodes": 5},
@@ -376,6 +395,7 @@ def test_status_gpu_is_exactly_what_the_cluster_holds(world: World) -> None:
             "priority": "nvidia.com/priority",
             "source": "defaults",
         },
+        "health": health_section,
     }
     assert result.recorded["gpuNodes"] == [
         {"name": node_a, "model": A100, "cards": 2},

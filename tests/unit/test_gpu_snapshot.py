@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tenant_platform import handlers_gpu
-from tenant_platform.observe import cluster
+from tenant_platform.observe import cluster, objects
 
 REGISTER = '[{"id":"GPU-a","count":10,"devmem":1000,"devcore":100,"type":"T4","health":true}]'
 
@@ -99,35 +99,33 @@ def test_node_info_keeps_only_what_we_read() -> None:
     assert dict(info.label_managers) == {"alpha": frozenset({"gpu"})}
 
 
-@pytest.mark.parametrize(
-    ("body", "relevant"),
-    [
-        pytest.param({"metadata": {"name": "cpu"}, "status": {"capacity": {"cpu": "4"}}}, False, id="cpu node"),
-        pytest.param(
-            {"metadata": {"name": "n", "annotations": {"4pd.io/node-nvidia-register": "x"}}}, True, id="legacy"
-        ),
-        pytest.param({"metadata": {"name": "n", "labels": {"nvidia.com/gpu.present": "true"}}}, True, id="nfd"),
-        pytest.param({"metadata": {"name": "n"}, "status": {"capacity": {"x.com/fpga": "1"}}}, True, id="extended"),
-        pytest.param(
-            {
-                "metadata": {
-                    "name": "n",
-                    "managedFields": [
-                        {
-                            "manager": "tenant-platform-operator/alpha",
-                            "operation": "Apply",
-                            "fieldsV1": {"f:metadata": {"f:labels": {"f:gpu": {}}}},
-                        }
-                    ],
-                }
-            },
-            True,
-            id="carries our labels",
-        ),
-    ],
-)
-def test_node_relevance(body: dict[str, Any], relevant: bool) -> None:
-    assert (cluster.node_info(body) is not None) is relevant
+def test_every_node_is_kept_with_runtime_handlers_and_taints() -> None:
+    """A CPU-only node is kept too (a label selector may make it a GPU node), with bounded extras."""
+    body = {
+        "metadata": {"name": "cpu", "labels": {"pool": "a", "feature.node.kubernetes.io/cpu-x": "true"}},
+        "spec": {
+            "taints": [
+                {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"},
+                {"key": "soft", "effect": "PreferNoSchedule"},
+                {"key": "x" * 500, "effect": "NoExecute"},
+                *({"key": f"t{i}", "effect": "NoSchedule"} for i in range(50)),
+                "not a taint",
+            ]
+        },
+        "status": {
+            "capacity": {"cpu": "4"},
+            "runtimeHandlers": [{"name": "runc"}, {"name": "nvidia"}, {"name": "h" * 500}, {"nope": 1}, "odd"]
+            + [{"name": f"r{i}"} for i in range(50)],
+        },
+    }
+    info = cluster.node_info(body)
+    assert dict(info.labels) == {"pool": "a"}
+    assert info.runtime_handlers[0] == "nvidia"
+    assert len(info.runtime_handlers) == objects.MAX_RUNTIME_HANDLERS
+    assert all(len(h) <= 63 for h in info.runtime_handlers)
+    assert len(info.taints) == objects.MAX_TAINTS
+    assert all(effect in ("NoSchedule", "NoExecute") and len(key) <= 120 for key, _, effect in info.taints)
+    assert ("dedicated", "gpu", "NoSchedule") in info.taints
 
 
 def test_pod_info() -> None:
@@ -164,8 +162,9 @@ def test_changes_count_only_relevant_updates() -> None:
     relabelled["metadata"]["labels"]["gpu"] = "on"
     assert snap.ingest_node(relabelled)
     assert snap.changes == start + 1
-    assert not snap.ingest_node({"metadata": {"name": "cpu"}})
-    assert snap.changes == start + 1
+    assert snap.ingest_node({"metadata": {"name": "cpu"}})  # every node is kept
+    assert not snap.ingest_node({"metadata": {"name": "cpu", "resourceVersion": "2"}})
+    assert snap.changes == start + 2
 
 
 def test_pods_follow_their_node_and_leave_when_done() -> None:
@@ -204,9 +203,9 @@ def test_replace_all_marks_synced() -> None:
     snap.replace_all([node("gpu-1"), {"metadata": {"name": "cpu"}}], [pod("a"), pod("z", phase="Succeeded")])
     view = snap.view()
     assert view.synced
-    assert list(view.nodes) == ["gpu-1"]
+    assert sorted(view.nodes) == ["cpu", "gpu-1"]
     assert list(view.pods) == [("ml", "a")]
-    assert len(snap) == 2
+    assert len(snap) == 3
 
 
 def test_wait_for_change() -> None:

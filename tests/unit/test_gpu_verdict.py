@@ -6,6 +6,7 @@ and pods) and the spec, and also builds status.gpu and the recorded GPU facts.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ import pytest
 
 from tenant_platform.api import reasons
 from tenant_platform.api.models import TenantPlatform
-from tenant_platform.hami import capacity, verdict
+from tenant_platform.hami import capacity, health, verdict
 from tenant_platform.hami.capacity import CardState
 from tenant_platform.hami.labels import LabelOutcome
 from tenant_platform.hami.locks import NodeLock
@@ -190,6 +191,8 @@ class Node:
     capacity: Mapping[str, str] = field(default_factory=dict)
     allocatable: Mapping[str, str] = field(default_factory=dict)
     label_managers: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    runtime_handlers: tuple[str, ...] = ()
+    taints: tuple[tuple[str, str, str], ...] = ()
 
 
 def gpu_node(
@@ -225,7 +228,12 @@ def platform(**gpu: Any) -> TenantPlatform:
 
 
 def facts(
-    *nodes: Node, pods: tuple[Pod, ...] = (), synced: bool = True, stale_since: datetime | None = None
+    *nodes: Node,
+    pods: tuple[Pod, ...] = (),
+    synced: bool = True,
+    stale_since: datetime | None = None,
+    selectors: tuple[health.Selector, ...] = (),
+    hami: health.HealthFacts | None = None,
 ) -> GpuFacts:
     by_key = {(p.namespace, p.name): p for p in pods}
     return GpuFacts(
@@ -235,12 +243,33 @@ def facts(
         synced=synced,
         stale_since=stale_since,
         stale_why="watching pods failed: boom" if stale_since else "",
+        selectors=selectors,
+        health=hami or health.HealthFacts(),
     )
 
 
 OFF = {"nodeLabels": {"enabled": False}, "hami": {"enabled": False}}
 CPU_ONLY = Node("cpu", labels={"kubernetes.io/os": "linux"})
 CONFLICT = "Node lab: label gpu=off is held by TenantPlatform other; this platform wants gpu=on."
+HAMI_NS = "kube-system"
+SCHEDULER = health.Workload("Deployment", HAMI_NS, "hami-scheduler", 1, 1, "scheduler")
+PLUGIN = health.Workload("DaemonSet", HAMI_NS, "hami-device-plugin", 1, 1, "device-plugin", gpu_plugin=True)
+UNREACHABLE = (
+    'Internal error occurred: failed calling webhook "vgpu.hami.io": failed to call webhook: Post '
+    '"https://hami-scheduler.kube-system.svc:443/webhook?timeout=10s": no endpoints available for service '
+    '"hami-scheduler"'
+)
+
+
+def hami(**overrides: Any) -> dict[str, health.HealthFacts]:
+    """The ``hami`` fact of a row: HAMi's workloads read and ready, unless overridden."""
+    base: dict[str, Any] = {"namespace": HAMI_NS, "workloads": (SCHEDULER, PLUGIN), "read": True}
+    return {"hami": health.HealthFacts(**(base | overrides))}
+
+
+def tainted(*taints: tuple[str, str, str]) -> Node:
+    return dataclasses.replace(gpu_node(), taints=taints)
+
 
 # (name, nodes, spec tweaks, labelling outcome, expected status, reason, message fragment)
 EVALUATE_ROWS = [
@@ -341,6 +370,74 @@ EVALUATE_ROWS = [
         "1 GPU node(s)",
         {"stale_since": NOW - timedelta(seconds=30)},
     ),
+    (
+        "every GPU node tainted (a note, still True)",
+        (tainted(("dedicated", "ml", "NoSchedule")),),
+        {},
+        LabelOutcome(),
+        "True",
+        reasons.GPU.TAINTED,
+        "Taints on every GPU node: lab (dedicated=ml:NoSchedule); the platform's GPU pods need matching tolerations.",
+    ),
+    (
+        "the GPU resource's own NoSchedule taint is tolerated (ExtendedResourceToleration)",
+        (tainted(("nvidia.com/gpu", "", "NoSchedule")),),
+        {},
+        LabelOutcome(),
+        "True",
+        reasons.GPU.READY,
+        "1 GPU node(s), 1 labelled",
+    ),
+    (
+        "HAMi's webhook unreachable",
+        (gpu_node(),),
+        {},
+        LabelOutcome(),
+        "False",
+        reasons.GPU.WEBHOOK_UNREACHABLE,
+        'cannot call webhook "vgpu.hami.io" (service https://hami-scheduler.kube-system.svc:443)',
+        hami(webhook=health.probe_result("p-ns", pod=None, error=UNREACHABLE, status=500)),
+    ),
+    (
+        "HAMi's scheduler not ready",
+        (gpu_node(),),
+        {},
+        LabelOutcome(),
+        "False",
+        reasons.GPU.HAMI_SCHEDULER_NOT_READY,
+        "HAMi's scheduler is not ready: Deployment kube-system/hami-scheduler (0/1 ready).",
+        hami(workloads=(dataclasses.replace(SCHEDULER, ready=0), PLUGIN)),
+    ),
+    (
+        "HAMi's device plugin not ready",
+        (gpu_node(),),
+        {},
+        LabelOutcome(),
+        "False",
+        reasons.GPU.HAMI_DEVICE_PLUGIN_NOT_READY,
+        "HAMi's device plugin is not ready: DaemonSet kube-system/hami-device-plugin (1/3 ready).",
+        hami(workloads=(SCHEDULER, dataclasses.replace(PLUGIN, desired=3))),
+    ),
+    (
+        "two device plugins: NVIDIA's registered the resource last (one per card)",
+        (gpu_node(allocatable="1"),),
+        {},
+        LabelOutcome(),
+        "False",
+        reasons.GPU.DEVICE_PLUGIN_CONFLICT,
+        "lab (nvidia.com/gpu advertises 1 (one per card) where HAMi's device plugin advertises 10)",
+        hami(),
+    ),
+    (
+        "two device plugins: pods of two DaemonSets on the node",
+        (gpu_node(),),
+        {},
+        LabelOutcome(),
+        "False",
+        reasons.GPU.DEVICE_PLUGIN_CONFLICT,
+        "lab (device-plugin pods of gpu-operator/nvidia-device-plugin-daemonset and kube-system/hami-device-plugin)",
+        hami(plugin_nodes={"lab": ("gpu-operator/nvidia-device-plugin-daemonset", "kube-system/hami-device-plugin")}),
+    ),
 ]
 
 
@@ -371,10 +468,11 @@ def test_labels_only_status_and_recorded() -> None:
     decided = verdict.evaluate(platform(hami={"enabled": False}), facts(node), labels=LabelOutcome(), now=NOW)
     assert decided.verdict.sections == {
         "gpu": {
-            "nodes": [{"name": "lab", "labelled": True}],
+            "nodes": [{"name": "lab", "labelled": True, "detectedBy": ["capacity", "register"]}],
             "total": {"nodes": 1},
             "summary": "1 GPU nodes",
             "labels": {"wanted": {"gpu": "on"}, "labelledNodes": 1},
+            "health": {"detectedBy": {"capacity": 1, "register": 1}},
         }
     }
     assert decided.verdict.recorded == {"gpuNodes": [{"name": "lab", "model": "Tesla-T4", "cards": 2}]}
@@ -402,6 +500,8 @@ def test_hami_status_and_recorded() -> None:
         "memoryMiB": {"total": 24576, "used": 4096, "free": 20480},
         "coresPercent": {"total": 100, "used": 50, "free": 50},
     }
+    # One card, shared by one pod: 20480 MiB and 50 % free on it, no card completely free.
+    fit = {"largestFreeMemoryMiB": 20480, "largestFreeCoresPercent": 50, "freeCards": 0}
     assert decided.verdict.sections == {
         "gpu": {
             "nodes": [
@@ -415,12 +515,15 @@ def test_hami_status_and_recorded() -> None:
                     "unhealthyCards": 0,
                     "pods": 1,
                     "lock": {"held": False},
+                    "fit": fit,
+                    "detectedBy": ["capacity", "register"],
                 }
             ],
-            "total": {"nodes": 1, "cards": 1, "models": {"NVIDIA L4": 1}, **amounts, "unhealthyCards": 0},
+            "total": {"nodes": 1, "cards": 1, "models": {"NVIDIA L4": 1}, **amounts, "unhealthyCards": 0, "fit": fit},
             "summary": "1 cards / 20480 MiB free",
             "labels": {"wanted": {"gpu": "on"}, "labelledNodes": 1},
             "resourceNames": {**names, "source": "ConfigMap kube-system/hami-scheduler-device"},
+            "health": {"detectedBy": {"capacity": 1, "register": 1}},
         }
     }
     assert decided.verdict.recorded == {
@@ -489,4 +592,6 @@ def test_status_listing_keeps_problem_nodes_when_capped() -> None:
     )
     labelled = frozenset(n.name for n in nodes)
     assert [n.name for n in verdict.listed(nodes, labelled, 3)] == ["n0", "n4", "n5"]
-    assert verdict.listed(nodes, labelled, 10) == [n.to_status(labelled=True) for n in nodes]
+    assert [e.model_copy(update={"fit": None}) for e in verdict.listed(nodes, labelled, 10)] == [
+        n.to_status(labelled=True) for n in nodes
+    ]

@@ -241,6 +241,8 @@ class Node:
     capacity: dict[str, str] | None = None
     allocatable: dict[str, str] | None = None
     label_managers: dict[str, frozenset[str]] | None = None
+    runtime_handlers: tuple[str, ...] = ()
+    taints: tuple[tuple[str, str, str], ...] = ()
 
 
 def worst_node(i: int) -> Node:

@@ -266,9 +266,25 @@ class Hami(_Model):
     node_lock_timeout: str = Field("5m", pattern=DURATION, description="HAMi node-lock expiry.")
 
 
+class SelectorRequirement(_Model):
+    key: str = Field(max_length=317, description="Label key.")
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"] = Field(description="How the key is matched.")
+    values: list[str] = Field(default_factory=list, description="Values for In and NotIn.")
+
+
+class NodeSelector(_Model):
+    match_labels: dict[str, str] = Field(default_factory=dict, description="Labels a node must carry.")
+    match_expressions: list[SelectorRequirement] = Field(
+        default_factory=list, description="Label requirements a node must meet."
+    )
+
+
 class Gpu(_Model):
     node_labels: NodeLabels = Field(default_factory=NodeLabels, description="GPU node labels.")
     hami: Hami = Field(default_factory=Hami, description="HAMi capacity reporting.")
+    node_selector: NodeSelector | None = Field(
+        None, description="Nodes that are GPU nodes whatever they advertise (a label selector)."
+    )
 
 
 class TenantPlatformSpec(_Model):

@@ -206,6 +206,11 @@ class GPU(StrEnum):
     STALE_LOCK = "StaleNodeLock"
     SNAPSHOT_NOT_SYNCED = "SnapshotNotSynced"
     SNAPSHOT_STALE = "SnapshotStale"
+    TAINTED = "GPUNodesTainted"
+    DEVICE_PLUGIN_CONFLICT = "DevicePluginConflict"
+    HAMI_SCHEDULER_NOT_READY = "HAMiSchedulerNotReady"
+    HAMI_DEVICE_PLUGIN_NOT_READY = "HAMiDevicePluginNotReady"
+    WEBHOOK_UNREACHABLE = "WebhookUnreachable"
 
 
 Reason: TypeAlias = (

@@ -315,6 +315,25 @@ def quantity_int(value: Any) -> int:
     return int(text) if text.isdigit() else 0
 
 
+def advertised_by(
+    *,
+    labels: Mapping[str, str],
+    annotations: Mapping[str, str],
+    capacity: Mapping[str, Any],
+    count_resource: str = DEFAULT_NAMES.count,
+) -> list[str]:
+    """What the node itself advertises: ``capacity`` (of the count resource), ``label`` (NVIDIA
+    feature discovery), ``register`` (HAMi's register annotation)."""
+    found = []
+    if quantity_int(capacity.get(count_resource)) > 0:
+        found.append("capacity")
+    if any(labels.get(key, "").lower() == "true" for key in GPU_PRESENT_LABELS):
+        found.append("label")
+    if hami_annotation(annotations, REGISTER) is not None:
+        found.append("register")
+    return found
+
+
 def is_gpu_node(
     *,
     labels: Mapping[str, str],
@@ -323,8 +342,4 @@ def is_gpu_node(
     count_resource: str = DEFAULT_NAMES.count,
 ) -> bool:
     """GPU capacity, NVIDIA feature-discovery labels, or a HAMi register annotation."""
-    if quantity_int(capacity.get(count_resource)) > 0:
-        return True
-    if any(labels.get(key, "").lower() == "true" for key in GPU_PRESENT_LABELS):
-        return True
-    return hami_annotation(annotations, REGISTER) is not None
+    return bool(advertised_by(labels=labels, annotations=annotations, capacity=capacity, count_resource=count_resource))

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tenant_platform.api.status.gpu import GpuFit
 from tenant_platform.hami.capacity import CardState, NodeCapacity
 from tenant_platform.hami.names import DEFAULT_NAMES, ResourceNames
 
@@ -100,3 +101,27 @@ def node_fit(node: NodeCapacity, request: GpuRequest) -> Fit:
         else:
             reasons[state.card.id] = why
     return Fit(len(fitting) >= max(1, request.cards), tuple(fitting), reasons)
+
+
+# Any memory and any cores on one card (a free slot, cores not all taken), and a whole unused card.
+_ANY_SHARE = GpuRequest(mem_mib=0, cores=0)
+_WHOLE_CARD = GpuRequest(cores=100)
+
+
+def free_fit(node: NodeCapacity) -> GpuFit:
+    """The most free memory and cores on one card a request could use, and the fully free cards."""
+    usable = [s for s in node.cards if card_fit(s, _ANY_SHARE) is None]
+    return GpuFit(
+        largest_free_memory_mib=max((s.free_mem for s in usable), default=0),
+        largest_free_cores_percent=max((s.free_cores for s in usable), default=0),
+        free_cards=sum(1 for s in node.cards if card_fit(s, _WHOLE_CARD) is None),
+    )
+
+
+def total_fit(fits: list[GpuFit]) -> GpuFit:
+    """Over all nodes: the largest on any node, and the fully free cards summed."""
+    return GpuFit(
+        largest_free_memory_mib=max((f.largest_free_memory_mib for f in fits), default=0),
+        largest_free_cores_percent=max((f.largest_free_cores_percent for f in fits), default=0),
+        free_cards=sum(f.free_cards for f in fits),
+    )

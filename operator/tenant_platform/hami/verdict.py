@@ -25,34 +25,17 @@ ignored pods per node (hami/capacity.py), notes of at most 200 characters, at mo
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import cached_property
-from typing import Any, Final
+from typing import Any
 
 from tenant_platform.api import constants, reasons
 from tenant_platform.api.models import TenantPlatform, parse_duration
-from tenant_platform.api.status.gpu import (
-    GpuLabelsStatus,
-    GpuNodeRecord,
-    GpuNodeStatus,
-    GpuRecorded,
-    GpuStatus,
-    GpuTotal,
-    ResourceNamesSource,
-    ResourceNamesStatus,
-)
+from tenant_platform.hami import health
 from tenant_platform.hami.allocations import PodLike
-from tenant_platform.hami.capacity import (
-    NodeCapacity,
-    is_gpu_node,
-    node_capacity,
-    quantity_int,
-    summary_line,
-    total_status,
-)
+from tenant_platform.hami.capacity import NodeCapacity, node_capacity, quantity_int, summary_line, total_status
+from tenant_platform.hami.facts import GpuFacts
 from tenant_platform.hami.freshness import (
     STALE_AFTER,
     STALE_REQUEUE,
@@ -60,7 +43,18 @@ from tenant_platform.hami.freshness import (
     since_phrase,
     unsynced,
 )
-from tenant_platform.hami.labels import LabelOutcome, NodeLike, labelled_nodes, spec_labels
+from tenant_platform.hami.gpustatus import (
+    MAX_LISTED_NODES,
+    MAX_RECORDED_NODES,
+    NODES_BUDGET,
+    RECORDED_BUDGET,
+    NodeExtras,
+    is_problem,
+    listed,
+    recorded_facts,
+    status_section,
+)
+from tenant_platform.hami.labels import LabelOutcome, labelled_nodes, spec_labels
 from tenant_platform.hami.locks import PodLookup, lock_expires_in
 from tenant_platform.hami.names import (
     ANNOTATION_LOCK,
@@ -68,60 +62,27 @@ from tenant_platform.hami.names import (
     ANNOTATION_REGISTER,
     CORDON,
     DEFAULT_NAMES,
-    GFD_COUNT_LABEL,
-    GFD_PRODUCT_LABEL,
     LOCK,
     REGISTER,
-    ResourceNames,
-    hami_annotation,
 )
 from tenant_platform.status import conditions
 from tenant_platform.status.conditions import Condition
 from tenant_platform.status.verdict import Verdict
 
-# status.gpu.nodes lists at most this many nodes (problem nodes first); totals and metrics cover
-# all. Keeps the status object small on big clusters (a node entry is ~400 bytes).
-MAX_LISTED_NODES: Final = 500
-# ... and at most this many bytes of node entries (JSON), whatever the annotations hold.
-NODES_BUDGET: Final = 256 * 1024
-MAX_RECORDED_NODES: Final = 1000
-# ... and about this many bytes of them (the install-values ConfigMap carries them too).
-RECORDED_BUDGET: Final = 128 * 1024
-
-
-@dataclass(frozen=True)
-class GpuFacts:
-    """What the gpu step read: the snapshot's nodes and HAMi pods, and HAMi's resource names."""
-
-    nodes: Mapping[str, NodeLike]
-    pods_by_node: Mapping[str, Sequence[PodLike]]
-    pod: PodLookup
-    """Finds a snapshot pod by namespace and name (a node lock's owner)."""
-    synced: bool = True
-    """The snapshot had a complete listing of nodes and pods."""
-    stale_since: datetime | None = None
-    """When the snapshot stopped being current (no listing yet, a relist, a failing watch)."""
-    stale_why: str = ""
-    names: ResourceNames = DEFAULT_NAMES
-    names_source: str = "defaults"
-
-    @cached_property
-    def gpu_nodes(self) -> list[str]:
-        """GPU capacity, NVIDIA feature-discovery labels, or a HAMi register annotation."""
-        return sorted(
-            node.name
-            for node in self.nodes.values()
-            if is_gpu_node(
-                labels=node.labels,
-                annotations=node.annotations,
-                capacity=node.capacity,
-                count_resource=self.names.count,
-            )
-        )
-
-    def annotation(self, node: str, suffix: str) -> str | None:
-        found = hami_annotation(self.nodes[node].annotations, suffix)
-        return found[1] if found else None
+__all__ = [
+    "MAX_LISTED_NODES",
+    "MAX_RECORDED_NODES",
+    "NODES_BUDGET",
+    "RECORDED_BUDGET",
+    "Findings",
+    "GpuFacts",
+    "GpuVerdict",
+    "evaluate",
+    "gpu_condition",
+    "is_problem",
+    "listed",
+    "wanted_labels",
+]
 
 
 @dataclass(frozen=True)
@@ -187,6 +148,7 @@ def evaluate(platform: TenantPlatform, facts: GpuFacts, *, labels: LabelOutcome,
                 )
             )
             allocatable[name] = quantity_int(facts.nodes[name].allocatable.get(facts.names.count))
+    extras, health_problems, notes, all_tainted, health_section = _health(facts, capacities, enabled=spec.hami.enabled)
     condition = gpu_condition(
         Findings(
             labels_enabled=spec.node_labels.enabled,
@@ -198,9 +160,14 @@ def evaluate(platform: TenantPlatform, facts: GpuFacts, *, labels: LabelOutcome,
             labelled=labelled,
             allocatable=allocatable,
             count_resource=facts.names.count,
+            health_problems=health_problems,
+            notes=notes,
+            all_tainted=all_tainted,
         )
     )
-    status = status_section(platform, facts, capacities=capacities, labelled=labelled, wanted=wanted)
+    status = status_section(
+        platform, facts, capacities=capacities, labelled=labelled, wanted=wanted, extras=extras, health=health_section
+    )
     recorded = recorded_facts(facts, capacities=capacities, names=facts.names if spec.hami.enabled else None)
     requeues = [
         expiry + 1.0
@@ -238,107 +205,39 @@ def evaluate(platform: TenantPlatform, facts: GpuFacts, *, labels: LabelOutcome,
     return GpuVerdict(verdict, tuple(capacities))
 
 
-# -- status.gpu and recorded ---------------------------------------------------------------------
-
-
-def is_problem(node: NodeCapacity, *, labelled: bool) -> bool:
-    """Listed first when status.gpu.nodes is capped."""
-    return bool(
-        node.unparseable is not None
-        or node.unhealthy
-        or (node.lock is not None and node.lock.stale)
-        or (labelled and not node.registered)
-    )
-
-
-def listed(
-    capacities: Sequence[NodeCapacity], labelled: frozenset[str], limit: int, budget: int = NODES_BUDGET
-) -> list[GpuNodeStatus]:
-    """At most ``limit`` node entries and ``budget`` bytes of them, problem nodes first, in name order."""
-    ranked = sorted(capacities, key=lambda c: (not is_problem(c, labelled=c.name in labelled), c.name))
-    chosen: list[GpuNodeStatus] = []
-    used = 0
-    for capacity in ranked[:limit]:
-        entry = capacity.to_status(labelled=capacity.name in labelled)
-        used += len(json.dumps(entry.dump(), separators=(",", ":")))
-        if used > budget:
-            break
-        chosen.append(entry)
-    return sorted(chosen, key=lambda e: e.name)
-
-
-def _resource_names(names: ResourceNames) -> ResourceNamesStatus:
-    return ResourceNamesStatus(
-        count=names.count,
-        memory=names.memory,
-        memory_percentage=names.memory_percentage,
-        cores=names.cores,
-        priority=names.priority,
-    )
-
-
-def status_section(
-    platform: TenantPlatform,
-    facts: GpuFacts,
-    *,
-    capacities: Sequence[NodeCapacity],
-    labelled: frozenset[str],
-    wanted: Mapping[str, str],
-) -> GpuStatus:
-    """``status.gpu``: per node (capped), totals, the printer-column summary, labels, names."""
-    spec = platform.spec.gpu
-    if not spec.node_labels.enabled and not spec.hami.enabled:
-        return GpuStatus(summary="disabled")
+def _health(
+    facts: GpuFacts, capacities: Sequence[NodeCapacity], *, enabled: bool
+) -> tuple[dict[str, NodeExtras], list[health.Problem], list[str], bool, Any]:
+    """Per node extras, health problems, notes, whether every GPU node is tainted, status.gpu.health."""
     gpu_nodes = facts.gpu_nodes
-    names: ResourceNamesSource | None = None
-    if spec.hami.enabled:
-        count = len(capacities)
-        entries = listed(capacities, labelled, MAX_LISTED_NODES)
-        ignored = sum(c.ignored_count for c in capacities)
-        total = total_status(capacities)
-        summary = summary_line(total)
-        names = ResourceNamesSource(**_resource_names(facts.names).model_dump(), source=facts.names_source)
-    else:
-        count = len(gpu_nodes)
-        entries = [GpuNodeStatus(name=n, labelled=n in labelled) for n in gpu_nodes[:MAX_LISTED_NODES]]
-        ignored = 0
-        total = GpuTotal(nodes=len(gpu_nodes))
-        summary = f"{len(gpu_nodes)} GPU nodes"
-    return GpuStatus(
-        nodes=entries,
-        total=total,
-        summary=summary,
-        labels=GpuLabelsStatus(wanted=dict(sorted(wanted.items())), labelled_nodes=len(labelled)),
-        nodes_omitted=count - len(entries) if count > len(entries) else None,
-        resource_names=names,
-        ignored_pods=ignored or None,
+    count = facts.names.count
+    tainted = {n: found for n in gpu_nodes if (found := health.blocking_taints(facts.nodes[n].taints, count))}
+    split: dict[str, str] = {}
+    for capacity in capacities:
+        why = health.split_count_conflict(
+            [s.card for s in capacity.cards], quantity_int(facts.nodes[capacity.name].capacity.get(count))
+        )
+        if why is not None:
+            split[capacity.name] = f"{count} {why}"
+    conflicting = health.conflicts(facts.health, split, gpu_nodes) if enabled else {}
+    problems = health.problems(facts.health, conflicting, gpu_nodes=len(gpu_nodes)) if enabled else []
+    notes = health.notes(facts.health, tainted=tainted, gpu_nodes=len(gpu_nodes), hami_enabled=enabled)
+    extras = {
+        n: NodeExtras(
+            detected_by=facts.detections[n],
+            taints=tuple(health.taint_phrase(t) for t in health.chosen_taints(facts.nodes[n].taints)),
+            device_plugin_conflict=conflicting.get(n),
+        )
+        for n in gpu_nodes
+    }
+    section = health.health_status(
+        facts.health,
+        detected={s: sum(1 for d in facts.detections.values() if s in d) for s in health.SOURCES},
+        conflicting=conflicting,
+        tainted=len(tainted),
+        notes=notes,
     )
-
-
-def recorded_facts(facts: GpuFacts, *, capacities: Sequence[NodeCapacity], names: ResourceNames | None) -> GpuRecorded:
-    """Per GPU node (at most MAX_RECORDED_NODES, RECORDED_BUDGET bytes) its main model and cards; HAMi's names."""
-    by_name = {c.name: c for c in capacities}
-    records = []
-    used = 0
-    for name in facts.gpu_nodes[:MAX_RECORDED_NODES]:
-        capacity = by_name.get(name)
-        if capacity is not None and capacity.cards:
-            record = GpuNodeRecord(name=name, model=capacity.main_model, cards=len(capacity.cards))
-        else:
-            labels = facts.nodes[name].labels
-            record = GpuNodeRecord(
-                name=name,
-                model=labels.get(GFD_PRODUCT_LABEL, ""),
-                cards=quantity_int(labels.get(GFD_COUNT_LABEL)),
-            )
-        used += len(record.name) + len(record.model) + 40
-        if used > RECORDED_BUDGET:
-            break
-        records.append(record)
-    return GpuRecorded(
-        gpu_nodes=records,
-        gpu_resource_names=_resource_names(names) if names is not None else None,
-    )
+    return extras, problems, notes, bool(gpu_nodes) and len(tainted) == len(gpu_nodes), section
 
 
 # -- GPUReady -------------------------------------------------------------------------------------
@@ -360,6 +259,12 @@ class Findings:
     allocatable: Mapping[str, int] = field(default_factory=dict)
     """Node -> allocatable count of ``count_resource``."""
     count_resource: str = DEFAULT_NAMES.count
+    health_problems: Sequence[health.Problem] = ()
+    """Webhook, HAMi workloads, device-plugin conflicts (hami/health.py ``problems``)."""
+    notes: Sequence[str] = ()
+    """Sentences that do not fail GPUReady (hami/health.py ``notes``)."""
+    all_tainted: bool = False
+    """Every GPU node carries a NoSchedule/NoExecute taint a GPU pod is not given a toleration for."""
 
 
 def _names(items: Sequence[str], limit: int = 5) -> str:
@@ -369,8 +274,10 @@ def _names(items: Sequence[str], limit: int = 5) -> str:
 
 def gpu_condition(findings: Findings) -> Condition:
     """GPUReady from the findings. Every problem is named in the message; the reason is the
-    most urgent one (conflict, pending labels, unparseable, no devices, no allocatable GPUs,
-    unhealthy cards, stale lock)."""
+    most urgent one (conflict, pending labels, unreachable webhook, HAMi's scheduler or device
+    plugin not ready, two device plugins, unparseable, no devices, no allocatable GPUs, unhealthy
+    cards, stale lock). Notes (taints, HAMi workloads not found, ...) follow, at most three.
+    No problem: ``GPUNodesReady``, ``GPUNodesTainted`` (every GPU node tainted) or ``NoGPUNodes``."""
     type_ = constants.GPU_READY
     if not findings.labels_enabled and not findings.hami_enabled:
         return conditions.true(
@@ -392,25 +299,28 @@ def gpu_condition(findings: Findings) -> Condition:
         problems.append(
             (reasons.GPU.LABELS_PENDING, f"Would change GPU node labels: {_names(findings.pending, 10)} (dry run).")
         )
+    problems.extend(findings.health_problems)
     if findings.hami_enabled:
         problems.extend(_hami_problems(findings))
+    notes = "".join(" " + n for n in findings.notes[:3])
     if problems:
         message = " ".join(message for _, message in problems)
-        return conditions.false(type_, problems[0][0], message + _ignored_sentence(findings.nodes))
+        return conditions.false(type_, problems[0][0], message + _ignored_sentence(findings.nodes) + notes)
     if findings.gpu_nodes == 0:
         return conditions.true(
             type_,
             reasons.GPU.NO_GPU_NODES,
-            "No GPU nodes found (no nvidia.com/gpu capacity, NVIDIA feature-discovery label or HAMi "
-            "register annotation); GPUs are optional.",
+            "No GPU nodes found (no nvidia.com/gpu capacity, NVIDIA feature-discovery label, HAMi "
+            "register annotation, NVIDIA runtime handler, NVIDIA RuntimeClass or spec.gpu.nodeSelector match); "
+            "GPUs are optional." + notes,
         )
     message = f"{findings.gpu_nodes} GPU node(s)"
     if findings.labels_enabled:
         message += f", {len(findings.labelled)} labelled"
     if findings.hami_enabled:
         message += f"; HAMi reports {summary_line(total_status(findings.nodes))}"
-    message += "." + _ignored_sentence(findings.nodes)
-    return conditions.true(type_, reasons.GPU.READY, message)
+    message += "." + _ignored_sentence(findings.nodes) + notes
+    return conditions.true(type_, reasons.GPU.TAINTED if findings.all_tainted else reasons.GPU.READY, message)
 
 
 def _ignored_sentence(nodes: Sequence[NodeCapacity]) -> str:

@@ -1,4 +1,4 @@
-"""An in-memory, thread-safe snapshot of GPU-relevant Nodes and HAMi pods, and its watches.
+"""An in-memory, thread-safe snapshot of Nodes (GPU-relevant fields) and HAMi pods, and its watches.
 
 The operator keeps it current with two ``Reflector`` threads (list, then watch, per kind;
 started by handlers_gpu.py); ``check``, tests and benchmarks fill one with ``load_from_api``.
@@ -6,11 +6,11 @@ Steps take an immutable ``view()``.
 
 Only what the GPU step needs is kept, never whole bodies (HAMi's annotation and label names
 come from hami/names.py):
-- Nodes that may be GPU nodes (any extended resource in capacity, a GPU-present label, a HAMi
-  annotation) or that carry labels one of our per-platform field managers owns (so they can be
-  released when the node stops qualifying). Per node: uid, labels (minus the voluminous NFD/GFD
-  families, of which the few we read are kept), HAMi annotations, extended resources, and which
-  label keys each ``tenant-platform-operator/<platform>`` field manager owns (from managedFields).
+- Every Node (a label selector in a platform's spec or on an ``nvidia`` RuntimeClass may make
+  any node a GPU node), but only: uid, labels (minus the voluminous NFD/GFD families, of which
+  the few we read are kept), HAMi annotations, extended resources, runtime handler names,
+  NoSchedule/NoExecute taints (bounded: observe/objects.py), and which label keys each
+  ``tenant-platform-operator/<platform>`` field manager owns (from managedFields).
 - Pods with ``hami.io/vgpu-node`` (or ``4pd.io/``) that are not Succeeded or Failed: where
   HAMi placed them, what they hold, bind phase, container counts and init exit codes.
 

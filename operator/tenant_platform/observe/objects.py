@@ -2,7 +2,9 @@
 
 Only what the GPU step needs, never whole bodies; every HAMi annotation value kept is bounded
 (hami/bounds.py: a longer one becomes a short marker the parsers reject), and a pod "placed" on
-a node name no Node can have is not kept.
+a node name no Node can have is not kept. Every Node is kept (a label selector in the spec or
+on an ``nvidia`` RuntimeClass may make any node a GPU node), with at most MAX_RUNTIME_HANDLERS
+runtime handler names and MAX_TAINTS NoSchedule/NoExecute taints, each shortened.
 """
 
 from __future__ import annotations
@@ -19,6 +21,11 @@ from tenant_platform.hami import bounds, names
 LABEL_MANAGER_PREFIX: Final = constants.FIELD_MANAGER + "/"
 # The longest Node name the API server accepts (a DNS subdomain).
 MAX_NODE_NAME: Final = 253
+# Runtime handlers (status.runtimeHandlers) and taints kept per node, each name at most 63/120 chars.
+MAX_RUNTIME_HANDLERS: Final = 16
+MAX_TAINTS: Final = 8
+# Taint effects that keep pods away (PreferNoSchedule only prefers).
+BLOCKING_EFFECTS: Final = frozenset({"NoSchedule", "NoExecute"})
 
 
 def label_manager(platform: str) -> str:
@@ -38,6 +45,10 @@ class NodeInfo:
     allocatable: Mapping[str, str]
     label_managers: Mapping[str, frozenset[str]]
     """Platform name -> label keys its field manager owns on this node."""
+    runtime_handlers: tuple[str, ...] = ()
+    """Names in status.runtimeHandlers (at most MAX_RUNTIME_HANDLERS)."""
+    taints: tuple[tuple[str, str, str], ...] = ()
+    """(key, value, effect) of NoSchedule/NoExecute taints (at most MAX_TAINTS)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,8 +86,28 @@ def _extended(resources: Mapping[str, Any] | None) -> dict[str, str]:
     return {key: str(value) for key, value in sorted((resources or {}).items()) if "/" in key}
 
 
-def node_info(body: Mapping[str, Any]) -> NodeInfo | None:
-    """What we keep of a Node body, or None when it is not GPU-relevant at all."""
+def _runtime_handlers(status: Mapping[str, Any]) -> tuple[str, ...]:
+    found = []
+    for entry in status.get("runtimeHandlers") or ():
+        name = entry.get("name") if isinstance(entry, Mapping) else None
+        if isinstance(name, str) and name:
+            found.append(bounds.shorten(name, 63))
+    # NVIDIA's handlers first, so a node with many handlers still shows them.
+    return tuple(sorted(set(found), key=lambda n: (not n.startswith("nvidia"), n))[:MAX_RUNTIME_HANDLERS])
+
+
+def _taints(spec: Mapping[str, Any]) -> tuple[tuple[str, str, str], ...]:
+    found = []
+    for taint in spec.get("taints") or ():
+        if not isinstance(taint, Mapping) or taint.get("effect") not in BLOCKING_EFFECTS:
+            continue
+        key = bounds.shorten(str(taint.get("key") or ""), 120)
+        found.append((key, bounds.shorten(str(taint.get("value") or ""), 63), str(taint["effect"])))
+    return tuple(sorted(set(found))[:MAX_TAINTS])
+
+
+def node_info(body: Mapping[str, Any]) -> NodeInfo:
+    """What we keep of a Node body (every node: a label selector may make any node a GPU node)."""
     meta = body.get("metadata") or {}
     status = body.get("status") or {}
     raw_labels = meta.get("labels") or {}
@@ -84,9 +115,6 @@ def node_info(body: Mapping[str, Any]) -> NodeInfo | None:
     capacity = _extended(status.get("capacity"))
     managers = _label_managers(meta.get("managedFields") or ())
     annotations = {k: bounds.bounded(str(v)) for k, v in sorted(raw_annotations.items()) if k in names.NODE_ANNOTATIONS}
-    present = any(str(raw_labels.get(key, "")).lower() == "true" for key in names.GPU_PRESENT_LABELS)
-    if not (capacity or annotations or present or managers):
-        return None
     labels = {
         k: str(v)
         for k, v in sorted(raw_labels.items())
@@ -100,6 +128,8 @@ def node_info(body: Mapping[str, Any]) -> NodeInfo | None:
         capacity=MappingProxyType(capacity),
         allocatable=MappingProxyType(_extended(status.get("allocatable"))),
         label_managers=MappingProxyType(managers),
+        runtime_handlers=_runtime_handlers(status),
+        taints=_taints(body.get("spec") or {}),
     )
 
 

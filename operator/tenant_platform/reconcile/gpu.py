@@ -11,10 +11,12 @@ without one (``check``, a bare ``reconcile.run``) the step loads it once from th
 
 Node labels
     A node is a GPU node when it advertises the HAMi count resource (``nvidia.com/gpu`` unless
-    HAMi's ConfigMap renames it), carries an NVIDIA feature-discovery label, or a HAMi register
-    annotation. Each platform applies ``spec.gpu.nodeLabels.labels`` to those nodes with
-    server-side apply under its OWN field manager, ``tenant-platform-operator/<platform>``, whose
-    intent is a minimal Node: ``{apiVersion, kind, metadata: {name, labels}}``. So:
+    HAMi's ConfigMap renames it), carries an NVIDIA feature-discovery label or a HAMi register
+    annotation, lists an NVIDIA runtime handler, or is selected by an NVIDIA RuntimeClass's
+    nodeSelector or ``spec.gpu.nodeSelector`` (hami/facts.py, hami/health.py). Each platform
+    applies ``spec.gpu.nodeLabels.labels`` to those nodes with server-side apply under its OWN
+    field manager, ``tenant-platform-operator/<platform>``, whose intent is a minimal Node:
+    ``{apiVersion, kind, metadata: {name, labels}}``. So:
     - SSA records exactly which label keys each platform owns, on the node itself
       (managedFields). That is the bookkeeping: it survives a lost status, a restored backup and
       a re-created TenantPlatform, and cannot drift from what the API server enforces.
@@ -31,6 +33,10 @@ Node labels
     - No-op resyncs write nothing: a node whose owned keys and live values already match is
       skipped.
 
+Health (reads: reconcile/gpu_health.py; judged by hami/health.py): taints on GPU nodes, two
+device plugins on a node, HAMi's scheduler and device plugin readiness, and a dry-run GPU pod in
+the tenant namespace (HAMi's mutating webhook reachable).
+
 Capacity (hami/capacity.py does the arithmetic): per GPU node cards, models, slots, memory,
 cores, unhealthy cards and the node lock; totals; a printer-column summary; recorded gpuNodes;
 per-node and per-model gauges. Resource names come from HAMi's ``hami-scheduler-device``
@@ -39,13 +45,15 @@ ConfigMap in ``spec.gpu.hami.configMapNamespace`` when it exists.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any, Final
 
 from tenant_platform import metrics
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
-from tenant_platform.hami import capacity, config, names
+from tenant_platform.hami import capacity, config, health, names
+from tenant_platform.hami.health import HealthFacts
 from tenant_platform.hami.labels import plan_labels
 from tenant_platform.hami.names import ResourceNames
 from tenant_platform.hami.verdict import GpuFacts, GpuVerdict, evaluate, wanted_labels
@@ -54,6 +62,7 @@ from tenant_platform.kube.client import Kube, Obj
 from tenant_platform.observe import cluster
 from tenant_platform.observe.cluster import ClusterSnapshot, ClusterView
 from tenant_platform.reconcile.base import CleanupResult, StepContext, StepResult, api_error_condition
+from tenant_platform.reconcile.gpu_health import read_health, read_selectors
 from tenant_platform.reconcile.gpu_labels import LabelWrites, apply_labels, apply_node_labels, label_manager, node_gone
 
 COMPONENT: Final = "gpu"
@@ -103,14 +112,17 @@ def read_resource_names(kube: Kube, namespace: str) -> tuple[ResourceNames, str]
 
 
 def gather(ctx: StepContext) -> GpuFacts:
-    """The snapshot's nodes and HAMi pods, and HAMi's resource names (reads only)."""
-    hami = ctx.platform.spec.gpu.hami
+    """The snapshot's nodes and HAMi pods, HAMi's resource names, the selectors that mark GPU
+    nodes and HAMi's health (reads only: reconcile/gpu_health.py)."""
+    spec = ctx.platform.spec
+    hami = spec.gpu.hami
     view = snapshot_view(ctx)
     if hami.enabled:
         resource_names, source = read_resource_names(ctx.kube, hami.config_map_namespace)
     else:
         resource_names, source = names.DEFAULT_NAMES, "defaults"
-    return GpuFacts(
+    selectors, classes, failed = read_selectors(ctx.kube, health.spec_selector(spec.gpu.node_selector))
+    facts = GpuFacts(
         nodes=view.nodes,
         pods_by_node=view.pods_by_node,
         pod=view.pod,
@@ -119,7 +131,21 @@ def gather(ctx: StepContext) -> GpuFacts:
         stale_why=view.stale_why,
         names=resource_names,
         names_source=source,
+        selectors=selectors,
+        health=HealthFacts(runtime_classes=classes, read_errors=(failed,) if failed else ()),
     )
+    if not hami.enabled:
+        return facts
+    found = read_health(
+        ctx.kube,
+        hami_namespace=hami.config_map_namespace,
+        tenant_namespace=spec.namespace,
+        count_resource=resource_names.count,
+        runtime_classes=classes,
+        gpu_nodes=facts.gpu_nodes,
+        problems=[failed] if failed else [],
+    )
+    return dataclasses.replace(facts, health=found)
 
 
 # -- report ---------------------------------------------------------------------------------------

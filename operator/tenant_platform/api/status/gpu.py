@@ -38,6 +38,19 @@ class NodeLockStatus(StatusModel):
     reason: str | None = None
 
 
+class GpuFit(StatusModel):
+    """What the largest request could get: on one node (``nodes[].fit``) or any node (``total.fit``).
+
+    Over schedulable cards with a free sharing slot: the most free memory (MiB) and the most free
+    cores (percent) on any one card (not necessarily the same card), and how many cards are
+    completely unused (an exclusive, whole-card request fits them).
+    """
+
+    largest_free_memory_mib: int = Field(alias="largestFreeMemoryMiB")
+    largest_free_cores_percent: int
+    free_cards: int
+
+
 class GpuNodeStatus(StatusModel):
     """One GPU node in ``status.gpu.nodes`` (name and labelled only without HAMi reporting)."""
 
@@ -59,6 +72,13 @@ class GpuNodeStatus(StatusModel):
     """At most 5 pods placed here whose allocation annotation cannot be parsed, with why."""
     ignored_pod_count: int | None = None
     """How many pods placed here were ignored for a malformed allocation annotation."""
+    fit: GpuFit | None = None
+    detected_by: list[str] | None = None
+    """What made it a GPU node: capacity, label, register, runtimeHandler, runtimeClass, nodeSelector."""
+    taints: list[str] | None = None
+    """NoSchedule/NoExecute taints (``key=value:Effect``, at most 8)."""
+    device_plugin_conflict: str | None = None
+    """Why two device plugins seem to run here."""
 
 
 class GpuTotal(StatusModel):
@@ -71,6 +91,7 @@ class GpuTotal(StatusModel):
     memory_mib: Amount | None = Field(default=None, alias="memoryMiB")
     cores_percent: Amount | None = None
     unhealthy_cards: int | None = None
+    fit: GpuFit | None = None
 
 
 class GpuLabelsStatus(StatusModel):
@@ -94,6 +115,41 @@ class ResourceNamesSource(ResourceNamesStatus):
     source: str
 
 
+class WorkloadStatus(StatusModel):
+    """A HAMi Deployment or DaemonSet: ``<namespace>/<name>``, desired and ready pods."""
+
+    name: str
+    kind: str
+    desired: int
+    ready: int
+
+
+class WebhookProbeStatus(StatusModel):
+    """The dry-run create of a GPU pod in the tenant namespace (HAMi's mutating webhook)."""
+
+    namespace: str
+    outcome: str
+    """mutated, unmutated, unreachable (a webhook call failed), denied, failed or skipped."""
+    scheduler_name: str | None = None
+    webhook: str | None = None
+    service: str | None = None
+    detail: str | None = None
+
+
+class GpuHealthStatus(StatusModel):
+    """``status.gpu.health``: how GPU nodes were found and HAMi's health (every list bounded)."""
+
+    detected_by: dict[str, int] | None = None
+    """Detection source -> GPU nodes it found (a node may count under several)."""
+    runtime_classes: list[str] | None = None
+    scheduler: WorkloadStatus | None = None
+    device_plugin: WorkloadStatus | None = None
+    webhook: WebhookProbeStatus | None = None
+    device_plugin_conflicts: list[str] | None = None
+    tainted_nodes: int | None = None
+    notes: list[str] | None = None
+
+
 class GpuStatus(StatusModel):
     """``status.gpu``."""
 
@@ -105,6 +161,7 @@ class GpuStatus(StatusModel):
     resource_names: ResourceNamesSource | None = None
     ignored_pods: int | None = None
     """HAMi pods ignored for a malformed allocation annotation, on all nodes."""
+    health: GpuHealthStatus | None = None
 
 
 class GpuNodeRecord(StatusModel):

@@ -1,0 +1,105 @@
+"""The gpu step's per-pass reads for GPU discovery and HAMi's health (hami/health.py judges them).
+
+- NVIDIA RuntimeClasses (one LIST of ``node.k8s.io/v1`` RuntimeClasses): their nodeSelectors
+  mark GPU nodes, with ``spec.gpu.nodeSelector``.
+- With ``spec.gpu.hami.enabled``: the Deployments in HAMi's namespace (its scheduler) and the
+  DaemonSets of the whole cluster (HAMi's device plugin, and every GPU device plugin: NVIDIA's
+  runs in the GPU operator's namespace). Only when two or more GPU device-plugin DaemonSets exist
+  are their pods listed (by each DaemonSet's selector) to find nodes running both.
+- With GPU nodes: a server-side dry-run create of a GPU pod in the tenant namespace (HAMi's
+  mutating webhook; nothing is stored).
+
+A read that fails is a note in status (``read_errors``), never a failed step: GPUReady still
+reports what the snapshot shows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from tenant_platform.hami import health
+from tenant_platform.hami.bounds import shorten
+from tenant_platform.hami.health import HealthFacts, Selector, Workload
+from tenant_platform.kube import errors
+from tenant_platform.kube.client import Kube
+
+
+def _failed(what: str, exc: errors.KubeError) -> str:
+    return shorten(f"Could not {what}: {exc.status} {exc.reason or ''} {exc.message or ''}".strip(), 200)
+
+
+def read_selectors(kube: Kube, spec_selector: Selector | None) -> tuple[tuple[Selector, ...], tuple[str, ...], str]:
+    """(selectors, NVIDIA RuntimeClass names, read error or "")."""
+    selectors = [spec_selector] if spec_selector is not None else []
+    try:
+        classes = kube.list("node.k8s.io/v1", "RuntimeClass")
+    except errors.KubeError as exc:
+        return tuple(selectors), (), _failed("list RuntimeClasses", exc)
+    found, names = health.runtime_class_selectors(classes)
+    return tuple(selectors + found), tuple(names), ""
+
+
+def _plugin_nodes(kube: Kube, plugins: list[Workload], problems: list[str]) -> dict[str, tuple[str, ...]]:
+    """Node -> GPU device-plugin DaemonSets with a pod there (only asked with two or more)."""
+    if len(plugins) < 2:
+        return {}
+    out: dict[str, set[str]] = {}
+    for plugin in plugins[: health.MAX_PLUGIN_DAEMONSETS]:
+        if not plugin.selector:
+            continue
+        selector = ",".join(f"{k}={v}" for k, v in sorted(plugin.selector.items()))
+        try:
+            pods = kube.list("v1", "Pod", plugin.namespace, label_selector=selector)
+        except errors.KubeError as exc:
+            problems.append(_failed(f"list the pods of DaemonSet {plugin.ref}", exc))
+            continue
+        for pod in pods:
+            node = str((pod.get("spec") or {}).get("nodeName") or "")
+            if node:
+                out.setdefault(node, set()).add(plugin.ref)
+    return {node: tuple(sorted(refs)) for node, refs in out.items()}
+
+
+def read_health(
+    kube: Kube,
+    *,
+    hami_namespace: str,
+    tenant_namespace: str,
+    count_resource: str,
+    runtime_classes: tuple[str, ...],
+    gpu_nodes: Collection[str],
+    problems: list[str],
+) -> HealthFacts:
+    """HAMi's workloads, GPU device plugins per node, and the webhook dry run (reads only)."""
+    workloads: list[Workload] = []
+    read = True
+    try:
+        workloads += [health.workload(d) for d in kube.list("apps/v1", "Deployment", hami_namespace)]
+        daemonsets = [health.workload(d) for d in kube.list("apps/v1", "DaemonSet")]
+    except errors.KubeError as exc:
+        problems.append(_failed("list HAMi's Deployments and the cluster's DaemonSets", exc))
+        daemonsets, read = [], False
+    workloads = [w for w in workloads if w.role]
+    workloads += [d for d in daemonsets if (d.role and d.namespace == hami_namespace) or d.gpu_plugin]
+    plugins = sorted((d for d in daemonsets if d.gpu_plugin), key=lambda d: d.ref)
+    plugin_nodes = _plugin_nodes(kube, plugins, problems)
+    probe = None
+    if gpu_nodes:
+        probe = _dry_run(kube, tenant_namespace, count_resource)
+    return HealthFacts(
+        namespace=hami_namespace,
+        workloads=tuple(workloads[:32]),
+        plugin_nodes=plugin_nodes,
+        webhook=probe,
+        runtime_classes=runtime_classes,
+        read_errors=tuple(problems[:4]),
+        read=read,
+    )
+
+
+def _dry_run(kube: Kube, namespace: str, count_resource: str) -> health.WebhookProbe:
+    try:
+        returned = kube.create(health.probe_pod(namespace, count_resource), dry_run=True)
+    except errors.KubeError as exc:
+        return health.probe_result(namespace, pod=None, error=exc.message or str(exc), status=exc.status)
+    return health.probe_result(namespace, pod=returned)

@@ -1,0 +1,402 @@
+"""GPU discovery and HAMi health against the real API server (hami/health.py, reconcile/gpu_health.py).
+
+- Discovery without anything HAMi writes: a node listing an ``nvidia`` runtime handler, a node an
+  NVIDIA RuntimeClass's nodeSelector selects, a node ``spec.gpu.nodeSelector`` selects: all three
+  are labelled (the pure-HAMi deadlock: HAMi's device plugin runs only on labelled nodes).
+- HAMi's scheduler Deployment and device-plugin DaemonSet not ready, and two GPU device-plugin
+  DaemonSets with a pod each on the same node. The test control plane runs no deployment or
+  daemonset controller, so the test does their part: it writes the workloads' status through the
+  status subresource and creates each DaemonSet's pod bound to the node (owned by the DaemonSet,
+  labelled with its selector), as those controllers would.
+- HAMi's webhook unreachable: a MutatingWebhookConfiguration for GPU pods in the test's namespace
+  pointing at a Service with no endpoints, ``failurePolicy: Fail``; the API server itself calls it
+  during the dry run.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from tenant_platform.api import reasons
+from tenant_platform.api.models import TenantPlatform
+from tenant_platform.config import Settings
+from tenant_platform.kube import errors
+from tenant_platform.kube.client import Kube
+from tenant_platform.observe import cluster
+from tenant_platform.reconcile import gpu
+from tenant_platform.reconcile.base import StepContext, StepResult
+from tenant_platform.testing import manifests
+from tenant_platform.testing.controlplane import ControlPlane
+from tenant_platform.testing.operator import OPERATOR_NAMESPACE, OPERATOR_SA, REPO, apply_file
+from tenant_platform.testing.wait import wait_for
+
+pytestmark = pytest.mark.cluster
+
+PAUSE = "registry.k8s.io/pause:3.10.1"
+PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
+
+
+@pytest.fixture(scope="module")
+def kube(control_plane: ControlPlane) -> Kube:
+    return Kube.from_kubeconfig(str(control_plane.kubeconfig_path))
+
+
+class World:
+    """One test's nodes, namespaces and cluster-scoped objects; all removed at teardown."""
+
+    def __init__(self, kube: Kube, prefix: str) -> None:
+        self.kube = kube
+        self.prefix = prefix
+        self.cleanup: list[tuple[str, str, str, str | None]] = []
+
+    def track(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> None:
+        self.cleanup.append((api_version, kind, name, namespace))
+
+    def namespace(self, name: str, labels: dict[str, str] | None = None) -> str:
+        self.kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels or {}}})
+        self.track("v1", "Namespace", name)
+        return name
+
+    def node(self, suffix: str, *, labels: dict[str, str] | None = None, handlers: list[str] | None = None) -> str:
+        name = f"{self.prefix}-{suffix}"
+        body = manifests.node_manifest(name, labels={"test": self.prefix, **(labels or {})})
+        self.kube.request("POST", "/api/v1/nodes", body=body, query={"fieldManager": "kubelet"})
+        self.track("v1", "Node", name)
+        if handlers:
+            status = {"runtimeHandlers": [{"name": h, "features": {}} for h in handlers]}
+            self.kube.merge_patch("v1", "Node", name, {"status": status}, subresource="status")
+        return name
+
+    def labels(self, node: str) -> dict[str, str]:
+        live = self.kube.get("v1", "Node", node)
+        assert live is not None
+        return dict(live["metadata"].get("labels") or {})
+
+    def snapshot(self) -> cluster.ClusterSnapshot:
+        nodes = [n for n in self.kube.list("v1", "Node") if n["metadata"]["name"].startswith(self.prefix + "-")]
+        snap = cluster.ClusterSnapshot()
+        snap.replace_all(nodes, [])
+        return snap
+
+    def run(self, platform: TenantPlatform, kube: Kube | None = None) -> StepResult:
+        ctx = StepContext(
+            platform=platform,
+            kube=kube or self.kube,
+            settings=Settings(),
+            now=datetime.now(UTC),
+            dry_run=False,
+            observed=self.snapshot(),
+        )
+        return gpu.STEP.reconcile(ctx)
+
+    def teardown(self, platforms: list[TenantPlatform]) -> None:
+        for p in platforms:
+            ctx = StepContext(
+                platform=p, kube=self.kube, settings=Settings(), now=datetime.now(UTC), dry_run=False, observed=None
+            )
+            gpu.STEP.cleanup(ctx)
+        for api_version, kind, name, namespace in reversed(self.cleanup):
+            self.kube.delete(api_version, kind, name, namespace)
+
+
+@pytest.fixture
+def world(kube: Kube, unique_name: str) -> Iterator[tuple[World, list[TenantPlatform]]]:
+    w = World(kube, f"{unique_name[:24].rstrip('-')}-{unique_name[-6:]}")
+    platforms: list[TenantPlatform] = []
+    try:
+        yield w, platforms
+    finally:
+        w.teardown(platforms)
+
+
+def platform(name: str, namespace: str, platforms: list[TenantPlatform], **gpu_spec: Any) -> TenantPlatform:
+    p = TenantPlatform.from_body(
+        {
+            "metadata": {"name": name, "uid": str(uuid.uuid4()), "generation": 1},
+            "spec": {"namespace": namespace, "domain": f"{name}.example.com", "gpu": gpu_spec},
+        }
+    )
+    platforms.append(p)
+    return p
+
+
+def condition(result: StepResult) -> tuple[str, str, str]:
+    [cond] = result.conditions
+    return cond.status, cond.reason, cond.message
+
+
+def daemonset(
+    name: str, namespace: str, *, image: str, node_selector: dict[str, str], component: str = ""
+) -> dict[str, Any]:
+    labels = {"app": name}
+    meta_labels = {"app.kubernetes.io/component": component} if component else {}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": name, "namespace": namespace, "labels": meta_labels},
+        "spec": {
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "nodeSelector": node_selector,
+                    "tolerations": [{"operator": "Exists"}],
+                    "containers": [{"name": "plugin", "image": image}],
+                    "volumes": [{"name": "dp", "hostPath": {"path": PLUGIN_DIR}}],
+                },
+            },
+        },
+    }
+
+
+# -- discovery ----------------------------------------------------------------------------------------
+
+
+def test_gpu_nodes_found_by_runtime_handler_runtime_class_and_spec_selector(
+    world: tuple[World, list[TenantPlatform]],
+) -> None:
+    """Nothing HAMi writes is there yet, and every one of these nodes is still labelled."""
+    w, platforms = world
+    u = w.prefix
+    handler = w.node("handler", handlers=["runc", "nvidia"])
+    by_class = w.node("by-class", labels={f"{u}-pool": "gpu"})
+    by_spec = w.node("by-spec", labels={f"{u}-tier": "a100"})
+    cpu = w.node("cpu", labels={f"{u}-pool": "cpu"}, handlers=["runc"])
+    w.kube.create(
+        {
+            "apiVersion": "node.k8s.io/v1",
+            "kind": "RuntimeClass",
+            "metadata": {"name": f"{u}-nvidia"},
+            "handler": "nvidia",
+            "scheduling": {"nodeSelector": {f"{u}-pool": "gpu"}},
+        }
+    )
+    w.track("node.k8s.io/v1", "RuntimeClass", f"{u}-nvidia")
+    selector = {"matchExpressions": [{"key": f"{u}-tier", "operator": "In", "values": ["a100", "h100"]}]}
+    p = platform(f"{u}-p", f"{u}-ns", platforms, nodeSelector=selector, hami={"enabled": False})
+    result = w.run(p)
+    status, reason, message = condition(result)
+    assert (status, reason) == ("True", reasons.GPU.READY), message
+    assert "3 GPU node(s), 3 labelled" in message
+    for name in (handler, by_class, by_spec):
+        assert w.labels(name).get("gpu") == "on", name
+    assert "gpu" not in w.labels(cpu)
+    entries = {e["name"]: e for e in result.status["gpu"]["nodes"]}
+    assert entries[handler]["detectedBy"] == ["runtimeHandler"]
+    assert entries[by_class]["detectedBy"] == ["runtimeClass"]
+    assert entries[by_spec]["detectedBy"] == ["nodeSelector"]
+    assert result.status["gpu"]["health"]["runtimeClasses"] == [f"{u}-nvidia"]
+
+
+def test_an_empty_node_selector_is_rejected_at_apply_time(crd: Kube, unique_name: str) -> None:
+    """An empty selector would select every node: the CRD refuses it, and a bad operator too."""
+    for bad in ({}, {"matchExpressions": [{"key": "a", "operator": "In"}]}):
+        body = {
+            "apiVersion": "tenancy.dev/v1alpha1",
+            "kind": "TenantPlatform",
+            "metadata": {"name": unique_name[:50]},
+            "spec": {"namespace": "x", "domain": "x.example.com", "gpu": {"nodeSelector": bad}},
+        }
+        with pytest.raises(errors.Invalid, match=r"would select every node|need values"):
+            crd.create(body, dry_run=True)
+
+
+# -- HAMi's workloads and device plugins -----------------------------------------------------------------
+
+
+def test_hami_not_ready_and_two_device_plugins_on_one_node(world: tuple[World, list[TenantPlatform]]) -> None:
+    w, platforms = world
+    u = w.prefix
+    hami_ns = w.namespace(f"{u}-hami")
+    operator_ns = w.namespace(f"{u}-gpu-operator")
+    node = w.node("gpu", labels={"nvidia.com/gpu.present": "true"})
+    w.kube.create(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {
+                "name": "hami-scheduler",
+                "namespace": hami_ns,
+                "labels": {"app.kubernetes.io/component": "hami-scheduler"},
+            },
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"app": "hami-scheduler"}},
+                "template": {
+                    "metadata": {"labels": {"app": "hami-scheduler"}},
+                    "spec": {"containers": [{"name": "s", "image": PAUSE}]},
+                },
+            },
+        }
+    )
+    # HAMi's plugin selects the labelled node; NVIDIA's (the GPU operator's) selects it too.
+    w.kube.create(
+        daemonset(
+            "hami-device-plugin",
+            hami_ns,
+            image="projecthami/hami:v2.6.0",
+            node_selector={"test": u, "gpu": "on"},
+            component="hami-device-plugin",
+        )
+    )
+    w.kube.create(
+        daemonset(
+            "nvidia-device-plugin-daemonset",
+            operator_ns,
+            image="nvcr.io/nvidia/k8s-device-plugin:v0.17.0",
+            node_selector={"test": u},
+        )
+    )
+    p = platform(f"{u}-p", f"{u}-tenant", platforms, hami={"configMapNamespace": hami_ns})
+    result = w.run(p)  # labels the node: HAMi's DaemonSet now selects it
+    assert "runs on no node yet" in condition(result)[2]  # no controller has counted it yet
+    # What the deployment and daemonset controllers would write: nothing ready (no kubelet).
+    w.kube.merge_patch(
+        "apps/v1", "Deployment", "hami-scheduler", {"status": {"replicas": 1}}, namespace=hami_ns, subresource="status"
+    )
+    for name, ns in (("hami-device-plugin", hami_ns), ("nvidia-device-plugin-daemonset", operator_ns)):
+        ds = w.kube.get("apps/v1", "DaemonSet", name, ns)
+        assert ds is not None
+        ready = {"desiredNumberScheduled": 1, "currentNumberScheduled": 1, "numberReady": 0, "numberMisscheduled": 0}
+        w.kube.merge_patch("apps/v1", "DaemonSet", name, {"status": ready}, namespace=ns, subresource="status")
+        w.kube.create(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": f"{name}-{node[-8:]}",
+                    "namespace": ns,
+                    "labels": {"app": name},
+                    "ownerReferences": [
+                        {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": name, "uid": ds["metadata"]["uid"]}
+                    ],
+                },
+                "spec": {"nodeName": node, "containers": [{"name": "plugin", "image": PAUSE}]},
+            }
+        )
+    result = w.run(p)
+    status, reason, message = condition(result)
+    # The scheduler never becomes ready (no kubelet): the most urgent problem wins the reason,
+    # every other one is named in the message.
+    assert (status, reason) == ("False", reasons.GPU.HAMI_SCHEDULER_NOT_READY), message
+    assert f"Deployment {hami_ns}/hami-scheduler (0/1 ready)" in message
+    assert f"DaemonSet {hami_ns}/hami-device-plugin (0/1 ready)" in message
+    assert f"Two GPU device plugins on node(s) {node} (device-plugin pods of" in message
+    health = result.status["gpu"]["health"]
+    assert health["scheduler"] == {
+        "name": f"{hami_ns}/hami-scheduler",
+        "kind": "Deployment",
+        "desired": 1,
+        "ready": 0,
+    }
+    assert health["devicePlugin"]["desired"] == 1
+    [entry] = result.status["gpu"]["nodes"]
+    assert entry["devicePluginConflict"] == (
+        f"device-plugin pods of {operator_ns}/nvidia-device-plugin-daemonset and {hami_ns}/hami-device-plugin"
+    )
+
+
+# -- HAMi's webhook ----------------------------------------------------------------------------------------
+
+
+def test_unreachable_webhook_fails_gpu_ready_naming_it(world: tuple[World, list[TenantPlatform]]) -> None:
+    """A mutating webhook for GPU pods whose Service has no endpoints, failurePolicy Fail: every GPU
+    pod in the namespace is rejected, and the dry run shows it on the real API server."""
+    w, platforms = world
+    u = w.prefix
+    tenant = w.namespace(f"{u}-tenant", labels={f"{u}-webhook": "on"})
+    hami_ns = w.namespace(f"{u}-hami")
+    w.kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "hami-scheduler", "namespace": hami_ns},
+            "spec": {"ports": [{"port": 443, "targetPort": 9443}], "selector": {"app": "nothing-runs-here"}},
+        }
+    )
+    webhook = f"vgpu.{u}.hami.io"
+    w.kube.create(
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": f"{u}-hami-webhook"},
+            "webhooks": [
+                {
+                    "name": webhook,
+                    "admissionReviewVersions": ["v1"],
+                    "sideEffects": "None",
+                    "failurePolicy": "Fail",
+                    "timeoutSeconds": 3,
+                    "namespaceSelector": {"matchLabels": {f"{u}-webhook": "on"}},
+                    "rules": [
+                        {
+                            "apiGroups": [""],
+                            "apiVersions": ["v1"],
+                            "operations": ["CREATE"],
+                            "resources": ["pods"],
+                        }
+                    ],
+                    "clientConfig": {"service": {"name": "hami-scheduler", "namespace": hami_ns, "path": "/webhook"}},
+                }
+            ],
+        }
+    )
+    w.track("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration", f"{u}-hami-webhook")
+    w.node("gpu", labels={"nvidia.com/gpu.present": "true"})
+    p = platform(f"{u}-p", tenant, platforms, hami={"configMapNamespace": hami_ns})
+    result = w.run(p)
+    status, reason, message = condition(result)
+    assert (status, reason) == ("False", reasons.GPU.WEBHOOK_UNREACHABLE), message
+    assert f'cannot call webhook "{webhook}"' in message
+    assert f"hami-scheduler.{hami_ns}.svc" in message
+    probe = result.status["gpu"]["health"]["webhook"]
+    assert probe["outcome"] == "unreachable"
+    assert probe["webhook"] == webhook
+
+    # The webhook gone: the dry run passes, and nobody gave the pod HAMi's scheduler (a note).
+    w.kube.delete("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration", f"{u}-hami-webhook")
+
+    def recovered() -> StepResult | None:
+        again = w.run(p)
+        return again if condition(again)[1] != reasons.GPU.WEBHOOK_UNREACHABLE else None
+
+    after = wait_for(recovered, "the webhook configuration to be gone from the API server's cache", 30)
+    assert after.status["gpu"]["health"]["webhook"]["outcome"] == "unmutated"
+    assert "No webhook gave the dry-run GPU pod" in condition(after)[2]
+
+
+# -- as the operator's own identity ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def as_operator(crd: Kube, control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Kube:
+    """The operator's ServiceAccount under deploy/base/rbac.yaml (RBAC and the fences)."""
+    apply_file(crd, REPO / "deploy" / "base" / "namespace.yaml")
+    apply_file(crd, REPO / "deploy" / "base" / "rbac.yaml")
+    token, _ = crd.request_token(OPERATOR_NAMESPACE, OPERATOR_SA, expiration_seconds=3600)
+    path = control_plane.kubeconfig_for_token(token, tmp_path_factory.mktemp("op") / "kubeconfig")
+    return Kube.from_kubeconfig(str(path))
+
+
+def test_the_operator_identity_may_do_every_read_and_the_dry_run(
+    world: tuple[World, list[TenantPlatform]], as_operator: Kube
+) -> None:
+    """Under the shipped RBAC and writes-fence: RuntimeClasses, HAMi's Deployments, every DaemonSet
+    and the dry-run GPU pod in a platform namespace all succeed (no "Could not" note, the dry run
+    judged), and nothing is stored."""
+    w, platforms = world
+    u = w.prefix
+    tenant = w.namespace(f"{u}-tenant", labels={"tenancy.dev/tenant-platform": f"{u}-p"})
+    hami_ns = w.namespace(f"{u}-hami")
+    w.node("gpu", handlers=["nvidia"])
+    p = platform(f"{u}-p", tenant, platforms, hami={"configMapNamespace": hami_ns})
+    result = w.run(p, kube=as_operator)
+    health = result.status["gpu"]["health"]
+    assert not any(n.startswith("Could not") for n in health.get("notes", [])), health
+    assert health["webhook"]["outcome"] == "unmutated", health
+    assert w.kube.list("v1", "Pod", tenant) == []
