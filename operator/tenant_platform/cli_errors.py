@@ -281,8 +281,10 @@ def field_errors(exc: pydantic.ValidationError) -> list[str]:
         message = re.sub(r"^Value error, ", "", str(err.get("msg", "")))
         if err.get("type") == "missing":
             message = "required"
-        elif err.get("type") == "extra_forbidden":
-            message = "unknown field"
+        unknown = re.findall(r'unknown field "([^"]+)"', message)
+        if unknown:
+            lines += [f"{path}.{key}: unknown field (this CRD version has no such field)" for key in unknown]
+            continue
         if message.startswith(path + " ") or (path == "spec" and message.startswith("spec.")):
             lines.append(message)
         else:
