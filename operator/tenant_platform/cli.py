@@ -118,14 +118,24 @@ def cmd_dev(args: argparse.Namespace) -> int:
     for path in files:  # before minutes of control-plane start-up, not after
         for body in platforms_in(path):
             admit(body, path)
-    return devmode.main(
-        files=files,
-        once=args.once,
-        output=args.output,
-        kubeconfig_out=args.kubeconfig,
-        timeout=args.timeout,
-        operator=args.operator,
-    )
+    from tenant_platform.testing.binaries import ControlPlaneError  # noqa: PLC0415
+
+    try:
+        return devmode.main(
+            files=files,
+            once=args.once,
+            output=args.output,
+            kubeconfig_out=args.kubeconfig,
+            timeout=args.timeout,
+            operator=args.operator,
+        )
+    except ControlPlaneError as exc:
+        first, *rest = str(exc).splitlines() or [""]
+        raise CliError(
+            f"the local control plane did not build or start: {first} (docs/control-plane.md)",
+            Exit.CLUSTER,
+            details=rest[-20:],
+        ) from None
 
 
 def cmd_facts(args: argparse.Namespace) -> int:
