@@ -34,14 +34,21 @@ bins=(etcd kube-apiserver kube-controller-manager kubectl)
 complete() { for b in "${bins[@]}"; do [[ -x "$out/bin/$b" ]] || return 1; done; [[ -f "$out/STAMP" ]]; }
 if complete; then echo "$out/bin"; exit 0; fi
 
+progress_label=build-control-plane
+# shellcheck source=hack/progress.sh
+source "$here/progress.sh"
+trap progress_done EXIT
 mkdir -p "$cache/control-plane"
 exec 9>"$cache/control-plane/.build.lock"
-flock 9
-if complete; then echo "$out/bin"; exit 0; fi
+if ! flock -n 9; then
+  progress_step "waiting for another build of the control plane to finish (lock $cache/control-plane/.build.lock)"
+  flock 9
+fi
+if complete; then progress_done; echo "$out/bin"; exit 0; fi
 
 start=$(date +%s)
 work=$(mktemp -d "$cache/control-plane/.build.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+trap 'progress_done; rm -rf "$work"' EXIT
 mkdir -p "$work/bin"
 
 minor=$(echo "$k8s_version" | cut -d. -f2)
@@ -51,15 +58,17 @@ for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   ld="$ld -X $p.gitVersion=$k8s_version -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean -X $p.buildDate=$date_stamp"
 done
 
-echo "building etcd $etcd_version" >&2
+progress_step "building etcd $etcd_version (the first build downloads its modules; minutes)"
 (cd "$here/etcd" && go build -mod=mod -trimpath -buildvcs=false -o "$work/bin/etcd" go.etcd.io/etcd/server/v3)
-echo "building kube-apiserver, kube-controller-manager, kubectl $k8s_version" >&2
+progress_step "building kube-apiserver, kube-controller-manager, kubectl $k8s_version (the longest step)"
 (cd "$here/k8s" && go build -mod=mod -trimpath -buildvcs=false -tags selinux,notest,grpcnotrace \
   -ldflags "$ld" -o "$work/bin/" \
   k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kubectl)
 
+progress_done
+echo "[build-control-plane $(progress_elapsed)] built" >&2
 "$work/bin/kube-apiserver" --version >&2
 "$work/bin/etcd" --version | head -1 >&2
 printf 'k8s=%s\netcd=%s\nbuilt_in_seconds=%s\n' "$k8s_version" "$etcd_version" "$(( $(date +%s) - start ))" > "$work/STAMP"
-rm -rf "$out"; mv "$work" "$out"; trap - EXIT
+rm -rf "$out"; mv "$work" "$out"; trap progress_done EXIT
 echo "$out/bin"

@@ -33,6 +33,10 @@ istio_module_version=v0.0.0-20260827124520-eed52ebb66ad
 
 cache="${TENANT_PLATFORM_CACHE:-$HOME/.cache/tenant-platform}/tools"
 judges="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/judges"
+progress_label=build-tools
+# shellcheck source=hack/progress.sh
+source "$(dirname "${BASH_SOURCE[0]}")/progress.sh"
+trap progress_done EXIT
 
 package() {
   case "$1" in
@@ -80,19 +84,24 @@ build() {  # build NAME: print the path of a working binary, building it once
   if [[ -x "$dir/bin/$name" && -f "$dir/STAMP" ]]; then echo "$dir/bin/$name"; return 0; fi
   mkdir -p "$cache"
   exec 9>"$cache/.build.lock"
-  flock 9
-  if [[ -x "$dir/bin/$name" && -f "$dir/STAMP" ]]; then echo "$dir/bin/$name"; exec 9>&-; return 0; fi
+  if ! flock -n 9; then
+    progress_step "waiting for another tool build to finish (lock $cache/.build.lock)"
+    flock 9
+  fi
+  if [[ -x "$dir/bin/$name" && -f "$dir/STAMP" ]]; then progress_done; echo "$dir/bin/$name"; exec 9>&-; return 0; fi
   start=$(date +%s)
   work=$(mktemp -d "$cache/.build.XXXXXX")
-  echo "building $name from $pkg" >&2
+  progress_step "building $name from $pkg"
   if [[ $pkg == hack/judges/* ]]; then  # go.sum is committed: -mod=readonly never edits it
     if ! (cd "$judges/$name" && go build -mod=readonly -trimpath -buildvcs=false -ldflags "$(ldflags "$name")" \
         -o "$work/bin/$name" . >&2); then
-      rm -rf "$work"; exec 9>&-; return 1
+      progress_done; rm -rf "$work"; exec 9>&-; return 1
     fi
   elif ! GOBIN="$work/bin" go install -trimpath -buildvcs=false -ldflags "$(ldflags "$name")" "$pkg" >&2; then
-    rm -rf "$work"; exec 9>&-; return 1
+    progress_done; rm -rf "$work"; exec 9>&-; return 1
   fi
+  progress_done
+  echo "[build-tools $(progress_elapsed)] built $name" >&2
   printf 'package=%s\nbuilt_in_seconds=%s\n' "$pkg" "$(( $(date +%s) - start ))" > "$work/STAMP"
   rm -rf "$dir"; mv "$work" "$dir"
   exec 9>&-

@@ -41,7 +41,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if reporter is not None:
         reporter.write_line("control plane: finding binaries (the first build takes minutes)")
     try:
-        session.config.stash[_BIN_DIR] = controlplane.find_bin_dir()
+        session.config.stash[_BIN_DIR] = controlplane.find_bin_dir(reporter.write_line if reporter else None)
     except controlplane.ControlPlaneError as error:  # reported by the fixture, as a test error
         session.config.stash[_BIN_DIR] = error
 

@@ -7,6 +7,9 @@ tenant-platform run     run the operator against the current kubeconfig
 tenant-platform render  print every manifest the operator would apply for a TenantPlatform
 tenant-platform facts   print the install values document of a live TenantPlatform
 tenant-platform check   read-only preflight of the current cluster for a TenantPlatform
+
+Exit codes (cli_errors.Exit, docs/cli.md): 0 OK, 1 a failed check, 2 bad input or usage,
+3 cannot reach or authenticate to the cluster, 4 internal error. Errors are one line on stderr.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import yaml
 
 from tenant_platform import __version__
 from tenant_platform.api import constants
+from tenant_platform.cli_errors import CliError, Exit, admit, connect, guard, platforms_in
 
 
 def repo_root() -> Path:
@@ -40,13 +44,6 @@ def sample_path() -> Path:
 def load_documents(path: str | Path) -> list[dict[str, Any]]:
     text = sys.stdin.read() if str(path) == "-" else Path(path).read_text(encoding="utf-8")
     return [d for d in yaml.safe_load_all(text) if d]
-
-
-def _platforms(path: str | Path) -> list[dict[str, Any]]:
-    docs = [d for d in load_documents(path) if d.get("kind") == constants.KIND]
-    if not docs:
-        raise SystemExit(f"{path}: no {constants.KIND} document found")
-    return docs
 
 
 def render_manifests(body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -68,19 +65,16 @@ def dump_manifests(manifests: Sequence[dict[str, Any]]) -> str:
 
 
 def cmd_render(args: argparse.Namespace) -> int:
-    import pydantic  # noqa: PLC0415
-
-    from tenant_platform.reconcile import invalid_spec_message  # noqa: PLC0415
-
     out: list[dict[str, Any]] = []
-    for body in _platforms(args.file):
-        try:
-            out.extend(render_manifests(body))
-        except pydantic.ValidationError as exc:
-            print(f"{body['metadata'].get('name')}: {invalid_spec_message(exc)}", file=sys.stderr)
-            return 2
-    sys.stdout.write(dump_manifests(out))
-    return 0
+    source = "stdin" if args.file == "-" else args.file
+    for body in platforms_in(args.file):
+        admit(body, source)  # refused exactly where the API server would refuse it
+        out.extend(render_manifests(body))
+    if args.output == "json":
+        print(json.dumps({"apiVersion": "v1", "kind": "List", "items": out}, indent=2))
+    else:
+        sys.stdout.write(dump_manifests(out))
+    return Exit.OK
 
 
 class _BlockDumper(yaml.SafeDumper):
@@ -107,6 +101,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     settings = load_settings()
     overrides = {"kubeconfig": args.kubeconfig, "drift_interval": args.drift_interval, "log_format": args.log_format}
     settings = dataclasses.replace(settings, **{k: v for k, v in overrides.items() if v})
+    # Fail fast, in one line, when there is no cluster to talk to (kopf would retry for ever).
+    connect(settings.kubeconfig, None)
     logs.configure_logging(settings.log_format)
     return operator_main.run(
         settings,
@@ -118,62 +114,97 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_dev(args: argparse.Namespace) -> int:
     from tenant_platform import devmode  # noqa: PLC0415
 
-    return devmode.main(
-        files=args.file or [str(sample_path())],
-        once=args.once,
-        output=args.output,
-        kubeconfig_out=args.kubeconfig,
-        timeout=args.timeout,
-        operator=args.operator,
-    )
+    files = args.file or [str(sample_path())]
+    for path in files:  # before minutes of control-plane start-up, not after
+        for body in platforms_in(path):
+            admit(body, path)
+    from tenant_platform.testing.binaries import ControlPlaneError  # noqa: PLC0415
+
+    try:
+        return devmode.main(
+            files=files,
+            once=args.once,
+            output=args.output,
+            kubeconfig_out=args.kubeconfig,
+            timeout=args.timeout,
+            operator=args.operator,
+        )
+    except ControlPlaneError as exc:
+        first, *rest = str(exc).splitlines() or [""]
+        raise CliError(
+            f"the local control plane did not build or start: {first} (docs/control-plane.md)",
+            Exit.CLUSTER,
+            details=rest[-20:],
+        ) from None
 
 
 def cmd_facts(args: argparse.Namespace) -> int:
     from tenant_platform import preflight  # noqa: PLC0415
-    from tenant_platform.kube.client import Kube  # noqa: PLC0415
 
-    kube = Kube.from_kubeconfig(args.kubeconfig)
+    kube = connect(args.kubeconfig, args.context)
     try:
-        sys.stdout.write(preflight.facts_document(kube, args.name))
+        document = preflight.facts_document(kube, args.name)
     except preflight.PreflightError as exc:
-        print(f"tenant-platform facts: {exc}", file=sys.stderr)
-        return 2
-    return 0
+        raise CliError(str(exc)) from None
+    if args.output == "json":
+        print(json.dumps(yaml.safe_load(document), indent=2))
+    else:
+        sys.stdout.write(document)
+    return Exit.OK
 
 
 def cmd_check(args: argparse.Namespace) -> int:
     from tenant_platform import preflight  # noqa: PLC0415
-    from tenant_platform.kube.client import Kube  # noqa: PLC0415
 
-    kube = Kube.from_kubeconfig(args.kubeconfig)
+    body: dict[str, Any]
     if args.file:
-        body = _platforms(args.file)[0]
-    else:
+        body = platforms_in(args.file)[0]
+        admit(body, args.file)
+    kube = connect(args.kubeconfig, args.context)
+    if not args.file:
         live = kube.get(constants.API_VERSION, constants.KIND, args.name)
         if live is None:
-            print(f"TenantPlatform {args.name} not found; pass -f FILE to check a file", file=sys.stderr)
-            return 2
+            raise CliError(
+                f"{constants.KIND} {args.name} not found on the cluster (kubectl get tp lists them); "
+                "pass -f FILE to check a file instead."
+            )
         body = live
     try:
         rows, code = preflight.run_check(kube, body)
     except preflight.PreflightError as exc:
-        print(f"tenant-platform check: {exc}", file=sys.stderr)
-        return 2
+        raise CliError(str(exc)) from None
     if args.output == "json":
         print(json.dumps(rows, indent=2))
+    elif args.output == "yaml":
+        sys.stdout.write(yaml.safe_dump(rows, sort_keys=False))
     else:
         print(preflight.format_table(rows))
-    return int(code)
+    return Exit.FAILED if code else Exit.OK
+
+
+def _cluster_flags(parser: argparse.ArgumentParser, *, context: bool = True) -> None:
+    parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
+    if context:
+        parser.add_argument("--context", help="kubeconfig context to use (default: its current-context)")
+
+
+def _output_flag(parser: argparse.ArgumentParser, choices: Sequence[str], default: str) -> None:
+    parser.add_argument("-o", "--output", choices=list(choices), default=default, help=f"default: {default}")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tenant-platform", description=__doc__.splitlines()[0] if __doc__ else "")
+    parser = argparse.ArgumentParser(
+        prog="tenant-platform",
+        description=__doc__.splitlines()[0] if __doc__ else "",
+        epilog="Exit codes: 0 OK, 1 a failed check, 2 bad input or usage, 3 cannot reach or authenticate to the "
+        "cluster, 4 internal error (docs/cli.md).",
+    )
     parser.add_argument("--version", action="version", version=__version__)
     sub = parser.add_subparsers(dest="command", required=True)
 
     dev = sub.add_parser("dev", help="local control plane + seeded cluster + sample + operator")
     dev.add_argument("--once", action="store_true", help="exit after Ready (0) or the timeout (1)")
-    dev.add_argument("--output", choices=["table", "json"], default="table")
+    _output_flag(dev, ("table", "json", "yaml"), "table")
     dev.add_argument("--kubeconfig", help="write the admin kubeconfig here")
     dev.add_argument("-f", "--file", action="append", help="apply this TenantPlatform (repeatable)")
     dev.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for Ready with --once")
@@ -186,7 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
     dev.set_defaults(func=cmd_dev)
 
     run = sub.add_parser("run", help="run the operator against the current kubeconfig")
-    run.add_argument("--kubeconfig")
+    _cluster_flags(run, context=False)
     run.add_argument("--drift-interval", type=float)
     run.add_argument("--log-format", choices=["plain", "json"])
     run.add_argument("--no-probes", dest="probes", action="store_false", help="no /healthz endpoint")
@@ -195,28 +226,30 @@ def build_parser() -> argparse.ArgumentParser:
 
     render = sub.add_parser("render", help="print every manifest the operator would apply")
     render.add_argument("-f", "--file", required=True, help="TenantPlatform YAML ('-' for stdin)")
+    _output_flag(render, ("yaml", "json"), "yaml")
     render.set_defaults(func=cmd_render)
 
     facts = sub.add_parser("facts", help="print the install values of a live TenantPlatform")
     facts.add_argument("name")
-    facts.add_argument("--kubeconfig")
+    _cluster_flags(facts)
+    _output_flag(facts, ("yaml", "json"), "yaml")
     facts.set_defaults(func=cmd_facts)
 
     check = sub.add_parser("check", help="read-only preflight; exit 1 when anything fails")
     check.add_argument("name", nargs="?")
     check.add_argument("-f", "--file")
-    check.add_argument("--kubeconfig")
-    check.add_argument("--output", choices=["table", "json"], default="table")
+    _cluster_flags(check)
+    _output_flag(check, ("table", "json", "yaml"), "table")
     check.set_defaults(func=cmd_check)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)  # usage errors: argparse prints them and exits 2
     if args.command == "check" and not (args.name or args.file):
-        build_parser().error("check needs a TenantPlatform NAME or -f FILE")
-    code: int = args.func(args)
-    return code
+        parser.error("check needs a TenantPlatform NAME or -f FILE")
+    return guard(args.command, lambda: args.func(args))
 
 
 if __name__ == "__main__":

@@ -195,9 +195,14 @@ def _cluster_only(cp: Any, kube: Any, names: Sequence[str], *, once: bool, say: 
 
 
 def _print(bodies: dict[str, Any], output: str) -> None:
-    if output == "json":
+    """The status: a table, or (json, yaml) the status object (one platform) or a name -> status map."""
+    if output in ("json", "yaml"):
         payload = {n: (b or {}).get("status") for n, b in bodies.items()}
-        print(json.dumps(payload if len(payload) != 1 else next(iter(payload.values())), indent=2), flush=True)
+        shown = payload if len(payload) != 1 else next(iter(payload.values()))
+        if output == "json":
+            print(json.dumps(shown, indent=2), flush=True)
+        else:
+            print("---\n" + yaml.safe_dump(shown, sort_keys=False), end="", flush=True)
     else:
         for body in bodies.values():
             if body:

@@ -21,10 +21,10 @@ from datetime import timedelta
 from typing import Any, Literal
 
 import pydantic
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from tenant_platform.api import constants
+from tenant_platform.api import admission, constants
 
 DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 DNS1123_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
@@ -55,9 +55,37 @@ MAX_UNKNOWN_FIELDS = 10
 _MAX_DROPPED = 50
 
 
+def _admitting(info: ValidationInfo) -> bool:
+    """Admission mode (api/admission.py): a file no API server has seen, checked as it would."""
+    return bool(info.context and info.context.get(admission.CONTEXT_KEY))
+
+
+def _refuse(problems: list[str]) -> None:
+    if problems:
+        raise ValueError("; ".join(problems))
+
+
 class _Model(BaseModel):
     # Unknown fields (a newer CRD) are kept aside, not rejected: see unknown_fields.
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="allow", frozen=True)
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _admission_constraints(cls, value: Any, info: ValidationInfo) -> Any:
+        """The CRD's schema constraints pydantic's Fields do not carry (admission mode only)."""
+        if _admitting(info) and info.field_name is not None:
+            field = cls.model_fields[info.field_name]
+            constraints = admission.CONSTRAINTS.get((cls.__name__, field.alias or info.field_name))
+            if constraints:
+                _refuse(admission.check(value, constraints))
+        return value
+
+    @model_validator(mode="after")
+    def _admission_unknown_fields(self, info: ValidationInfo) -> _Model:
+        """The API server refuses unknown fields under kubectl's default (Strict) field validation."""
+        if _admitting(info) and self.model_extra:
+            raise ValueError(", ".join(f'unknown field "{k}"' for k in sorted(self.model_extra)))
+        return self
 
 
 def _unknown(model: BaseModel, path: str, out: list[str]) -> None:
@@ -126,6 +154,12 @@ class Subject(_Model):
     namespace: str = Field(
         "", pattern=OPTIONAL_DNS1123_LABEL, max_length=63, description="Namespace, for kind ServiceAccount only."
     )
+
+    @model_validator(mode="after")
+    def _admission_rules(self, info: ValidationInfo) -> Subject:
+        if _admitting(info):
+            _refuse(admission.subject_rules(self.kind, self.name, self.namespace))
+        return self
 
 
 class KubeconfigSecret(_Model):
@@ -257,6 +291,13 @@ class NodeLabels(_Model):
     enabled: bool = Field(True, description="Label detected GPU nodes.")
     labels: dict[str, str] = Field(default_factory=lambda: {"gpu": "on"}, description="Labels applied to GPU nodes.")
 
+    @field_validator("labels")
+    @classmethod
+    def _admission_prefixes(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        if _admitting(info):
+            _refuse(admission.gpu_label_rules(value))
+        return value
+
 
 class Hami(_Model):
     enabled: bool = Field(True, description="Report HAMi capacity and health.")
@@ -319,6 +360,44 @@ class TenantPlatformSpec(_Model):
             raise ValueError("additionalNamespaces must be distinct")
         return value
 
+    @field_validator("namespace")
+    @classmethod
+    def _admission_namespace(cls, value: str, info: ValidationInfo) -> str:
+        if _admitting(info):
+            _refuse(admission.namespace_rules(value))
+        return value
+
+    @field_validator("additional_namespaces")
+    @classmethod
+    def _admission_additional(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        if _admitting(info):
+            _refuse(admission.additional_namespace_rules(value))
+        return value
+
+    @field_validator("domain")
+    @classmethod
+    def _admission_domain(cls, value: str, info: ValidationInfo) -> str:
+        if _admitting(info):
+            _refuse(admission.domain_rules(value))
+        return value
+
+    @model_validator(mode="after")
+    def _admission_rules(self, info: ValidationInfo) -> TenantPlatformSpec:
+        """The CRD's CEL rules across spec fields (admission mode only)."""
+        if _admitting(info):
+            _refuse(
+                admission.spec_rules(
+                    namespace=self.namespace,
+                    additional=self.additional_namespaces,
+                    mesh_namespace=self.mesh.namespace,
+                    object_store_mode=self.object_store.mode,
+                    has_s3=self.object_store.s3 is not None,
+                    injection_mode=self.mesh.injection.mode,
+                    revision=self.mesh.injection.revision,
+                )
+            )
+        return self
+
     @model_validator(mode="after")
     def _safe_subjects(self) -> TenantPlatformSpec:
         """The CRD's CEL rules on installer subjects, again (an object stored before them)."""
@@ -348,9 +427,18 @@ class TenantPlatform(BaseModel):
     status: dict[str, Any]
 
     @classmethod
-    def from_body(cls, body: dict[str, Any]) -> TenantPlatform:
-        """Parse a raw object. Raises pydantic.ValidationError for an invalid spec."""
+    def from_body(cls, body: dict[str, Any], *, admission_mode: bool = False) -> TenantPlatform:
+        """Parse a raw object. Raises pydantic.ValidationError for an invalid spec.
+
+        ``admission_mode``: a file no API server has seen, refused where the API server would
+        refuse it (api/admission.py); a stored object is parsed without it.
+        """
         meta = body.get("metadata") or {}
+        spec = TenantPlatformSpec.model_validate(
+            body.get("spec") or {},
+            strict=True if admission_mode else None,
+            context={admission.CONTEXT_KEY: True} if admission_mode else None,
+        )
         return cls(
             name=meta["name"],
             uid=meta.get("uid", ""),
@@ -358,7 +446,7 @@ class TenantPlatform(BaseModel):
             resource_version=meta.get("resourceVersion", ""),
             annotations=dict(meta.get("annotations") or {}),
             deleting=bool(meta.get("deletionTimestamp")),
-            spec=TenantPlatformSpec.model_validate(body.get("spec") or {}),
+            spec=spec,
             status=dict(body.get("status") or {}),
         )
 

@@ -42,7 +42,13 @@ def render_namespace(platform: TenantPlatform, name: str, *, created: bool) -> d
 
 
 def render_namespaces(platform: TenantPlatform) -> list[dict[str, object]]:
-    return [render_namespace(platform, ns, created=True) for ns in platform.spec.all_namespaces]
+    """The namespace intents `tenant-platform render` prints: labels only, never ANNOTATION_CREATED.
+
+    Without a cluster, render cannot know which namespaces exist; the annotation would claim an
+    existing namespace (and its data) as the operator's to delete under deletionPolicy Delete if
+    someone applied the output by hand. The operator adds it itself, only to a namespace it creates.
+    """
+    return [render_namespace(platform, ns, created=False) for ns in platform.spec.all_namespaces]
 
 
 def release_intent(name: str) -> dict[str, object]:

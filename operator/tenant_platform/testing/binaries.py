@@ -16,6 +16,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
@@ -61,13 +62,16 @@ def pinned_versions() -> Versions:
     )
 
 
-def find_bin_dir() -> Path:
+def find_bin_dir(progress: Callable[[str], None] | None = None) -> Path:
     """Return a directory holding all of ``BINARIES``, building them if needed.
 
     TENANT_PLATFORM_BIN_DIR wins when set. Otherwise hack/build-control-plane.sh runs (it returns
-    at once when its cache is complete, and serialises concurrent builds with flock); its progress
-    goes to stderr. Raises ControlPlaneError with the build's last lines when it fails.
+    at once when its cache is complete, and serialises concurrent builds with flock). Its progress
+    (the step, and every 15 s the elapsed time and the step still running: hack/progress.sh) goes
+    line by line to ``progress`` (default: stderr; pytest passes its terminal reporter, which
+    captured stderr would hide). Raises ControlPlaneError with the build's last lines when it fails.
     """
+    report = progress or _to_stderr
     if env_dir := os.environ.get(ENV_BIN_DIR):
         return checked_bin_dir(Path(env_dir), origin=ENV_BIN_DIR)
     root = repo_root()
@@ -89,7 +93,7 @@ def find_bin_dir() -> Path:
         assert build.stderr is not None and build.stdout is not None
         for line in build.stderr:
             tail.append(line)
-            sys.stderr.write(line)
+            report(line.rstrip("\n"))
         stdout = build.stdout.read()
     if build.returncode != 0:
         raise ControlPlaneError(f"{BUILD_SCRIPT} failed with exit code {build.returncode}:\n{''.join(tail)}".rstrip())
@@ -97,6 +101,11 @@ def find_bin_dir() -> Path:
     if not lines:
         raise ControlPlaneError(f"{BUILD_SCRIPT} printed no bin directory")
     return checked_bin_dir(Path(lines[-1]), origin=str(BUILD_SCRIPT))
+
+
+def _to_stderr(line: str) -> None:
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
 
 
 def checked_bin_dir(bin_dir: Path, *, origin: str) -> Path:
