@@ -110,6 +110,18 @@ CASES = [
         "spec.gpu.nodeLabels.labels",
         admission.MSG_GPU_LABEL_PREFIX,
     ),
+    Case(
+        "empty GPU node selector",
+        {"gpu": {"nodeSelector": {}}},
+        "spec.gpu.nodeSelector",
+        admission.MSG_NODE_SELECTOR_EMPTY,
+    ),
+    Case(
+        "In without values",
+        {"gpu": {"nodeSelector": {"matchExpressions": [{"key": "gpu", "operator": "In"}]}}},
+        "spec.gpu.nodeSelector.matchExpressions[0]",
+        admission.MSG_SELECTOR_VALUES,
+    ),
     # Schema constraints pydantic did not carry before admission mode.
     Case("too many additional", {"additionalNamespaces": [f"ns{i}" for i in range(33)]}, "spec.additionalNamespaces"),
     Case("bad pull secret name", {"imagePullSecrets": ["Bad"]}, "spec.imagePullSecrets"),

@@ -38,6 +38,7 @@ FULL: dict[str, Any] = {
     "namespace": "kamiwaza",
     "domain": "kamiwaza.example.com",
     "installer": {"subjects": [{"kind": "User", "name": "alice"}]},
+    "gpu": {"nodeSelector": {"matchExpressions": [{"key": "gpu", "operator": "In", "values": ["on"]}]}},
     "objectStore": {
         "mode": "S3",
         "s3": {"endpoint": "https://s3.example.com", "bucket": "bucket", "credentialsSecret": {"name": "creds"}},

@@ -64,6 +64,10 @@ CONSTRAINTS: dict[tuple[str, str], dict[str, Any]] = {
     ("S3CredentialsSecret", "name"): {"minLength": 1},
     ("NodeLabels", "labels"): {"maxProperties": 16, "additionalProperties": {"maxLength": 63}},
     ("Hami", "configMapNamespace"): {"minLength": 1},
+    ("NodeSelector", "matchLabels"): {"maxProperties": 16, "additionalProperties": {"maxLength": 63}},
+    ("NodeSelector", "matchExpressions"): {"maxItems": 16},
+    ("SelectorRequirement", "key"): {"minLength": 1},
+    ("SelectorRequirement", "values"): {"maxItems": 64, "items": {"maxLength": 63}},
 }
 
 
@@ -136,6 +140,8 @@ MSG_SUBJECT_NAMESPACE = "namespace is required for kind ServiceAccount and not a
 MSG_SUBJECT_SYSTEM = (
     "system: users and groups (system:authenticated, system:masters, ...) are never bound to the installer's roles"
 )
+MSG_NODE_SELECTOR_EMPTY = "a nodeSelector needs matchLabels or matchExpressions (an empty one would select every node)"
+MSG_SELECTOR_VALUES = "In and NotIn need values; Exists and DoesNotExist take none"
 MSG_GPU_LABEL_PREFIX = (
     "GPU node labels must not use the nvidia.com/, feature.node.kubernetes.io/, kubernetes.io/ or tenancy.dev/ prefixes"
 )
@@ -156,6 +162,8 @@ MIRRORED = frozenset(
         MSG_SUBJECT_NAMESPACE,
         MSG_SUBJECT_SYSTEM,
         MSG_GPU_LABEL_PREFIX,
+        MSG_NODE_SELECTOR_EMPTY,
+        MSG_SELECTOR_VALUES,
     }
 )
 """Every CEL rule's message that admission mode checks."""
@@ -205,6 +213,15 @@ def subject_rules(kind: str, name: str, namespace: str) -> list[str]:
     if name.startswith("system:"):
         found.append(MSG_SUBJECT_SYSTEM)
     return found
+
+
+def node_selector_rules(match_labels: Mapping[str, str], match_expressions: Sequence[Any]) -> list[str]:
+    return [MSG_NODE_SELECTOR_EMPTY] if not match_labels and not match_expressions else []
+
+
+def selector_requirement_rules(operator: str, values: Sequence[str]) -> list[str]:
+    wants_values = operator in ("In", "NotIn")
+    return [MSG_SELECTOR_VALUES] if wants_values != bool(values) else []
 
 
 def gpu_label_rules(labels: Mapping[str, str]) -> list[str]:

@@ -312,12 +312,24 @@ class SelectorRequirement(_Model):
     operator: Literal["In", "NotIn", "Exists", "DoesNotExist"] = Field(description="How the key is matched.")
     values: list[str] = Field(default_factory=list, description="Values for In and NotIn.")
 
+    @model_validator(mode="after")
+    def _admission_rules(self, info: ValidationInfo) -> SelectorRequirement:
+        if _admitting(info):
+            _refuse(admission.selector_requirement_rules(self.operator, self.values))
+        return self
+
 
 class NodeSelector(_Model):
     match_labels: dict[str, str] = Field(default_factory=dict, description="Labels a node must carry.")
     match_expressions: list[SelectorRequirement] = Field(
         default_factory=list, description="Label requirements a node must meet."
     )
+
+    @model_validator(mode="after")
+    def _admission_rules(self, info: ValidationInfo) -> NodeSelector:
+        if _admitting(info):
+            _refuse(admission.node_selector_rules(self.match_labels, self.match_expressions))
+        return self
 
 
 class Gpu(_Model):
