@@ -31,6 +31,10 @@ class Settings:
     kubeconfig: str | None = None
     in_cluster: bool = False
     """True when running in a pod (enables best-effort probes such as DNS resolution)."""
+    cache: bool = True
+    """Serve reads from watch-fed caches (kube/cache.py): a no-op pass makes no API request."""
+    cache_mesh_namespace: str = "istio-system"
+    """The namespace whose Deployments and Services are cached as mesh facts (istiod, gateway)."""
 
 
 def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
@@ -46,4 +50,6 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         health_port=int(env.get("TENANT_PLATFORM_HEALTH_PORT", "8081")),
         kubeconfig=env.get("KUBECONFIG") or None,
         in_cluster=bool(env.get("KUBERNETES_SERVICE_HOST")),
+        cache=env.get("TENANT_PLATFORM_CACHE", "true").lower() not in ("false", "0", "no"),
+        cache_mesh_namespace=env.get("TENANT_PLATFORM_CACHE_MESH_NAMESPACE", "istio-system"),
     )
