@@ -81,9 +81,7 @@ class CachedKube(Kube):
         configuration.connection_pool_maxsize = len(scopes) + 2
         watcher = Kube(kubernetes.client.ApiClient(configuration))
         watcher.counter = base.counter
-        self.informers = [
-            Informer(watcher, s, listener=self._listener(s), watch_timeout=watch_timeout) for s in scopes
-        ]
+        self.informers = [Informer(watcher, s, listener=self._listener(s), watch_timeout=watch_timeout) for s in scopes]
         self._lock = threading.Lock()
         self._reviews: dict[tuple[Any, ...], tuple[bool, str]] = {}
         self._rbac_changed_at = -RBAC_SETTLE_SECONDS
