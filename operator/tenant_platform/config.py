@@ -71,6 +71,11 @@ class Settings:
                 f"{self.retry_period}, {self.renew_deadline}, {self.lease_duration}"
             )
 
+    cache: bool = True
+    """Serve reads from watch-fed caches (kube/cache.py): a no-op pass makes no API request."""
+    cache_mesh_namespace: str = "istio-system"
+    """The namespace whose Deployments and Services are cached as mesh facts (istiod, gateway)."""
+
 
 def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     env = os.environ if environ is None else environ
@@ -91,6 +96,8 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         renew_deadline=float(env.get("TENANT_PLATFORM_RENEW_DEADLINE", "10")),
         retry_period=float(env.get("TENANT_PLATFORM_RETRY_PERIOD", "2")),
         stuck_pass_seconds=float(env.get("TENANT_PLATFORM_STUCK_PASS_SECONDS", "600")),
+        cache=env.get("TENANT_PLATFORM_CACHE", "true").lower() not in ("false", "0", "no"),
+        cache_mesh_namespace=env.get("TENANT_PLATFORM_CACHE_MESH_NAMESPACE", "istio-system"),
     )
 
 

@@ -36,7 +36,12 @@ import kopf
 from tenant_platform import handlers, metrics
 from tenant_platform.api import constants
 from tenant_platform.config import Settings
+from tenant_platform.hami import names as hami_names
+from tenant_platform.kube.cache import CachedKube, Scope, operator_scopes
+from tenant_platform.kube.client import Kube
 from tenant_platform.kube.lease import LeaderElector, LeaseConfig
+from tenant_platform.status import apiaddresses
+from tenant_platform.status.coredns import DEFAULT_POD_LABELS, CoreDNSTarget
 
 log = logging.getLogger("tenant_platform.main")
 
@@ -59,6 +64,72 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.watching.server_timeout = 270
     state.client()
     log.info("tenant-platform operator configured (drift interval %ss)", state.settings.drift_interval)
+
+
+@kopf.on.startup()
+def start_cache(**_: Any) -> None:
+    """Start the watch-fed read cache (when the client is one); reads fall through until synced."""
+    kube = handlers.current().client()
+    if isinstance(kube, CachedKube):
+        kube.start()
+
+
+@kopf.on.cleanup()
+def stop_cache(**_: Any) -> None:
+    kube = handlers.current().kube
+    if isinstance(kube, CachedKube):
+        kube.stop()
+
+
+# The kinds of the children the steps write (labelled with our platform label). Secrets are left
+# out: the operator may not list or watch them (docs/security.md), so they stay GETs by name.
+CHILD_KINDS: tuple[tuple[str, str], ...] = (
+    ("v1", "ServiceAccount"),
+    ("v1", "ConfigMap"),
+    ("rbac.authorization.k8s.io/v1", "Role"),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"),
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"),
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"),
+    ("networking.istio.io/v1", "Gateway"),
+)
+
+
+def cache_scopes(settings: Settings) -> list[Scope]:
+    """What the operator's cache holds: children, TenantPlatforms, Namespaces, and the facts the
+    steps verify (docs/architecture.md, "Reads from watches")."""
+    dns = CoreDNSTarget()
+    mesh = settings.cache_mesh_namespace
+    facts = [
+        Scope("storage.k8s.io/v1", "StorageClass"),
+        Scope("apps/v1", "Deployment", namespace=mesh),
+        Scope("v1", "Service", namespace=mesh),
+        Scope("apps/v1", "Deployment", namespace=dns.namespace, name=dns.deployment),
+        Scope("v1", "ConfigMap", namespace=dns.namespace, name=dns.config_map),
+        Scope("v1", "ConfigMap", namespace=dns.namespace, name=dns.custom_config_map),
+        Scope("v1", "ConfigMap", namespace=dns.namespace, name=hami_names.CONFIG_MAP),
+        Scope("v1", "Pod", namespace=dns.namespace, labels=tuple(DEFAULT_POD_LABELS.items())),
+        Scope("v1", "Service", namespace=apiaddresses.SERVICE_NAMESPACE, name=apiaddresses.SERVICE_NAME),
+        Scope(
+            "discovery.k8s.io/v1",
+            "EndpointSlice",
+            namespace=apiaddresses.SERVICE_NAMESPACE,
+            labels=((apiaddresses.SERVICE_NAME_LABEL, apiaddresses.SERVICE_NAME),),
+        ),
+    ]
+    return operator_scopes(child_kinds=CHILD_KINDS, fact_scopes=facts)
+
+
+def cached_client(settings: Settings, state: handlers.OperatorState) -> CachedKube:
+    """The operator's client with the watch-fed cache: a child's event wakes its platform, a
+    fact's event wakes every platform (wakeups are flags; a pass with nothing to do is free)."""
+
+    def on_child(name: str) -> None:
+        if name in state.wakeups:
+            state.wake(name)
+
+    return CachedKube(
+        Kube.from_kubeconfig(settings.kubeconfig), cache_scopes(settings), on_child=on_child, on_fact=state.wake_all
+    )
 
 
 @kopf.on.login()
@@ -181,6 +252,8 @@ def run(
     if not settings.identity:
         settings = dataclasses.replace(settings, identity=default_identity())
     state = handlers.OperatorState(settings)
+    if settings.cache:
+        state.kube = cached_client(settings, state)
     handlers.install(state)
     kube = state.client()
     elector = LeaderElector(

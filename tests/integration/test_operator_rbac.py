@@ -179,7 +179,7 @@ MUST_BE_NO = [
     ("create webhooks", "create", "validatingwebhookconfigurations", ADMISSION, "", "", ""),
     ("create mutating webhooks", "create", "mutatingwebhookconfigurations", ADMISSION, "", "", ""),
     ("change CRDs", "update", "customresourcedefinitions", "apiextensions.k8s.io", "", "", ""),
-    ("watch ValidatingAdmissionPolicies", "watch", "validatingadmissionpolicies", ADMISSION, "", "", ""),
+    ("watch mutating webhooks", "watch", "mutatingwebhookconfigurations", ADMISSION, "", "", ""),
     ("post events in kube-system", "create", "events", "", "kube-system", "", ""),
     ("anything", "*", "*", "*", "", "", ""),
 ]

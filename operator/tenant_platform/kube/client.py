@@ -331,6 +331,7 @@ class Kube:
         resource_version: str,
         namespace: str | None = None,
         field_selector: str | None = None,
+        label_selector: str | None = None,
         timeout_seconds: int = 300,
     ) -> Iterator[Obj]:
         """Stream watch events (``{"type", "object"}``, bookmarks included) from ``resource_version``.
@@ -347,6 +348,8 @@ class Kube:
         }
         if field_selector:
             query["fieldSelector"] = field_selector
+        if label_selector:
+            query["labelSelector"] = label_selector
         self.counter.add("WATCH", dry_run=False)
         try:
             method_, url, headers_, body_, post = self.api.param_serialize(

@@ -1,0 +1,394 @@
+"""A watch-fed read cache in front of ``Kube``: a no-op reconcile pass makes no API request.
+
+``CachedKube`` is a ``Kube`` (steps take it unchanged) whose reads are answered from informers
+(kube/informer.py) for a configured set of scopes, and from the API for everything else:
+
+- ``get``: from an informer whose scope holds the object. A scope without label requirements is
+  complete, so a miss there is an answer ("absent"); a miss in a label-selected scope (our
+  children) falls through to a GET, since the object may exist without our labels.
+- ``list``: from an informer whose scope contains the request (same or wider namespace, label
+  requirements implied by the request's equality selector, or the same single name); filtered
+  by the request's selector. Anything else (set-based selectors, other field selectors) is a LIST.
+- Discovery (``served``, ``resource``, and a GET of ``/apis/<group>/<version>``): the document is
+  kept until any CustomResourceDefinition changes (a CRD informer with no store).
+- ``can_i``: SubjectAccessReview answers are kept until any Role, RoleBinding, ClusterRole or
+  ClusterRoleBinding changes (informers with no store drop every answer on any event). An answer
+  obtained within ``RBAC_SETTLE_SECONDS`` of the last RBAC event is not kept: the API server's
+  own authorizer follows RBAC through its informers and may lag behind our watch.
+- The one-node sample (``GET /api/v1/nodes?limit=1``, the DNS step's distribution evidence) is
+  kept for ``node_sample_ttl`` seconds: a node's distribution labels do not change at run time.
+- Writes go to the API; the response updates the store (read-your-writes), and the watch event
+  echoing it is recognised by its resourceVersion and reported to nobody.
+
+Until an informer has completed its first listing (and while it relists after a failure) reads
+in its scope go to the API, so a slow or forbidden watch costs requests, never correctness.
+Secrets are never cached: the operator may not list or watch them (docs/security.md).
+
+Listeners: an event on a "child" scope calls ``on_child(platform name)`` with the object's
+``tenancy.dev/tenant-platform`` label (the operator wakes that platform's loop, so a child
+changed by hand is repaired from the event); an event on a "fact" scope calls ``on_fact()``.
+"""
+
+from __future__ import annotations
+
+import builtins
+import copy
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import kubernetes.client
+
+from tenant_platform.api import constants
+from tenant_platform.kube import errors
+from tenant_platform.kube.client import Kube, Obj
+from tenant_platform.kube.informer import Informer, Scope, key_of, parse_selector, selector_matches
+
+log = logging.getLogger("tenant_platform.kube.cache")
+
+RBAC_SETTLE_SECONDS = 2.0
+_DISCOVERY = re.compile(r"^/apis?(/[^/]+){1,2}$")
+RBAC_KINDS = ("Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")
+
+
+class CachedKube(Kube):
+    """``Kube`` with reads served from watch-fed informers (see the module docstring)."""
+
+    def __init__(
+        self,
+        base: Kube,
+        scopes: Sequence[Scope],
+        *,
+        on_child: Callable[[str], None] | None = None,
+        on_fact: Callable[[], None] | None = None,
+        node_sample_ttl: float = 600.0,
+        watch_timeout: int = 300,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__(base.api)
+        self.counter = base.counter
+        self.default_namespace = base.default_namespace
+        self.on_child = on_child
+        self.on_fact = on_fact
+        self.node_sample_ttl = node_sample_ttl
+        self.clock = clock
+        # NB: each informer holds one pooled connection for its long-poll watch; they get a client
+        # of their own with room for all, so reconcile requests never wait for (or evict) them.
+        configuration = copy.copy(base.api.configuration)
+        configuration.connection_pool_maxsize = len(scopes) + 2
+        watcher = Kube(kubernetes.client.ApiClient(configuration))
+        watcher.counter = base.counter
+        self.informers = [Informer(watcher, s, listener=self._listener(s), watch_timeout=watch_timeout) for s in scopes]
+        self._lock = threading.Lock()
+        self._reviews: dict[tuple[Any, ...], tuple[bool, str]] = {}
+        self._rbac_changed_at = -RBAC_SETTLE_SECONDS
+        self._documents: dict[str, Obj | None] = {}
+        self._node_sample: tuple[float, Obj] | None = None
+        self._stopped = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self.hits = 0
+        self.misses = 0
+
+    # ---- life cycle ------------------------------------------------------------------------------
+
+    def start(self) -> CachedKube:
+        for informer in self.informers:
+            thread = threading.Thread(
+                target=informer.run, args=(self._stopped,), name=f"cache-{informer.scope.kind}", daemon=True
+            )
+            thread.start()
+            self._threads.append(thread)
+        return self
+
+    def stop(self, timeout: float = 2.0) -> None:
+        self._stopped.set()
+        for thread in self._threads:
+            thread.join(timeout)
+
+    def wait_synced(self, timeout: float) -> bool:
+        """True once every informer completed its first listing (False after ``timeout``)."""
+        deadline = time.monotonic() + timeout
+        return all(i.synced.wait(max(0.0, deadline - time.monotonic())) for i in self.informers)
+
+    def stats(self) -> dict[str, Any]:
+        """Objects held per scope, and reads answered from the cache or the API."""
+        return {
+            "objects": {i.scope.describe(): len(i) for i in self.informers if i.scope.keep},
+            "hits": self.hits,
+            "misses": self.misses,
+            "reviews": len(self._reviews),
+        }
+
+    # ---- listeners -------------------------------------------------------------------------------
+
+    def _listener(self, scope: Scope) -> Callable[[str, Obj | None, Obj | None], None]:
+        def listen(event_type: str, old: Obj | None, new: Obj | None) -> None:
+            if scope.role == "rbac":
+                with self._lock:
+                    self._reviews.clear()
+                    self._rbac_changed_at = self.clock()
+            elif scope.role == "crd":
+                with self._lock:
+                    self._documents.clear()
+                    self._discovered.clear()
+            elif scope.role == "child" and self.on_child is not None:
+                names = {
+                    ((o.get("metadata") or {}).get("labels") or {}).get(constants.LABEL_PLATFORM)
+                    for o in (old, new)
+                    if o
+                }
+                for name in sorted(n for n in names if n):
+                    self.on_child(str(name))
+            elif scope.role == "fact" and self.on_fact is not None:
+                self.on_fact()
+
+        return listen
+
+    # ---- which informer answers --------------------------------------------------------------------
+
+    def _for_get(self, api_version: str, kind: str, namespace: str | None, name: str) -> Iterable[Informer]:
+        for informer in self.informers:
+            s = informer.scope
+            if not s.keep or (s.api_version, s.kind) != (api_version, kind) or not informer.synced.is_set():
+                continue
+            if s.namespace is not None and s.namespace != namespace:
+                continue
+            if s.name is not None and s.name != name:
+                continue
+            yield informer
+
+    def _for_list(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None,
+        wanted: dict[str, str | None],
+        field_selector: str | None,
+    ) -> Informer | None:
+        for informer in self.informers:
+            s = informer.scope
+            if not s.keep or (s.api_version, s.kind) != (api_version, kind) or not informer.synced.is_set():
+                continue
+            if s.namespace is not None and s.namespace != namespace:
+                continue
+            if field_selector != s.field_selector:
+                continue
+            if all(k in wanted and (v is None or wanted[k] == v) for k, v in s.labels):
+                return informer
+        return None
+
+    # ---- reads -----------------------------------------------------------------------------------
+
+    def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> Obj | None:
+        for informer in self._for_get(api_version, kind, namespace, name):
+            found = informer.get(namespace, name)
+            if found is not None or informer.scope.complete:
+                self.hits += 1
+                return found
+        self.misses += 1
+        log.debug("cache: GET %s %s/%s from the API", kind, namespace or "-", name)
+        found = super().get(api_version, kind, name, namespace)
+        if found is not None:
+            self._remember(found, api_version, kind)
+        return found
+
+    def list(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> builtins.list[Obj]:
+        wanted = parse_selector(label_selector)
+        if wanted is not None:
+            informer = self._for_list(api_version, kind, namespace, wanted, field_selector)
+            if informer is not None:
+                self.hits += 1
+                return informer.items(namespace, wanted)
+        self.misses += 1
+        return super().list(api_version, kind, namespace, label_selector=label_selector, field_selector=field_selector)
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        query: dict[str, str] | None = None,
+        content_type: str = "application/json",
+        timeout: float = 30.0,
+        stores_nothing: bool = False,
+    ) -> Obj:
+        if method == "GET" and not query and _DISCOVERY.match(path) and self._crds_watched():
+            with self._lock:
+                if path in self._documents:
+                    doc = self._documents[path]
+                    if doc is None:
+                        raise errors.NotFound(404, "NotFound", f"{path} is not served")
+                    self.hits += 1
+                    return copy.deepcopy(doc)
+            try:
+                doc = super().request(method, path, timeout=timeout)
+            except errors.NotFound:
+                with self._lock:
+                    self._documents[path] = None
+                raise
+            with self._lock:
+                self._documents[path] = copy.deepcopy(doc)
+            return doc
+        if method == "GET" and path == "/api/v1/nodes" and query == {"limit": "1"}:
+            with self._lock:
+                sample = self._node_sample
+            if sample is not None and self.clock() - sample[0] < self.node_sample_ttl:
+                self.hits += 1
+                return copy.deepcopy(sample[1])
+            doc = super().request(method, path, query=query, timeout=timeout)
+            with self._lock:
+                self._node_sample = (self.clock(), copy.deepcopy(doc))
+            return doc
+        return super().request(
+            method,
+            path,
+            body=body,
+            query=query,
+            content_type=content_type,
+            timeout=timeout,
+            stores_nothing=stores_nothing,
+        )
+
+    def _crds_watched(self) -> bool:
+        return any(i.scope.role == "crd" and i.synced.is_set() for i in self.informers)
+
+    def _rbac_watched(self) -> bool:
+        watched = {i.scope.kind for i in self.informers if i.scope.role == "rbac" and i.synced.is_set()}
+        return watched >= set(RBAC_KINDS)
+
+    def can_i(
+        self,
+        *,
+        user: str,
+        groups: Iterable[str],
+        verb: str,
+        resource: str,
+        group: str = "",
+        namespace: str = "",
+        subresource: str = "",
+    ) -> tuple[bool, str]:
+        groups = tuple(groups)
+        key = (user, groups, verb, resource, group, namespace, subresource)
+        if not self._rbac_watched():
+            return super().can_i(
+                user=user, groups=groups, verb=verb, resource=resource, group=group, namespace=namespace,
+                subresource=subresource,
+            )  # fmt: skip
+        with self._lock:
+            if key in self._reviews:
+                self.hits += 1
+                return self._reviews[key]
+            asked_at = self.clock()
+        answer = super().can_i(
+            user=user, groups=groups, verb=verb, resource=resource, group=group, namespace=namespace,
+            subresource=subresource,
+        )  # fmt: skip
+        with self._lock:
+            # Kept only if no RBAC event arrived meanwhile, and the last one has settled.
+            if self._rbac_changed_at < asked_at - RBAC_SETTLE_SECONDS:
+                self._reviews[key] = answer
+        return answer
+
+    # ---- writes: the response updates the store ---------------------------------------------------
+
+    def _remember(self, obj: Obj, api_version: str | None = None, kind: str | None = None) -> None:
+        if not isinstance(obj, dict) or not obj.get("metadata"):
+            return
+        api_version = api_version or str(obj.get("apiVersion") or "")
+        kind = kind or str(obj.get("kind") or "")
+        namespace, name = key_of(obj)
+        for informer in self._for_get(api_version, kind, namespace or None, name):
+            informer.remember(obj)
+
+    def _forget(self, api_version: str, kind: str, name: str, namespace: str | None) -> None:
+        for informer in self._for_get(api_version, kind, namespace, name):
+            informer.forget(namespace, name)
+
+    def apply(
+        self, obj: Obj, *, dry_run: bool = False, force: bool = True, field_manager: str = constants.FIELD_MANAGER
+    ) -> Obj:
+        result = super().apply(obj, dry_run=dry_run, force=force, field_manager=field_manager)
+        if not dry_run:
+            self._remember(result, obj["apiVersion"], obj["kind"])
+        return result
+
+    def create(self, obj: Obj, *, dry_run: bool = False, as_user: str | None = None) -> Obj:
+        result = super().create(obj, dry_run=dry_run, as_user=as_user)
+        if not dry_run:
+            self._remember(result, obj["apiVersion"], obj["kind"])
+        return result
+
+    def replace(self, obj: Obj) -> Obj:
+        result = super().replace(obj)
+        self._remember(result, obj["apiVersion"], obj["kind"])
+        return result
+
+    def merge_patch(
+        self,
+        api_version: str,
+        kind: str,
+        name: str,
+        patch: Obj,
+        *,
+        namespace: str | None = None,
+        subresource: str | None = None,
+    ) -> Obj:
+        result = super().merge_patch(api_version, kind, name, patch, namespace=namespace, subresource=subresource)
+        self._remember(result, api_version, kind)
+        return result
+
+    def json_patch(
+        self, api_version: str, kind: str, name: str, ops: builtins.list[Obj], *, namespace: str | None = None
+    ) -> Obj:
+        result = super().json_patch(api_version, kind, name, ops, namespace=namespace)
+        self._remember(result, api_version, kind)
+        return result
+
+    def delete(
+        self,
+        api_version: str,
+        kind: str,
+        name: str,
+        namespace: str | None = None,
+        *,
+        propagation: str = "Background",
+        uid: str | None = None,
+    ) -> bool:
+        gone = super().delete(api_version, kind, name, namespace, propagation=propagation, uid=uid)
+        # NB: an object with finalizers lingers until they are removed; the watch reports it.
+        # Dropping it now would make a complete scope answer "absent" too early, so keep it.
+        return gone
+
+
+def operator_scopes(
+    *,
+    child_kinds: Iterable[tuple[str, str]],
+    fact_scopes: Iterable[Scope] = (),
+) -> list[Scope]:
+    """The scopes the operator caches: its children (by our platform label), the facts steps
+    verify, TenantPlatforms, Namespaces, and the RBAC kinds and CRDs as invalidation signals."""
+    scopes = [
+        Scope(constants.API_VERSION, constants.KIND, role="platform", absent_on_miss=False),
+        Scope("v1", "Namespace", role="child"),
+    ]
+    for api_version, kind in child_kinds:
+        scopes.append(Scope(api_version, kind, labels=((constants.LABEL_PLATFORM, None),), role="child"))
+    scopes += list(fact_scopes)
+    scopes += [Scope("rbac.authorization.k8s.io/v1", kind, keep=False, role="rbac") for kind in RBAC_KINDS]
+    scopes.append(Scope("apiextensions.k8s.io/v1", "CustomResourceDefinition", keep=False, role="crd"))
+    return scopes
+
+
+__all__ = ["CachedKube", "Scope", "operator_scopes", "selector_matches"]

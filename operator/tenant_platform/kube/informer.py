@@ -1,0 +1,313 @@
+"""One watch-fed store per (kind, scope): list, then watch; relist after a gap. Used by kube/cache.py.
+
+An ``Informer`` keeps the objects of one ``Scope`` (a kind, optionally one namespace, an
+equality/existence label selector, or one name) current, as client-go's reflector does: a
+complete paged listing replaces the store (so objects deleted while nobody watched cannot
+linger), the watch resumes from the last resourceVersion seen (bookmarks keep it fresh), a 410
+Gone relists, other errors back off (1 s doubling to 30 s, with up to 25 % jitter so many
+informers do not retry in step) and three failures in a row relist. ``synced`` is set after the
+first complete listing and cleared while a relist after a failure is pending, so a reader never
+takes an answer from a store that may have missed events for long.
+
+Memory: objects are kept whole except ``metadata.managedFields`` (often the largest part of a
+small object, and read by no step); a scope with ``keep=False`` stores nothing and only reports
+events (used for the RBAC kinds and CRDs, whose changes drop the access-review and discovery
+answers).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import random
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from tenant_platform.kube import errors
+from tenant_platform.kube.client import Kube, Obj
+
+log = logging.getLogger("tenant_platform.kube.cache")
+
+Key = tuple[str, str]
+"""(namespace or "", name)"""
+Listener = Callable[[str, Obj | None, Obj | None], None]
+"""Called with (event type, old object or None, new object or None) after a change."""
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What one informer holds.
+
+    ``labels``: requirements every held object meets, each (key, value) for ``key=value`` or
+    (key, None) for "the label exists". ``name``: a single object, field-selected by name.
+    ``keep``: False stores nothing (events only). ``role`` says what its events mean to the
+    cache: "child" (ours: wakes the platform named by its label), "fact" (wakes every platform),
+    "rbac" (drops access-review answers), "crd" (drops discovery answers), "platform".
+    """
+
+    api_version: str
+    kind: str
+    namespace: str | None = None
+    labels: tuple[tuple[str, str | None], ...] = ()
+    name: str | None = None
+    keep: bool = True
+    role: str = "fact"
+    absent_on_miss: bool = True
+    """False: a miss still asks the API (a TenantPlatform just created may be read before its
+    watch event arrives, and reading it as absent would park its loop until the drift timer)."""
+
+    @property
+    def label_selector(self) -> str | None:
+        parts = [k if v is None else f"{k}={v}" for k, v in self.labels]
+        return ",".join(parts) or None
+
+    @property
+    def field_selector(self) -> str | None:
+        return f"metadata.name={self.name}" if self.name else None
+
+    @property
+    def complete(self) -> bool:
+        """Whether a miss means "does not exist" (no label requirement narrows the scope)."""
+        return self.keep and not self.labels and self.absent_on_miss
+
+    def describe(self) -> str:
+        where = f" in {self.namespace}" if self.namespace else ""
+        sel = self.label_selector or self.field_selector or "all"
+        return f"{self.kind}{where} ({sel})"
+
+    def matches_labels(self, labels: dict[str, str]) -> bool:
+        return all((k in labels) if v is None else labels.get(k) == v for k, v in self.labels)
+
+
+def parse_selector(selector: str | None) -> dict[str, str | None] | None:
+    """``a=b,c==d,e`` as {a: b, c: d, e: None}; None for anything else (``!=``, ``in``, ``!x``)."""
+    if not selector:
+        return {}
+    out: dict[str, str | None] = {}
+    for raw in selector.split(","):
+        part = raw.strip()
+        if not part or "!" in part or " " in part or "(" in part:
+            return None
+        if "=" in part:
+            key, _, value = part.partition("==") if "==" in part else part.partition("=")
+            out[key.strip()] = value.strip()
+        else:
+            out[part] = None
+    return out
+
+
+def selector_matches(wanted: dict[str, str | None], labels: dict[str, str]) -> bool:
+    return all((k in labels) if v is None else labels.get(k) == v for k, v in wanted.items())
+
+
+def key_of(obj: Obj) -> Key:
+    meta = obj.get("metadata") or {}
+    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
+
+
+def _rv(obj: Obj | None) -> int | None:
+    try:
+        return int(((obj or {}).get("metadata") or {}).get("resourceVersion") or "")
+    except ValueError:
+        return None
+
+
+def trim(obj: Obj, api_version: str, kind: str) -> Obj:
+    """The object as stored: apiVersion and kind set, managedFields dropped."""
+    obj.setdefault("apiVersion", api_version)
+    obj.setdefault("kind", kind)
+    (obj.get("metadata") or {}).pop("managedFields", None)
+    return obj
+
+
+class Informer:
+    """Keep the objects of one Scope current (see the module docstring)."""
+
+    def __init__(self, kube: Kube, scope: Scope, *, listener: Listener | None = None, watch_timeout: int = 300) -> None:
+        self.kube = kube
+        self.scope = scope
+        self.listener = listener
+        self.watch_timeout = watch_timeout
+        self.page_size = 500
+        self.synced = threading.Event()
+        self._store: dict[Key, Obj] = {}
+        self._count = 0
+        self._lock = threading.Lock()
+        self.lists = 0
+        self.watches = 0
+        self.events = 0
+        self.errors = 0
+        self.forbidden = False
+
+    # ---- reads (copies: callers may mutate what they get) --------------------------------------
+
+    def get(self, namespace: str | None, name: str) -> Obj | None:
+        with self._lock:
+            found = self._store.get((namespace or "", name))
+            return copy.deepcopy(found) if found is not None else None
+
+    def items(self, namespace: str | None, wanted: dict[str, str | None]) -> list[Obj]:
+        with self._lock:
+            found = [
+                o
+                for (ns, _), o in self._store.items()
+                if (namespace is None or ns == namespace)
+                and selector_matches(wanted, (o.get("metadata") or {}).get("labels") or {})
+            ]
+            return copy.deepcopy(found)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._store) if self.scope.keep else self._count
+
+    # ---- read-your-writes --------------------------------------------------------------------
+
+    def remember(self, obj: Obj) -> None:
+        """Store a write's response (when it is in scope and newer than what is held)."""
+        if not self.scope.keep:
+            return
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        key = key_of(obj)
+        with self._lock:
+            held = self._store.get(key)
+            if not self.scope.matches_labels(labels):
+                self._store.pop(key, None)
+                return
+            new, old = _rv(obj), _rv(held)
+            if held is not None and new is not None and old is not None and new < old:
+                return
+            self._store[key] = trim(copy.deepcopy(obj), self.scope.api_version, self.scope.kind)
+
+    def forget(self, namespace: str | None, name: str) -> None:
+        with self._lock:
+            self._store.pop((namespace or "", name), None)
+
+    # ---- list and watch ------------------------------------------------------------------------
+
+    def _path(self) -> str:
+        return self.kube.path(self.scope.api_version, self.scope.kind, namespace=self.scope.namespace)
+
+    def list_once(self) -> str:
+        """One complete paged listing replacing the store; returns its resourceVersion."""
+        query = {"limit": str(self.page_size)}
+        if self.scope.label_selector:
+            query["labelSelector"] = self.scope.label_selector
+        if self.scope.field_selector:
+            query["fieldSelector"] = self.scope.field_selector
+        path = self._path()
+        fresh: dict[Key, Obj] = {}
+        count = 0
+        resource_version = ""
+
+        def pages() -> Iterator[Obj]:
+            nonlocal resource_version
+            while True:
+                page = self.kube.request("GET", path, query=query)
+                meta = page.get("metadata") or {}
+                resource_version = str(meta.get("resourceVersion", ""))
+                yield from page.get("items") or ()
+                if not meta.get("continue"):
+                    return
+                query["continue"] = str(meta["continue"])
+
+        for item in pages():
+            count += 1
+            if self.scope.keep:
+                fresh[key_of(item)] = trim(item, self.scope.api_version, self.scope.kind)
+        with self._lock:
+            old = self._store
+            self._store = fresh
+            self._count = count
+        self.lists += 1
+        if self.listener is not None and self.synced.is_set():
+            # A relist after a gap: report what changed meanwhile (the first listing is no news).
+            for key in old.keys() | fresh.keys():
+                before, after = old.get(key), fresh.get(key)
+                if _rv(before) != _rv(after) or (before is None) != (after is None):
+                    self.listener("RELISTED", before, after)
+            if not self.scope.keep:
+                self.listener("RELISTED", None, None)
+        self.synced.set()
+        return resource_version
+
+    def _apply(self, event_type: str, obj: Obj) -> None:
+        key = key_of(obj)
+        with self._lock:
+            held = self._store.get(key)
+            if event_type == "DELETED":
+                self._store.pop(key, None)
+                self._count = max(0, self._count - 1)
+                changed = True
+            else:
+                if held is not None and _rv(held) == _rv(obj):
+                    return  # the echo of our own write, already remembered
+                if self.scope.keep:
+                    self._store[key] = trim(obj, self.scope.api_version, self.scope.kind)
+                if event_type == "ADDED":
+                    self._count += 1
+                changed = True
+        if changed and self.listener is not None:
+            self.listener(event_type, held, obj if event_type != "DELETED" else None)
+
+    def watch_once(self, resource_version: str, stopped: threading.Event) -> str:
+        """Apply watch events until the server ends the watch; returns the last resourceVersion."""
+        self.watches += 1
+        for event in self.kube.watch(
+            self.scope.api_version,
+            self.scope.kind,
+            resource_version=resource_version,
+            namespace=self.scope.namespace,
+            field_selector=self.scope.field_selector,
+            label_selector=self.scope.label_selector,
+            timeout_seconds=self.watch_timeout,
+        ):
+            obj = event.get("object") or {}
+            resource_version = str((obj.get("metadata") or {}).get("resourceVersion") or resource_version)
+            event_type = str(event.get("type") or "")
+            if event_type in ("ADDED", "MODIFIED", "DELETED"):
+                self.events += 1
+                self._apply(event_type, obj)
+            if stopped.is_set():
+                break
+        return resource_version
+
+    def run(self, stopped: threading.Event, resource_version: str = "") -> None:
+        """List (unless ``resource_version`` says where to resume), then watch, until ``stopped``
+        (run it in a daemon thread)."""
+        failures = 0
+        while not stopped.is_set():
+            try:
+                if not resource_version:
+                    resource_version = self.list_once()
+                resource_version = self.watch_once(resource_version, stopped)
+                failures = 0
+            except errors.KubeError as exc:
+                self.errors += 1
+                failures += 1
+                self.forbidden = isinstance(exc, errors.Forbidden)
+                if exc.status == 410 or failures >= 3:
+                    resource_version = ""  # expired, or stuck: start over with a listing
+                    self.synced.clear()  # until the relist: readers go to the API
+                if stopped.is_set():
+                    return
+                if exc.status != 410:
+                    # A kind not served (Istio absent) or not allowed is retried quietly, slowly.
+                    quiet = isinstance(exc, errors.NotFound | errors.Forbidden) and failures > 1
+                    (log.debug if quiet else log.warning)(
+                        "cache: watching %s failed (%s); retrying", self.scope.describe(), exc
+                    )
+                    stopped.wait(backoff(failures))
+            except Exception:
+                self.errors += 1
+                failures += 1
+                resource_version = ""
+                self.synced.clear()
+                log.exception("cache: watching %s crashed; listing again", self.scope.describe())
+                stopped.wait(backoff(failures))
+
+
+def backoff(failures: int, *, cap: float = 30.0, jitter: float = 0.25) -> float:
+    """1 s doubling per failure up to ``cap``, plus up to ``jitter`` of it at random."""
+    base = min(cap, 2.0 ** max(0, failures - 1))
+    return base * (1.0 + random.uniform(0.0, jitter))  # spreading retries, not security
