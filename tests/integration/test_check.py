@@ -159,7 +159,8 @@ def test_check_by_name_reads_the_live_object_and_leaves_its_status_alone(cluster
     assert pull["result"] == preflight.FAIL and "Secret regcred in namespace named-ns does not exist" in pull["detail"]
     assert "kubectl create secret docker-registry" in pull["fix"]
     live = kube.get(constants.API_VERSION, constants.KIND, "named")
-    assert live is not None and not live.get("status")
+    # Untouched: only the CRD's default status ({observedGeneration: 0}), no conditions written.
+    assert live is not None and live.get("status") == {"observedGeneration": 0}
 
     with pytest.raises(preflight.PreflightError, match="not found"):
         preflight.run_check(kube, "no-such-platform")

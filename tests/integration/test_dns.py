@@ -321,7 +321,8 @@ def test_k0s_style_cluster_is_not_edited_and_gets_the_patch(
     assert corefile_of(kube, step.target.namespace) == STOCK_COREFILE
     assert "spec:\n  network:\n    coreDNS:\n      patches:" in message
     assert f"rewrite name exact {platform['spec']['domain']} {HOST}" in message
-    assert "rollout restart deployment/coredns" in message
+    # The checklist's k0s steps (issue 14): the ClusterConfig patch, then restart k0scontroller.
+    assert "systemctl restart k0scontroller" in message
     assert result.recorded["dns"]["distribution"] == "k0s"
 
 

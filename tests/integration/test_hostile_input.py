@@ -27,7 +27,7 @@ from tenant_platform.config import Settings
 from tenant_platform.hami import bounds, capacity
 from tenant_platform.kube.client import Kube
 from tenant_platform.observe import cluster
-from tenant_platform.reconcile import gpu, registry
+from tenant_platform.reconcile import gpu, namespaces, registry
 from tenant_platform.testing import seed
 from tenant_platform.testing.controlplane import ControlPlane
 
@@ -181,7 +181,8 @@ class Scene:
 def scene(
     crd: Kube, control_plane: ControlPlane, unique_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Scene]:
-    monkeypatch.setattr(registry, "STEPS", [gpu.STEP])
+    # The namespaces step claims the tenant namespace (the write gate lets the values in only then).
+    monkeypatch.setattr(registry, "STEPS", [namespaces.STEP, gpu.STEP])
     s = Scene(crd, control_plane, unique_name[:40].rstrip("-"), tmp_path)
     try:
         yield s
