@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import random
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -36,6 +37,7 @@ from tenant_platform import handlers_gpu, reconcile
 from tenant_platform.api import constants
 from tenant_platform.config import Settings
 from tenant_platform.kube import errors
+from tenant_platform.kube.backoff import Backoff
 from tenant_platform.kube.client import Kube
 from tenant_platform.kube.events import EventRecorder
 from tenant_platform.observe import cluster
@@ -49,9 +51,28 @@ WAKEUP_POLL_SECONDS = 0.25
 DELETION_RETRY_SECONDS = 10
 # How long the delete handler waits for an in-flight pass before kopf retries it.
 DELETION_LOCK_WAIT_SECONDS = 30.0
-# Retry delay of a pass that failed with an API error or crashed.
-ERROR_RETRY_SECONDS = 10.0
+# Retry delay of a pass that failed with an API error or crashed: exponential back-off with full
+# jitter (kube/backoff.py), per platform, reset by a pass that completes. An API error waits at
+# most 1 s, 2 s, 4 s, ... up to ERROR_RETRY_SECONDS; a crash (a bug) starts at 5 s, up to
+# CRASH_RETRY_SECONDS. The jitter spreads the retries of every platform (and of both replicas)
+# that failed together, e.g. while the API server was down.
+ERROR_RETRY_BASE_SECONDS = 1.0
+ERROR_RETRY_SECONDS = 60.0
+CRASH_RETRY_BASE_SECONDS = 5.0
 CRASH_RETRY_SECONDS = 30.0
+RETRY_FLOOR_SECONDS = 0.5
+RETRY_RANDOM = random.Random()
+"""The random source of the jitter (tests seed it)."""
+
+
+def retry_backoffs() -> tuple[Backoff, Backoff]:
+    """A platform loop's back-offs: (after an API error, after a crash)."""
+    return (
+        Backoff(base=ERROR_RETRY_BASE_SECONDS, cap=ERROR_RETRY_SECONDS, floor=RETRY_FLOOR_SECONDS, rng=RETRY_RANDOM),
+        Backoff(base=CRASH_RETRY_BASE_SECONDS, cap=CRASH_RETRY_SECONDS, floor=RETRY_FLOOR_SECONDS, rng=RETRY_RANDOM),
+    )
+
+
 REPORTING_CONTROLLER = f"{constants.GROUP}/tenant-platform-operator"
 
 
@@ -268,6 +289,7 @@ async def platform_loop(name: str, stopped: kopf.DaemonStopped, logger: Logger, 
     # waits look at the wakeup only after one poll, so a burst of changes costs one more pass.
     wait = state.settings.drift_interval
     first = True
+    on_error, on_crash = retry_backoffs()
     while not stopped:
         if not await _wait(wakeup, stopped, wait, first_check=first):
             break
@@ -275,12 +297,14 @@ async def platform_loop(name: str, stopped: kopf.DaemonStopped, logger: Logger, 
         wakeup.clear()
         try:
             wait = await loop.run_in_executor(state.executor(), reconcile_once, name)
+            on_error.reset()
+            on_crash.reset()
         except errors.KubeError as exc:
-            logger.warning("reconcile of %s failed: %s; retrying", name, exc)
-            wait = ERROR_RETRY_SECONDS
+            wait = on_error.next()
+            logger.warning("reconcile of %s failed: %s; retrying in %.1fs", name, exc, wait)
         except Exception:
-            logger.exception("reconcile of %s crashed; retrying", name)
-            wait = CRASH_RETRY_SECONDS
+            wait = on_crash.next()
+            logger.exception("reconcile of %s crashed; retrying in %.1fs", name, wait)
 
 
 async def _wait(

@@ -302,3 +302,25 @@ def test_children_die_with_a_killed_python_process(control_plane: ControlPlane, 
                     os.killpg(pid, signal.SIGKILL)
         if started:
             shutil.rmtree(started["work_dir"], ignore_errors=True)
+
+
+@pytest.mark.cluster
+def test_components_stop_and_start_with_their_data() -> None:
+    """The fault tests' tools: the API server stopped is unreachable and comes back on the same
+    address; etcd killed with SIGKILL and restarted keeps what was written."""
+    with ControlPlane(controller_manager=False) as cp:
+        cp.kubectl("create", "configmap", "survivor", "--from-literal=k=v")
+        cp.stop_component("kube-apiserver")
+        assert "kube-apiserver" not in cp.pids
+        assert cp.kubectl("get", "configmap", "survivor", check=False, timeout=30).returncode != 0
+        took = cp.start_component("kube-apiserver")
+        assert took > 0 and "kube-apiserver" in cp.pids
+        cp.restart_component("etcd", kill=True)
+        data = wait_for(
+            lambda: cp.kubectl("get", "configmap", "survivor", "-o", "jsonpath={.data.k}", check=False).stdout,
+            "the ConfigMap read back after the etcd restart",
+            60,
+        )
+        assert data == "v"
+        with pytest.raises(ControlPlaneError, match="is running"):
+            cp.start_component("etcd")

@@ -14,11 +14,12 @@ from typing import Any
 
 import pytest
 from cryptography import x509
-from networking_support import body, delete_namespace, only, run, writes
+from networking_support import body, context, delete_namespace, only, run, writes
 from tests.support import create_namespace
 
 from tenant_platform import metrics
 from tenant_platform.api import constants
+from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.reasons import Common
 from tenant_platform.api.reasons import EdgeCertificate as Reason
 from tenant_platform.kube.client import Kube
@@ -270,3 +271,45 @@ def test_dry_run_never_issues(kube: Kube, unique_name: str, spaces: tuple[str, s
     assert "would issue" in message and Reason.SECRET_NOT_FOUND in message
     assert writes(kube) == before
     assert kube.get("v1", "Secret", SECRET, spaces[1]) is None
+
+
+def test_issuance_is_conditional_on_the_secret_as_read(
+    kube: Kube, unique_name: str, spaces: tuple[str, str], make_platform: Callable[..., dict[str, Any]]
+) -> None:
+    """A pass that read the Secret before someone else (re-)issued it (a replica that lost the
+    Lease mid-pass, a pass repeated after a lost status write) never overwrites the newer
+    certificate; a repeated pass finds the Secret it wrote and issues nothing."""
+    tenant, gw = spaces
+    platform = make_platform(
+        unique_name,
+        tenant,
+        gateway={"namespace": gw, "name": unique_name},
+        edgeCertificate={"secretName": SECRET, "issuer": "SelfSigned", "renewBefore": "720h"},
+    )
+
+    # Absent when read, created by someone else meanwhile: not overwritten.
+    stale = edgecert.gather(context(kube, platform, now=NOW))
+    verdict = edgecert.edgecert.evaluate(TenantPlatform.from_body(platform), stale, now=NOW)
+    assert verdict.issue is not None and stale.secret is None
+    only(run(edgecert.STEP, kube, platform, now=NOW))
+    first = kube.get("v1", "Secret", SECRET, gw)
+    assert first is not None
+    assert edgecert.STEP._issue(context(kube, platform, now=NOW), stale, verdict.issue) is None
+    assert kube.get("v1", "Secret", SECRET, gw) == first
+
+    # Repeated (the status write lost): nothing issued, nothing written.
+    before = writes(kube)
+    status, _, message = only(run(edgecert.STEP, kube, platform, now=NOW))
+    assert status == "True" and "issued" not in message
+    assert writes(kube) == before
+
+    # Due for renewal when read, renewed by someone else meanwhile: not overwritten.
+    later = NOW + timedelta(days=61)
+    stale = edgecert.gather(context(kube, platform, now=later))
+    verdict = edgecert.edgecert.evaluate(TenantPlatform.from_body(platform), stale, now=later)
+    assert verdict.issue is not None and verdict.issue.because == Reason.EXPIRING_SOON
+    only(run(edgecert.STEP, kube, platform, now=later))
+    renewed = kube.get("v1", "Secret", SECRET, gw)
+    assert renewed is not None and renewed["data"] != first["data"]
+    assert edgecert.STEP._issue(context(kube, platform, now=later), stale, verdict.issue) is None
+    assert kube.get("v1", "Secret", SECRET, gw) == renewed

@@ -28,7 +28,7 @@ from tenant_platform.api.models import TenantPlatform
 from tenant_platform.config import Settings
 from tenant_platform.kube.client import Kube
 from tenant_platform.reconcile import storage
-from tenant_platform.reconcile.base import StepContext
+from tenant_platform.reconcile.base import StepContext, stamp
 from tenant_platform.render import storage as render_storage
 from tenant_platform.status import storage as storage_status
 from tenant_platform.testing.controlplane import ControlPlane
@@ -175,11 +175,16 @@ def test_write_test_pending_then_verified_and_cleaned_up(kube: Kube, make_platfo
     assert [p["metadata"]["labels"][render_storage.ROLE_LABEL] for p in pods] == ["read"]
     assert pods[0]["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"] == pvcs[0]["metadata"]["name"]
 
-    # The reader found the marker: verified, and the test objects are deleted.
+    # The reader found the marker: verified; the result goes onto the PVC and the pods are deleted,
+    # then (next pass, once the status holds the result) the PVC.
     set_phase(kube, pods[0], "Succeeded")
     outcome = reconcile_once(kube, unique_name)
     cond = condition(outcome.status, constants.STORAGE_READY)
     assert (cond["status"], cond["reason"]) == ("True", "Verified")
+    assert outcome.requeue_after is not None and outcome.requeue_after <= storage_status.SETTLE_SECONDS
+    pvcs, pods = verify_objects(kube, unique_name)
+    assert pods == [] and pvcs[0]["metadata"]["annotations"][render_storage.RESULT_ANNOTATION] == "Succeeded"
+    reconcile_once(kube, unique_name)
     assert verify_objects(kube, unique_name) == ([], [])
     memory = get_platform(kube, unique_name)["status"]["recorded"]["storageVerification"]
     assert (memory["result"], memory["cleanedUp"]) == ("Succeeded", True)
@@ -208,6 +213,7 @@ def test_verify_off_and_on_again_runs_a_new_test(kube: Kube, make_platform: Any,
     set_phase(kube, verify_objects(kube, unique_name)[1][0], "Succeeded")
     outcome = reconcile_once(kube, unique_name)
     assert condition(outcome.status, constants.STORAGE_READY)["reason"] == "Verified"
+    reconcile_once(kube, unique_name)
 
     patch_spec(kube, unique_name, {"storage": {"verify": False}})
     reconcile_once(kube, unique_name)
@@ -232,6 +238,7 @@ def test_a_failed_read_back_fails_the_condition(kube: Kube, make_platform: Any, 
     cond = condition(outcome.status, constants.STORAGE_READY)
     assert (cond["status"], cond["reason"]) == ("False", "VerificationFailed")
     assert "not read back intact" in cond["message"] and "runs again after" in cond["message"]
+    reconcile_once(kube, unique_name)
     assert verify_objects(kube, unique_name) == ([], [])
     # Within the retry interval the failure stands and nothing is created.
     reconcile_once(kube, unique_name)
@@ -254,6 +261,7 @@ def test_a_test_that_never_finishes_times_out_and_cleans_up(kube: Kube, make_pla
     assert (cond["status"], cond["reason"]) == ("False", "VerificationTimedOut")
     assert "did not finish within 10 minutes" in cond["message"]
     assert "is Pending" in cond["message"]
+    reconcile_once(kube, unique_name, now=start + storage_status.VERIFY_TIMEOUT + timedelta(seconds=2))
     assert verify_objects(kube, unique_name) == ([], [])
 
     # After the retry interval a new test starts.
@@ -303,3 +311,84 @@ def test_cleanup_on_deletion_removes_a_running_test(kube: Kube, make_platform: A
     assert storage.STEP.cleanup(ctx).done
     assert verify_objects(kube, unique_name) == ([], [])
     assert storage.STEP.cleanup(ctx).done  # idempotent
+
+
+def lose_status(kube: Kube, name: str, recorded: dict[str, Any] | None) -> None:
+    """Put ``status.recorded.storageVerification`` back as it was: the pass's status write was lost."""
+    kube.merge_patch(
+        constants.API_VERSION,
+        constants.KIND,
+        name,
+        {"status": {"recorded": {"storageVerification": recorded}}},
+        subresource="status",
+    )
+
+
+def test_a_lost_status_write_neither_leaks_nor_reruns_the_test(
+    kube: Kube, make_platform: Any, unique_name: str
+) -> None:
+    """After every pass the status write is undone (the process died before it, or it failed): the
+    next pass goes on with the test its objects describe; one PVC and one pod at a time, the test
+    runs once, and its PVC is deleted only once the status holds the result."""
+    ns = unique_name
+    create_namespace(kube, ns)
+    make_platform(unique_name, ns, storage={"verify": True})
+
+    reconcile_once(kube, unique_name)
+    pvcs, pods = verify_objects(kube, unique_name)
+    attempt = pvcs[0]["metadata"]["labels"][render_storage.ATTEMPT_LABEL]
+    assert [p["metadata"]["labels"][render_storage.ATTEMPT_LABEL] for p in pods] == [attempt]
+    uids = [pvcs[0]["metadata"]["uid"], pods[0]["metadata"]["uid"]]
+    lose_status(kube, unique_name, None)
+    # A later second (a new attempt id if a new test were started): the same test goes on.
+    reconcile_once(kube, unique_name, now=datetime.now(UTC) + timedelta(seconds=5))
+    pvcs, pods = verify_objects(kube, unique_name)
+    assert [pvcs[0]["metadata"]["uid"], *(p["metadata"]["uid"] for p in pods)] == uids
+    memory = get_platform(kube, unique_name)["status"]["recorded"]["storageVerification"]
+    assert str(memory["attempt"]) == attempt
+
+    # The writer succeeded; the pass notes it on the PVC, deletes the writer, creates the reader:
+    # undo the status, and delete the reader as if the process died before creating it.
+    set_phase(kube, pods[0], "Succeeded")
+    before = get_platform(kube, unique_name)["status"]["recorded"]["storageVerification"]
+    reconcile_once(kube, unique_name)
+    lose_status(kube, unique_name, before)
+    for pod in verify_objects(kube, unique_name)[1]:
+        kube.delete("v1", "Pod", pod["metadata"]["name"], OPERATOR_NAMESPACE)
+    assert verify_objects(kube, unique_name)[1] == []
+    reconcile_once(kube, unique_name)
+    pvcs, pods = verify_objects(kube, unique_name)
+    assert [p["metadata"]["labels"][render_storage.ROLE_LABEL] for p in pods] == ["read"], "no second writer"
+
+    # The reader succeeded: the result goes onto the PVC; the status write is lost again.
+    set_phase(kube, pods[0], "Succeeded")
+    before = get_platform(kube, unique_name)["status"]["recorded"]["storageVerification"]
+    reconcile_once(kube, unique_name)
+    lose_status(kube, unique_name, before)
+    outcome = reconcile_once(kube, unique_name)
+    cond = condition(outcome.status, constants.STORAGE_READY)
+    assert (cond["status"], cond["reason"]) == ("True", "Verified"), cond
+    assert verify_objects(kube, unique_name) == ([], [])
+    memory = get_platform(kube, unique_name)["status"]["recorded"]["storageVerification"]
+    assert (str(memory["attempt"]), memory["result"], memory["cleanedUp"]) == (attempt, "Succeeded", True)
+
+
+def test_objects_of_an_unrecorded_older_test_are_deleted(kube: Kube, make_platform: Any, unique_name: str) -> None:
+    """Objects of a test nobody recorded (another attempt, e.g. killed before its status write and
+    superseded) are found by their labels and deleted; the recorded test goes on."""
+    ns = unique_name
+    create_namespace(kube, ns)
+    body = make_platform(unique_name, ns, storage={"verify": True})
+    reconcile_once(kube, unique_name)
+    attempt = get_platform(kube, unique_name)["status"]["recorded"]["storageVerification"]["attempt"]
+    platform = TenantPlatform.from_body(get_platform(kube, unique_name))
+    ctx = StepContext(platform=platform, kube=kube, settings=Settings(), now=datetime.now(UTC))
+    stray = render_storage.render_pvc(
+        platform_name=unique_name, namespace=OPERATOR_NAMESPACE, attempt=12345, storage_class="other-class"
+    )
+    kube.create(stamp(stray, ctx, render_storage.COMPONENT))
+    assert len(verify_objects(kube, unique_name)[0]) == 2
+    reconcile_once(kube, unique_name)
+    pvcs, pods = verify_objects(kube, unique_name)
+    assert [p["metadata"]["name"] for p in pvcs] == [render_storage.pvc_name(unique_name, attempt)]
+    assert len(pods) == 1 and body["metadata"]["name"] == unique_name

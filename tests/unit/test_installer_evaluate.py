@@ -154,17 +154,22 @@ def test_recorded_names_the_kubeconfig_secret_and_the_token_renewal_is_asked_for
 SERVER = "https://api.example.com:6443"
 
 
-def secret(expires: datetime, *, claim: str | None = NAME, server: str = SERVER) -> dict[str, Any]:
+def secret(
+    expires: datetime, *, claim: str | None = NAME, server: str = SERVER, issued: datetime | None = None
+) -> dict[str, Any]:
     labels = {"tenancy.dev/tenant-platform": claim} if claim else {}
+    annotations = {
+        render_installer.ANNOTATION_TOKEN_EXPIRES: expires.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        render_installer.ANNOTATION_SERVER: server,
+    }
+    if issued is not None:
+        annotations[render_installer.ANNOTATION_TOKEN_ISSUED] = issued.strftime("%Y-%m-%dT%H:%M:%SZ")
     return {
         "metadata": {
             "name": "platform-installer-kubeconfig",
             "namespace": "kamiwaza",
             "labels": labels,
-            "annotations": {
-                render_installer.ANNOTATION_TOKEN_EXPIRES: expires.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                render_installer.ANNOTATION_SERVER: server,
-            },
+            "annotations": annotations,
         },
         "data": {"kubeconfig": "a2NmZw=="},
     }
@@ -190,7 +195,35 @@ TOKENS = {
         84 * 60.0,
     ),
     "no expiry annotation: re-minted": ({"metadata": {"name": "x"}}, NAME, False, 84 * 60.0),
+    # The server capped the 2h asked for at 1h: renewal at 70 % of the hour granted, not "2h minus
+    # 36 min" (which lies before the token was even minted: re-minted on every pass).
+    "capped by the server at 1h, just minted: kept for 42 min": (
+        secret(NOW + timedelta(hours=1), issued=NOW),
+        NAME,
+        True,
+        42 * 60.0,
+    ),
+    "capped at 1h, 50 min old: re-minted": (
+        secret(NOW + timedelta(minutes=10), issued=NOW - timedelta(minutes=50)),
+        NAME,
+        False,
+        84 * 60.0,
+    ),
+    "issued after its expiry (garbage): the requested lifetime counts": (
+        secret(NOW + timedelta(hours=2), issued=NOW + timedelta(hours=3)),
+        NAME,
+        True,
+        84 * 60.0,
+    ),
 }
+
+
+@pytest.mark.parametrize(
+    ("granted", "requeue"),
+    [(timedelta(hours=2), 84 * 60.0), (timedelta(hours=1), 42 * 60.0), (timedelta(minutes=10), 7 * 60.0)],
+)
+def test_renewal_requeue_follows_the_lifetime_granted(granted: timedelta, requeue: float) -> None:
+    assert evaluate_installer.renewal_requeue(NOW, NOW + granted, timedelta(hours=2), NOW) == requeue
 
 
 @pytest.mark.parametrize(("live", "claim", "kept", "requeue"), TOKENS.values(), ids=TOKENS.keys())

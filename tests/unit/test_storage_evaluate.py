@@ -16,6 +16,7 @@ import pytest
 from tenant_platform.api import reasons
 from tenant_platform.api.models import Storage
 from tenant_platform.api.status.storage import StorageVerification, VerificationResult
+from tenant_platform.render import storage as render_storage
 from tenant_platform.status import storage as st
 from tenant_platform.status.storage import Action
 
@@ -314,6 +315,11 @@ def obj(name: str, phase: str | None = None, **extra: Any) -> dict[str, Any]:
     return {"metadata": {"name": name, "uid": f"uid-{name}", **extra}, "status": {"phase": phase} if phase else {}}
 
 
+def written(pvc: dict[str, Any]) -> dict[str, Any]:
+    pvc["metadata"]["annotations"] = {render_storage.WRITTEN_ANNOTATION: "true"}
+    return pvc
+
+
 PVC, WRITER, READER = "tp-storage-verify-1", "tp-storage-write-1", "tp-storage-read-1"
 
 
@@ -356,10 +362,27 @@ PHASE_TWO = [
         ProbeRow(
             pvc=obj(PVC, "Bound"),
             writer=obj(WRITER, "Succeeded"),
+            actions=(Action.MARK_WRITTEN, Action.DELETE_WRITER, Action.CREATE_READER),
+            fragment=f"pod {WRITER} wrote the marker and was deleted; a new pod reads it back",
+        ),
+        id="writer done: noted on the PVC, reader created",
+    ),
+    pytest.param(
+        ProbeRow(
+            pvc=written(obj(PVC, "Bound")),
+            writer=obj(WRITER, "Succeeded"),
             actions=(Action.DELETE_WRITER, Action.CREATE_READER),
             fragment=f"pod {WRITER} wrote the marker and was deleted; a new pod reads it back",
         ),
-        id="writer done: reader created",
+        id="writer done, already noted: reader created",
+    ),
+    pytest.param(
+        ProbeRow(
+            pvc=written(obj(PVC, "Bound")),
+            actions=(Action.CREATE_READER,),
+            fragment=f"pod {WRITER} wrote the marker and was deleted; a new pod reads it back",
+        ),
+        id="killed between deleting the writer and creating the reader: reader, not a second writer",
     ),
     pytest.param(
         ProbeRow(
@@ -460,13 +483,13 @@ def test_evaluate_test(row: ProbeRow) -> None:
         assert report.memory == memory() and report.progressing and report.requeue_after == st.POLL_SECONDS
         assert verdict.delete is None
         return
-    # A finished test is recorded with its message and deleted; cleanedUp says whether that worked.
+    # A finished test is recorded with its message; the result goes onto the PVC and only the pods
+    # are deleted (the PVC goes on the next pass, once the status holds the result).
     assert report.memory.result == row.finished and report.memory.finished_at == stamp(row.now)
     assert report.memory.message and report.memory.message in cond.message
-    assert verdict.delete == ATTEMPT and report.memory.cleaned_up is True
+    assert verdict.delete == ATTEMPT and verdict.keep_pvc and report.memory.cleaned_up is False
+    assert verdict.record_result == report.memory.model_copy(update={"cleaned_up": None})
     assert verdict.if_not_deleted is not None and verdict.if_not_deleted.memory is not None
     assert verdict.if_not_deleted.memory.cleaned_up is False
-    assert report.requeue_after == (
-        None if row.finished == VerificationResult.SUCCEEDED else st.RETRY_AFTER.total_seconds()
-    )
+    assert report.requeue_after == st.SETTLE_SECONDS
     assert not report.progressing and not report.failed

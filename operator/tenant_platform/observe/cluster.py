@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from tenant_platform.hami import bounds
 from tenant_platform.kube import errors
+from tenant_platform.kube.backoff import Backoff, Uniform
 from tenant_platform.observe.objects import (
     LABEL_MANAGER_PREFIX,
     MAX_NODE_NAME,
@@ -330,14 +331,22 @@ def load_from_api(kube: Kube, snapshot: ClusterSnapshot | None = None) -> Cluste
     return target
 
 
+# The watches' back-off (see Reflector): full jitter from 0.5 s doubling to 30 s.
+RELIST_BACKOFF_BASE: Final = 0.5
+RELIST_BACKOFF_CAP: Final = 30.0
+
+
 class Reflector:
     """Keep one kind (Nodes or Pods) of a snapshot current: list, then watch; relist when needed.
 
     As client-go's reflector does: a complete (paged) listing replaces that kind's content, so
     objects deleted while nobody watched cannot linger; the watch resumes from the last
     resourceVersion seen (bookmarks keep it fresh) and a 410 Gone (expired resourceVersion)
-    triggers a new listing. Other errors back off (1 s doubling to 30 s) and resume the watch;
-    three failures in a row relist. ``run`` returns when ``stopped`` is set (checked between
+    triggers a new listing. Every failure, a 410 included, waits before the next attempt:
+    exponential back-off with full jitter (kube/backoff.py: at most 0.5 s, 1 s, 2 s, ... up to
+    30 s; a 410 alone at most 0.5 s), reset once a watch ends in order; three failures in a row
+    relist. The jitter keeps the relists of both kinds (and of both replicas) after an API server
+    outage from arriving together. ``run`` returns when ``stopped`` is set (checked between
     events, so within ``watch_timeout`` at worst: run it in a daemon thread).
     """
 
@@ -350,6 +359,7 @@ class Reflector:
         watch_timeout: int = 300,
         page_size: int = 500,
         log: logging.Logger | None = None,
+        rng: Uniform | None = None,
     ) -> None:
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {sorted(KINDS)}")
@@ -363,6 +373,7 @@ class Reflector:
         self.watches = 0
         self.events = 0
         self.errors = 0
+        self.backoff = Backoff(base=RELIST_BACKOFF_BASE, cap=RELIST_BACKOFF_CAP, rng=rng)
 
     @property
     def _api(self) -> tuple[str, str, str | None]:
@@ -435,6 +446,7 @@ class Reflector:
                     resource_version = self.list_once()
                 resource_version = self.watch_once(resource_version, stopped)
                 failures = 0
+                self.backoff.reset()
             except errors.KubeError as exc:
                 self.errors += 1
                 failures += 1
@@ -444,13 +456,14 @@ class Reflector:
                     resource_version = ""  # expired, or stuck: start over with a listing
                 if stopped.is_set():
                     return  # the operator is shutting down; the watch ended with it
+                delay = self.backoff.next()
                 if exc.status != 410:
-                    self.log.warning("watching %s failed (%s); retrying", self.kind, exc)
-                    stopped.wait(min(30.0, 2.0 ** (failures - 1)))
+                    self.log.warning("watching %s failed (%s); retrying in %.1fs", self.kind, exc, delay)
+                stopped.wait(delay)
             except Exception as exc:
                 self.errors += 1
                 failures += 1
                 resource_version = ""
                 self.snapshot.mark_stale(self.kind, f"watching {self.kind} crashed: {bounds.shorten(repr(exc), 120)}")
                 self.log.exception("watching %s crashed; listing again", self.kind)
-                stopped.wait(min(30.0, 2.0 ** (failures - 1)))
+                stopped.wait(self.backoff.next())

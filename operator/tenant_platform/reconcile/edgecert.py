@@ -10,7 +10,9 @@ or prunes the trust ConfigMap, sets the seconds-to-expiry gauge and reports. Rea
 ``issuer: SelfSigned``: the operator issues an ECDSA P-256 certificate for the domain (and
 ``*.domain``, tenant_platform/issuance.py) when the Secret is missing or unusable, and re-issues
 it once it is within ``renewBefore`` of expiry. The Secret carries our labels and an
-ownerReference; a Secret of that name that is not ours is never overwritten (Conflict).
+ownerReference; a Secret of that name that is not ours is never overwritten (Conflict). The
+write is conditional on the Secret as read (create, or apply with its resourceVersion), so a
+stale pass never replaces a newer certificate and a repeated pass issues nothing new.
 ``issuer: External``: verify only.
 
 When the certificate is not publicly trusted, its CA (or the self-signed certificate itself) is
@@ -31,6 +33,7 @@ from datetime import timedelta
 from tenant_platform import issuance, metrics
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
+from tenant_platform.kube import errors
 from tenant_platform.kube.client import Obj
 from tenant_platform.reconcile.base import CleanupResult, StepContext, StepResult, apply_children, owner_of, stamp
 from tenant_platform.render import certs as render_certs
@@ -81,6 +84,8 @@ class EdgeCertStep:
         verdict = edgecert.evaluate(ctx.platform, facts, now=ctx.now, dry_run=ctx.dry_run)
         if verdict.issue is not None:
             secret = self._issue(ctx, facts, verdict.issue)
+            if secret is None:
+                return StepResult(conditions=verdict.conditions, recorded=verdict.recorded, requeue_after=1.0)
             facts = replace(facts, secret=secret, secret_owner=owner_of(secret), issued_for=verdict.issue.because)
             verdict = edgecert.evaluate(ctx.platform, facts, now=ctx.now, dry_run=ctx.dry_run)
         if not ctx.dry_run:
@@ -106,16 +111,36 @@ class EdgeCertStep:
         return result
 
     @staticmethod
-    def _issue(ctx: StepContext, facts: edgecert.EdgeCertFacts, issue: edgecert.Issue) -> Obj:
-        """Make a new key and certificate and write them into the Secret; returns what the API stored."""
-        if issue.replace and facts.secret is not None:
-            meta = facts.secret["metadata"]
+    def _issue(ctx: StepContext, facts: edgecert.EdgeCertFacts, issue: edgecert.Issue) -> Obj | None:
+        """Make a new key and certificate and write them into the Secret; returns what the API
+        stored, or None when the Secret changed since it was read (nothing written).
+
+        The write is conditional on the Secret as read: created when it was absent, applied with
+        the resourceVersion read as a precondition otherwise. A pass that read the Secret before
+        someone else (re-)issued it therefore never overwrites the newer certificate, and a pass
+        repeated after a lost status write finds the Secret it wrote and issues nothing (the
+        Secret itself is the record: status/edgecert.py decides from it alone).
+        """
+        live = facts.secret
+        if issue.replace and live is not None:
+            meta = live["metadata"]
             ctx.kube.delete("v1", "Secret", meta["name"], meta.get("namespace"), uid=meta.get("uid"))
+            live = None
         cert_pem, key_pem = issuance.issue_self_signed(ctx.platform.spec.domain, now=ctx.now, validity=issue.validity)
-        desired = render_certs.render_tls_secret(ctx.platform, cert_pem=cert_pem, key_pem=key_pem)
-        applied = ctx.kube.apply(stamp(desired, ctx, COMPONENT))
+        desired = stamp(
+            render_certs.render_tls_secret(ctx.platform, cert_pem=cert_pem, key_pem=key_pem), ctx, COMPONENT
+        )
+        try:
+            if live is None:
+                stored = ctx.kube.create(desired)
+            else:
+                desired["metadata"]["resourceVersion"] = live["metadata"]["resourceVersion"]
+                stored = ctx.kube.apply(desired)
+        except errors.Conflict:
+            ctx.logger.info("edge certificate Secret changed while issuing; not overwritten, read again next pass")
+            return None
         ctx.events.append(issue.event)
-        return applied
+        return stored
 
 
 STEP = EdgeCertStep()

@@ -24,6 +24,7 @@ reconcile/base.NamespaceClaims).
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import timedelta
 
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
@@ -239,6 +240,9 @@ class InstallerStep:
         )
         if plan.keep is not None:
             return plan.keep, plan.requeue_after
+        # The expiry is the server's (TokenRequest status.expirationTimestamp): it may be capped
+        # below the lifetime asked for, and renewal follows what was granted.
+        issued = ctx.now.replace(microsecond=0)
         token, expiry = ctx.kube.request_token(
             ns, platform.spec.installer.service_account_name, expiration_seconds=plan.expiration_seconds
         )
@@ -252,8 +256,10 @@ class InstallerStep:
             expires_at=expiry.strftime("%Y-%m-%dT%H:%M:%SZ"),
             kubeconfig_b64=b64(kubeconfig),
             server=server.server,
+            issued_at=issued.strftime("%Y-%m-%dT%H:%M:%SZ"),
         )
-        return intent, plan.requeue_after
+        requested = timedelta(seconds=plan.expiration_seconds)
+        return intent, installer_status.renewal_requeue(issued, expiry, requested, ctx.now)
 
     def cleanup(self, ctx: StepContext) -> CleanupResult:
         # The identity is part of the namespace's contents: deletionPolicy Retain keeps it (the

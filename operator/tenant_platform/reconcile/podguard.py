@@ -16,7 +16,8 @@ and every message is made by status/podguard.py (pure), the manifests by render/
    so an injector whose istio-init the guard would deny keeps the guard at Warn; when ``promotes``
    (no pod would be denied, the injected one included, and every pod could be checked), apply
    both bindings again with ``[Deny, Audit]``. Once promoted it stays at Deny (no further
-   checks);
+   checks): the promotion is recorded on the pod guard policy (an annotation, see
+   status/podguard.PROMOTED_ANNOTATION), so a deleted binding comes back at Deny;
 4. ``evaluate`` the condition (type-checking warnings the API server recorded on the policies
    included), ``status.podGuard``, the requeue and the PodGuardEnforcing event, and report.
 
@@ -139,7 +140,9 @@ class PodGuardStep:
         platform = ctx.platform
         namespaces = covered(ctx)
         target = pg.target(platform, facts.live)
-        desired = render_pg.render(platform, enforcement=target, namespaces=namespaces)
+        desired = self._recorded(
+            ctx, render_pg.render(platform, enforcement=target, namespaces=namespaces), target, facts.live
+        )
         outcome = self._apply(ctx, desired, facts.live)
         check: StagedCheck | None = None
         promoted = False
@@ -151,11 +154,26 @@ class PodGuardStep:
             if pg.promotes(check, dry_run=ctx.dry_run):
                 target, promoted = "Deny", True
                 live = {**facts.live, **{pg.ref(o): o for o in outcome.applied}}
-                promoted_intent = render_pg.render(platform, enforcement=target, namespaces=namespaces)
+                promoted_intent = self._recorded(
+                    ctx, render_pg.render(platform, enforcement=target, namespaces=namespaces), target, live
+                )
                 promotion = self._apply(ctx, promoted_intent, live)
                 promotion.written += outcome.written
                 outcome = promotion
         return dataclasses.replace(facts, target=target, applied=applied_facts(outcome), check=check, promoted=promoted)
+
+    @staticmethod
+    def _recorded(
+        ctx: StepContext, desired: list[Obj], target: render_pg.Enforcement, live: Mapping[Ref, Obj | None]
+    ) -> list[Obj]:
+        """``desired`` with the promotion recorded on the pod guard policy (status/podguard.py)."""
+        record = pg.promotion_record(ctx.platform, target, live, ctx.now.strftime("%Y-%m-%dT%H:%M:%SZ"))
+        if record:
+            policy_name = render_pg.guard_names(ctx.name).pod_guard
+            for obj in desired:
+                if obj.get("kind") == _POLICY and obj["metadata"]["name"] == policy_name:
+                    obj["metadata"].setdefault("annotations", {}).update(record)
+        return desired
 
     @staticmethod
     def _apply(ctx: StepContext, desired: list[Obj], live: Mapping[Ref, Obj | None]) -> ApplyOutcome:

@@ -16,14 +16,19 @@ startedAt, finishedAt, message, cleanedUp}); status/storage.py decides every tra
 - a failure (VerificationFailed, VerificationTimedOut) stands for RETRY_AFTER, then a new test runs;
 - a test still unfinished VERIFY_TIMEOUT after it started fails with VerificationTimedOut (a
   cluster without a working provisioner or scheduler keeps it Pending for ever);
-- the test objects are deleted when it ends, when ``verify`` is turned off, and by ``cleanup`` when
+- the test objects are deleted when it ends (the pods at once; the PVC, which then carries the
+  result, on the next pass, once the status holds it), when ``verify`` is turned off, and by ``cleanup`` when
   the TenantPlatform is deleted (they also carry an owner reference to the platform, so garbage
   collection removes what a failed cleanup left). They carry the component label ``storage-verify`` and names ending in
   the attempt id (the Unix time the test started), so a new test never collides with the volume
   of an earlier one that is still being deleted.
 
-This module gathers (the classes and the memory; then the running test's PVC and pods) and
-applies (deletes, creates, the StepResult). An API error while the test advances keeps the memory
+This module gathers (the classes, the memory and every write test whose objects exist; then the
+running test's PVC and pods) and applies (deletes, creates, annotations on the PVC, the
+StepResult). The memory is not the only record: each object carries its attempt id and the PVC
+the test's progress (render/storage.py), so a status write that fails or a process killed
+mid-pass neither leaks a test's objects nor runs the test twice (status/storage_live.py).
+An API error while the test advances keeps the memory
 (its attempt id names the objects already created) and is retried soon. In a dry run
 (``tenant-platform check``) nothing is created or deleted; only the class is checked.
 """
@@ -48,6 +53,7 @@ from tenant_platform.reconcile.base import (
 )
 from tenant_platform.render import storage as render_storage
 from tenant_platform.status import storage as storage_status
+from tenant_platform.status import storage_live
 from tenant_platform.status.storage import Action, Report, StorageVerdict
 
 COMPONENT = "storage"
@@ -55,10 +61,18 @@ MEMORY_KEY = "storageVerification"
 
 
 def gather(ctx: StepContext) -> storage_status.StorageFacts:
-    """Every StorageClass, and the write test's memory from the last status."""
+    """Every StorageClass, the write test's memory from the last status, and (outside a dry run)
+    every write test of this platform whose objects exist in the operator's namespace."""
     classes = ctx.kube.list("storage.k8s.io/v1", "StorageClass")
     memory = storage_status.read_memory((ctx.platform.status.get("recorded") or {}).get(MEMORY_KEY))
-    return storage_status.StorageFacts(classes=classes, memory=memory)
+    live: tuple[storage_live.LiveAttempt, ...] = ()
+    if not ctx.dry_run and (ctx.platform.spec.storage.verify or memory is not None):
+        namespace = probe_namespace(ctx)
+        label_selector = selector(ctx.platform.name, render_storage.COMPONENT)
+        pvcs = ctx.kube.list("v1", "PersistentVolumeClaim", namespace, label_selector=label_selector)
+        pods = ctx.kube.list("v1", "Pod", namespace, label_selector=label_selector)
+        live = storage_live.live_attempts(pvcs, pods)
+    return storage_status.StorageFacts(classes=classes, memory=memory, live=live)
 
 
 def probe_namespace(ctx: StepContext) -> str:
@@ -95,6 +109,8 @@ class StorageStep:
 
     def reconcile(self, ctx: StepContext) -> StepResult:
         verdict = storage_status.evaluate(ctx.platform.spec.storage, gather(ctx), now=ctx.now, dry_run=ctx.dry_run)
+        for orphan in verdict.orphans:
+            self._try_delete(ctx, orphan)  # best effort: found again by the next pass's listing
         report = self._settle(ctx, verdict)
         if report is None:
             assert verdict.test is not None
@@ -108,10 +124,21 @@ class StorageStep:
         )
 
     def _settle(self, ctx: StepContext, verdict: StorageVerdict) -> Report | None:
-        """Delete what the verdict names (best effort); its report, or the one for a failed deletion."""
-        if verdict.delete is not None and not self._try_delete(ctx, verdict.delete):
+        """Record a result on the PVC (raises KubeError), then delete what the verdict names (best
+        effort); its report, or the one for a failed deletion."""
+        done = verdict.record_result
+        if done is not None:
+            notes = render_storage.result_annotations(done.result, done.finished_at or "", done.message or "")
+            self._annotate_pvc(ctx, done.attempt, notes)
+        if verdict.delete is not None and not self._try_delete(ctx, verdict.delete, pods_only=verdict.keep_pvc):
             return verdict.if_not_deleted
         return verdict.report
+
+    @staticmethod
+    def _annotate_pvc(ctx: StepContext, attempt: int, annotations: dict[str, str]) -> None:
+        name = render_storage.pvc_name(ctx.platform.name, attempt)
+        patch = {"metadata": {"annotations": annotations}}
+        ctx.kube.merge_patch("v1", "PersistentVolumeClaim", name, patch, namespace=probe_namespace(ctx))
 
     def _advance(self, ctx: StepContext, first: StorageVerdict, test: StorageVerification) -> Report:
         """Read the running test's objects, let evaluate_test decide, and carry that out."""
@@ -121,7 +148,7 @@ class StorageStep:
                 first.selection, test, objects, namespace=probe_namespace(ctx), now=ctx.now
             )
             for action in verdict.actions:
-                self._act(ctx, action, objects, storage_class=first.selection.name)
+                self._act(ctx, action, objects, storage_class=first.selection.name, started_at=test.started_at)
             report = self._settle(ctx, verdict)
             assert report is not None
             return report
@@ -136,7 +163,13 @@ class StorageStep:
             )
 
     def _act(
-        self, ctx: StepContext, action: Action, objects: storage_status.WriteTestObjects, *, storage_class: str
+        self,
+        ctx: StepContext,
+        action: Action,
+        objects: storage_status.WriteTestObjects,
+        *,
+        storage_class: str,
+        started_at: str,
     ) -> None:
         common: dict[str, Any] = {
             "platform_name": ctx.platform.name,
@@ -144,8 +177,10 @@ class StorageStep:
             "attempt": objects.attempt,
         }
         if action is Action.CREATE_PVC:
-            pvc = render_storage.render_pvc(**common, storage_class=storage_class)
+            pvc = render_storage.render_pvc(**common, storage_class=storage_class, started_at=started_at)
             ctx.kube.create(stamp(pvc, ctx, render_storage.COMPONENT))
+        elif action is Action.MARK_WRITTEN:
+            self._annotate_pvc(ctx, objects.attempt, {render_storage.WRITTEN_ANNOTATION: "true"})
         elif action is Action.DELETE_WRITER:
             uid = ((objects.writer or {}).get("metadata") or {}).get("uid")
             ctx.kube.delete("v1", "Pod", objects.writer_name, probe_namespace(ctx), uid=uid)
@@ -154,14 +189,15 @@ class StorageStep:
             pod = render_storage.render_pod(**common, platform_uid=ctx.platform.uid, role=role)
             ctx.kube.create(stamp(pod, ctx, render_storage.COMPONENT))
 
-    def _try_delete(self, ctx: StepContext, attempt: int) -> bool:
+    def _try_delete(self, ctx: StepContext, attempt: int, *, pods_only: bool = False) -> bool:
         """Delete one test's pods and PVC (only ours; absent is fine). False when the API refused."""
         namespace = probe_namespace(ctx)
         names = [
             ("Pod", render_storage.pod_name(ctx.platform.name, attempt, "read")),
             ("Pod", render_storage.pod_name(ctx.platform.name, attempt, "write")),
-            ("PersistentVolumeClaim", render_storage.pvc_name(ctx.platform.name, attempt)),
         ]
+        if not pods_only:
+            names.append(("PersistentVolumeClaim", render_storage.pvc_name(ctx.platform.name, attempt)))
         ok = True
         for kind, name in names:
             try:

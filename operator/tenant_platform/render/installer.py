@@ -20,6 +20,8 @@ from tenant_platform.api.models import TenantPlatform
 ANNOTATION_TOKEN_EXPIRES = f"{constants.GROUP}/token-expires-at"
 # The server the kubeconfig names: a different choice re-mints (the token is never decoded back).
 ANNOTATION_SERVER = f"{constants.GROUP}/kubeconfig-server"
+ANNOTATION_TOKEN_ISSUED = f"{constants.GROUP}/token-issued-at"
+"""When the token was minted: with the expiry, the lifetime the API server actually granted."""
 
 ISTIO_VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
 ISTIO_RULES: list[dict[str, Any]] = [
@@ -125,15 +127,20 @@ def render_kubeconfig(*, server: str, ca_pem: str | None, namespace: str, user: 
     return json.dumps(doc, indent=2)
 
 
-def kubeconfig_secret(platform: TenantPlatform, *, expires_at: str, kubeconfig_b64: str, server: str) -> dict[str, Any]:
+def kubeconfig_secret(
+    platform: TenantPlatform, *, expires_at: str, kubeconfig_b64: str, server: str, issued_at: str = ""
+) -> dict[str, Any]:
     """The kubeconfig Secret intent: ``kubeconfig_b64`` (base64) under key ``kubeconfig``, naming ``server``."""
+    annotations = {ANNOTATION_TOKEN_EXPIRES: expires_at, ANNOTATION_SERVER: server}
+    if issued_at:
+        annotations[ANNOTATION_TOKEN_ISSUED] = issued_at
     return {
         "apiVersion": "v1",
         "kind": "Secret",
         "metadata": {
             "name": platform.kubeconfig_secret_name,
             "namespace": platform.spec.namespace,
-            "annotations": {ANNOTATION_TOKEN_EXPIRES: expires_at, ANNOTATION_SERVER: server},
+            "annotations": annotations,
         },
         "type": "Opaque",
         "data": {"kubeconfig": kubeconfig_b64},

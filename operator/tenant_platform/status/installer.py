@@ -4,7 +4,10 @@ The installer step (reconcile/installer.py) applies the identity render/installe
 asks SubjectAccessReviews the checklist's ``can-i`` questions, and only when none that must be no
 answered yes asks ``token_plan`` whether the kubeconfig Secret's token may be kept (re-minted
 once less than ``RENEW_FRACTION`` of its lifetime is left, or when the Secret is missing), then
-prunes. ``evaluate`` turns what happened into the verdict:
+prunes. The lifetime is the one the API server granted (the Secret's issued-at and expires-at
+annotations, from the TokenRequest's ``status.expirationTimestamp``), not the one asked for: a
+server that caps tokens below ``tokenTTL`` (``--service-account-max-token-expiration``) would
+otherwise look due for renewal on every pass. ``evaluate`` turns what happened into the verdict:
 
 - an object of the identity exists without this platform's claim: Conflict, nothing written;
 - an apply or prune error: Forbidden (one of them was a 403) or APIError, progressing, nothing
@@ -27,7 +30,7 @@ import base64
 import binascii
 import re
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import yaml
@@ -148,14 +151,39 @@ def server_sentence(namespace: str, secret: str | None, server: ServerChoice | N
     )
 
 
+def token_issued(secret: Manifest | None) -> datetime | None:
+    """When the token in the kubeconfig Secret was minted, by our annotation (older Secrets: None)."""
+    if not secret:
+        return None
+    annotations = secret.get("metadata", {}).get("annotations") or {}
+    return conditions.parse_time(annotations.get(render_installer.ANNOTATION_TOKEN_ISSUED))
+
+
+def granted_lifetime(issued_at: datetime | None, expires_at: datetime, requested: timedelta) -> timedelta:
+    """The lifetime the API server granted: expiry minus issue time when both are known and sane,
+    else the one requested."""
+    if issued_at is None or expires_at <= issued_at:
+        return requested
+    return expires_at - issued_at
+
+
+def renewal_requeue(issued_at: datetime, expires_at: datetime, requested: timedelta, now: datetime) -> float:
+    """Seconds from ``now`` until a token minted at ``issued_at`` reaches its renewal point."""
+    lifetime = granted_lifetime(issued_at, expires_at, requested)
+    renew_at = expires_at - lifetime * RENEW_FRACTION
+    return max((renew_at - now).total_seconds(), MIN_TOKEN_REQUEUE)
+
+
 def token_plan(
     platform: TenantPlatform, secret: Manifest | None, *, claim: str | None, now: datetime, server: str
 ) -> TokenPlan:
     """Keep the live token while it is ours (``claim``: the Secret's platform label), before its
-    renewal point and naming ``server``; otherwise mint a new one (a new server re-mints)."""
+    renewal point (``RENEW_FRACTION`` of the lifetime the server granted) and naming ``server``;
+    otherwise mint a new one (a new server re-mints)."""
     ttl = parse_duration(platform.spec.installer.kubeconfig_secret.token_ttl)
     expires_at = token_expiry(secret)
-    renew_at = expires_at - ttl * RENEW_FRACTION if expires_at else None
+    issued_at = token_issued(secret)
+    renew_at = expires_at - granted_lifetime(issued_at, expires_at, ttl) * RENEW_FRACTION if expires_at else None
     annotations = (secret or {}).get("metadata", {}).get("annotations") or {}
     same_server = annotations.get(render_installer.ANNOTATION_SERVER) == server
     if secret is not None and renew_at is not None and now < renew_at and claim == platform.name and same_server:
@@ -164,6 +192,7 @@ def token_plan(
             expires_at=annotations[render_installer.ANNOTATION_TOKEN_EXPIRES],
             kubeconfig_b64=secret.get("data", {}).get("kubeconfig", ""),
             server=server,
+            issued_at=str(annotations.get(render_installer.ANNOTATION_TOKEN_ISSUED) or ""),
         )
         return TokenPlan(keep, max((renew_at - now).total_seconds(), MIN_TOKEN_REQUEUE), int(ttl.total_seconds()))
     return TokenPlan(

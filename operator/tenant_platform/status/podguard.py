@@ -4,7 +4,9 @@ reconcile/podguard.py gathers, applies and re-checks; this module decides from w
 one pass at a time (the state machine lives in the live bindings, nothing else is remembered):
 
 - ``target``: the actions the bindings get this pass: Deny for ``Deny``, and for ``Staged`` once
-  both live bindings already deny (promoted earlier: it stays there); Warn otherwise;
+  promoted earlier (recorded on the pod guard policy, ``PROMOTED_ANNOTATION``, or both live
+  bindings already deny: it stays there); Warn otherwise;
+- ``promotion_record``: that annotation, kept while ``Staged`` stays at Deny;
 - ``wants_check``: ``Staged``, still at Warn, and the guard applied cleanly as rendered: re-submit
   the existing pods as dry runs;
 - ``promotes``: that check found every pod checked and none denied, and this is not a dry run:
@@ -199,11 +201,36 @@ def binding_refs(platform: TenantPlatform) -> tuple[Ref, Ref]:
     return (render_pg.BINDING_KIND, names.pod_guard), (render_pg.BINDING_KIND, names.exec_guard)
 
 
+PROMOTED_ANNOTATION = f"{constants.GROUP}/pod-guard-promoted-at"
+"""On the pod guard's policy: when staged enforcement was promoted to Deny. The record of the
+promotion lives on an object we own, so a binding deleted by someone, or a pod that cannot be
+checked afterwards, never sends the guard back to Warn."""
+
+
+def promoted_at(platform: TenantPlatform, live: Mapping[Ref, Obj | None]) -> str:
+    """The promotion recorded on the live pod guard policy ("" when none)."""
+    policy = live.get((render_pg.POLICY_KIND, render_pg.guard_names(platform.name).pod_guard)) or {}
+    return str(((policy.get("metadata") or {}).get("annotations") or {}).get(PROMOTED_ANNOTATION) or "")
+
+
 def target(platform: TenantPlatform, live: Mapping[Ref, Obj | None]) -> render_pg.Enforcement:
-    """Deny for Deny, and for Staged once both live bindings deny; Warn otherwise."""
+    """Deny for Deny, and for Staged once promoted (recorded on the policy, or both live bindings
+    deny); Warn otherwise."""
     requested = platform.spec.pod_guard.enforcement
-    promoted = all(actions_in_effect(live.get(r)) == "Deny" for r in binding_refs(platform))
+    promoted = bool(promoted_at(platform, live)) or all(
+        actions_in_effect(live.get(r)) == "Deny" for r in binding_refs(platform)
+    )
     return "Deny" if requested == "Deny" or (requested == "Staged" and promoted) else "Warn"
+
+
+def promotion_record(
+    platform: TenantPlatform, target: render_pg.Enforcement, live: Mapping[Ref, Obj | None], now: str
+) -> dict[str, str]:
+    """The annotation the pod guard policy carries: for Staged at Deny, when it was promoted (kept
+    from the live policy, else ``now``); nothing otherwise (a change of mode forgets it)."""
+    if platform.spec.pod_guard.enforcement != "Staged" or target != "Deny":
+        return {}
+    return {PROMOTED_ANNOTATION: promoted_at(platform, live) or now}
 
 
 def wants_check(platform: TenantPlatform, target: render_pg.Enforcement, applied: Applied) -> bool:

@@ -18,10 +18,18 @@ decided here in two phases, both pure:
 
 Either may ask apply to delete one test's objects first (best effort), with the report to give
 when that fails. reconcile/storage.py gathers the facts and carries the verdicts out.
+
+The memory alone is not trusted: the test's objects carry their attempt id and the PVC its
+progress (status/storage_live.py). ``evaluate`` first adopts a test the status does not know (a
+lost status write, a killed process) instead of starting another, and names every other live
+test as an orphan to delete. A finished test records its result on the PVC and deletes only its
+pods; the PVC goes on the next pass, once the status holds the result, so a lost status write
+never runs the test again.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -33,8 +41,11 @@ import pydantic
 from tenant_platform.api import constants, reasons
 from tenant_platform.api.models import Storage
 from tenant_platform.api.status.storage import FINISHED, StorageRecorded, StorageVerification, VerificationResult
+from tenant_platform.render import storage as render_storage
 from tenant_platform.status import conditions
+from tenant_platform.status import storage_live as live_tests
 from tenant_platform.status.conditions import Condition
+from tenant_platform.status.storage_live import LiveAttempt, describe_pod, describe_pvc
 
 DEFAULT_CLASS_ANNOTATIONS: tuple[str, ...] = (
     "storageclass.kubernetes.io/is-default-class",
@@ -44,6 +55,8 @@ DEFAULT_CLASS_ANNOTATIONS: tuple[str, ...] = (
 VERIFY_TIMEOUT = timedelta(minutes=10)
 RETRY_AFTER = timedelta(hours=1)
 POLL_SECONDS = 15.0
+# A finished test's PVC is deleted on the next pass, once the status holds the result.
+SETTLE_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -135,48 +148,6 @@ def select_storage_class(classes: Sequence[Mapping[str, Any]], requested: str) -
     )
 
 
-def describe_pod(pod: Mapping[str, Any] | None) -> str:
-    """One clause on where a write-test pod stands, for condition messages."""
-    if pod is None:
-        return "not created"
-    meta = pod.get("metadata") or {}
-    status = pod.get("status") or {}
-    name = meta.get("name", "")
-    phase = status.get("phase") or "Pending"
-    details: list[str] = []
-    if phase == "Pending":
-        scheduled = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), None)
-        if not (pod.get("spec") or {}).get("nodeName"):
-            if scheduled and scheduled.get("status") == "False" and scheduled.get("message"):
-                details.append(f"not scheduled: {scheduled['message']}")
-            else:
-                details.append("not scheduled yet")
-    for cs in status.get("containerStatuses") or []:
-        state = cs.get("state") or {}
-        if "waiting" in state and state["waiting"].get("reason"):
-            waiting = state["waiting"]
-            text = f"container waiting: {waiting['reason']}"
-            if waiting.get("message"):
-                text += f" ({waiting['message']})"
-            details.append(text)
-        if "terminated" in state:
-            term = state["terminated"]
-            text = f"container exited with code {term.get('exitCode', '?')}"
-            if term.get("message"):
-                text += f": {str(term['message']).strip()}"
-            details.append(text)
-    suffix = f" ({'; '.join(details)})" if details else ""
-    return f"pod {name} is {phase}{suffix}"
-
-
-def describe_pvc(pvc: Mapping[str, Any] | None) -> str:
-    if pvc is None:
-        return "not created"
-    name = (pvc.get("metadata") or {}).get("name", "")
-    phase = (pvc.get("status") or {}).get("phase") or "Pending"
-    return f"PVC {name} is {phase}"
-
-
 # ---- the write test ----------------------------------------------------------------------------
 
 
@@ -186,6 +157,8 @@ class StorageFacts:
 
     classes: Sequence[Mapping[str, Any]]
     memory: StorageVerification | None = None
+    live: tuple[LiveAttempt, ...] = ()
+    """The write tests whose objects exist (status/storage_live.py), whatever the memory says."""
 
 
 @dataclass(frozen=True)
@@ -202,11 +175,18 @@ class WriteTestObjects:
     writer: Mapping[str, Any] | None = None
     reader: Mapping[str, Any] | None = None
 
+    @property
+    def written(self) -> bool:
+        """The PVC says the writer succeeded (so the reader comes next, even with both pods gone)."""
+        notes = ((self.pvc or {}).get("metadata") or {}).get("annotations") or {}
+        return notes.get(render_storage.WRITTEN_ANNOTATION) == "true"
+
 
 class Action(StrEnum):
     """One write the test needs next, in the order apply carries them out."""
 
     CREATE_PVC = "create the PVC"
+    MARK_WRITTEN = "note on the PVC that the marker was written"
     DELETE_WRITER = "delete the writer pod"
     CREATE_READER = "create the reader pod"
     CREATE_WRITER = "create the writer pod"
@@ -239,6 +219,12 @@ class StorageVerdict:
     if_not_deleted: Report | None = None
     test: StorageVerification | None = None
     actions: tuple[Action, ...] = ()
+    keep_pvc: bool = False
+    """Delete only the pods of ``delete``: the PVC keeps the result until the status holds it."""
+    record_result: StorageVerification | None = None
+    """Write this finished test's result onto its PVC before anything is deleted."""
+    orphans: tuple[int, ...] = ()
+    """Other write tests whose objects exist (a lost status write, a killed process): delete them."""
 
     def recorded(self, report: Report) -> StorageRecorded:
         """The facts to record along with ``report``."""
@@ -290,9 +276,24 @@ def final_condition(selection: Selection, memory: StorageVerification, retry_at:
 
 
 def _cleanup(
-    selection: Selection, memory: StorageVerification, cond: Condition, requeue: float | None
+    selection: Selection,
+    memory: StorageVerification,
+    cond: Condition,
+    requeue: float | None,
+    *,
+    keep_pvc: bool = False,
 ) -> StorageVerdict:
-    """Report ``memory`` finished, after deleting its objects (``cleanedUp`` says whether that worked)."""
+    """Report ``memory`` finished, after deleting its objects (``cleanedUp`` says whether that worked).
+
+    With ``keep_pvc`` (the test just ended and its PVC exists) the result goes onto the PVC and
+    only the pods are deleted; ``cleanedUp`` stays false and the next pass deletes the PVC.
+    """
+    if keep_pvc:
+        soon = SETTLE_SECONDS if requeue is None else min(requeue, SETTLE_SECONDS)
+        pending = Report(cond, memory.model_copy(update={"cleaned_up": False}), requeue_after=soon)
+        return StorageVerdict(
+            selection, pending, delete=memory.attempt, if_not_deleted=pending, keep_pvc=True, record_result=memory
+        )
     return StorageVerdict(
         selection,
         Report(cond, memory.model_copy(update={"cleaned_up": True}), requeue_after=requeue),
@@ -302,9 +303,25 @@ def _cleanup(
 
 
 def evaluate(spec: Storage, facts: StorageFacts, *, now: datetime, dry_run: bool = False) -> StorageVerdict:
-    """Phase one: the class, and what becomes of the write test (see the module docstring)."""
+    """Phase one: the class, and what becomes of the write test (see the module docstring).
+
+    The memory is first reconciled with the tests whose objects exist (``storage_live.adopt``);
+    every other live test is named in ``orphans``.
+    """
     selection = select_storage_class(facts.classes, spec.storage_class_name)
+    if dry_run:
+        return _evaluate(spec, selection, facts.memory, now=now, dry_run=True)
     memory = facts.memory
+    if selection.ok and spec.verify:
+        memory = live_tests.adopt(memory, facts.live, selection.name)
+    verdict = _evaluate(spec, selection, memory, now=now, dry_run=False)
+    keep = verdict.test.attempt if verdict.test is not None else verdict.delete
+    return dataclasses.replace(verdict, orphans=live_tests.orphans(facts.live, keep))
+
+
+def _evaluate(
+    spec: Storage, selection: Selection, memory: StorageVerification | None, *, now: datetime, dry_run: bool
+) -> StorageVerdict:
     if not selection.ok or not spec.verify:
         # No test wanted (or possible): remove one still running; remember it while that fails.
         make = conditions.true if selection.ok else conditions.false
@@ -375,7 +392,8 @@ def evaluate_test(
             update={"result": result, "finished_at": conditions.format_time(now), "message": message}
         )
         requeue = None if result == VerificationResult.SUCCEEDED else RETRY_AFTER.total_seconds()
-        return _cleanup(selection, done, final_condition(selection, done, now + RETRY_AFTER), requeue)
+        cond = final_condition(selection, done, now + RETRY_AFTER)
+        return _cleanup(selection, done, cond, requeue, keep_pvc=pvc is not None)
 
     reader_phase, writer_phase = _phase(reader), _phase(writer)
     if reader_phase == "Succeeded":
@@ -418,7 +436,13 @@ def evaluate_test(
             actions.append(Action.CREATE_PVC)
             pvc = _just_created(objects.pvc_name)
         if writer_phase == "Succeeded" and reader is None:
+            if not objects.written:
+                actions.append(Action.MARK_WRITTEN)
             actions += [Action.DELETE_WRITER, Action.CREATE_READER]
+            step_note = f"pod {objects.writer_name} wrote the marker and was deleted; a new pod reads it back"
+        elif writer is None and reader is None and objects.written:
+            actions.append(Action.CREATE_READER)
+            reader = _just_created(objects.reader_name)
             step_note = f"pod {objects.writer_name} wrote the marker and was deleted; a new pod reads it back"
         elif writer is None and reader is None:
             actions.append(Action.CREATE_WRITER)

@@ -14,6 +14,10 @@ Environment:
     TENANT_PLATFORM_CACHE     build cache of hack/build-control-plane.sh (~/.cache/tenant-platform)
     TENANT_PLATFORM_KEEP_CP   "1" keeps the temporary directory (logs, certs, data) after stop()
 
+Faults: ``stop_component(name, kill=...)``, ``start_component(name)`` and ``restart_component``
+stop and start one component (etcd, kube-apiserver, kube-controller-manager) with the same
+flags, ports and data, for the fault tests (tests/e2e/test_faults.py, benchmarks/faults.py).
+
 Teardown: ``stop()`` (also run by ``atexit``) sends SIGTERM to each child's process group, waits,
 then SIGKILLs it. Children also get PR_SET_PDEATHSIG=SIGKILL on Linux, so they die with the Python
 process even when it is killed and neither ``stop()`` nor ``atexit`` runs.
@@ -27,11 +31,13 @@ next to it: ``binaries`` (pinned versions, finding or building the binaries; ``f
 from __future__ import annotations
 
 import atexit
+import contextlib
 import dataclasses
 import http.client
 import json
 import os
 import shutil
+import signal
 import ssl
 import subprocess
 import tempfile
@@ -154,6 +160,9 @@ class ControlPlane:
         self._kubeconfig_path: Path | None = None
         self._timings: Timings | None = None
         self._admin_opener: urllib.request.OpenerDirector | None = None
+        # How each component was started and when it is ready, for stop_component/start_component.
+        self._args: dict[str, list[str]] = {}
+        self._ready: dict[str, tuple[str, Callable[[], bool]]] = {}
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -230,8 +239,9 @@ class ControlPlane:
         ]
         if "--unsafe-no-fsync" in help_text(bin_dir / "etcd"):
             etcd_args.append("--unsafe-no-fsync=true")
+        self._ready["etcd"] = ("etcd /health", lambda: self._etcd_healthy(f"{etcd_url}/health"))
         etcd = self._spawn("etcd", etcd_args)
-        etcd_seconds = self._wait(etcd, "etcd /health", lambda: self._etcd_healthy(f"{etcd_url}/health"))
+        etcd_seconds = self._wait(etcd, *self._ready["etcd"])
 
         apiserver = self._spawn(
             "kube-apiserver",
@@ -254,7 +264,8 @@ class ControlPlane:
                 *self._extra_apiserver_args,
             ],
         )
-        apiserver_seconds = self._wait(apiserver, "kube-apiserver /readyz", lambda: self._ok("/readyz"))
+        self._ready["kube-apiserver"] = ("kube-apiserver /readyz", lambda: self._ok("/readyz"))
+        apiserver_seconds = self._wait(apiserver, *self._ready["kube-apiserver"])
         apiserver_seconds += self._wait(apiserver, "namespace default", lambda: self._ok("/api/v1/namespaces/default"))
 
         controller_manager_seconds = 0.0
@@ -271,11 +282,11 @@ class ControlPlane:
                     *self._extra_controller_manager_args,
                 ],
             )
-            controller_manager_seconds = self._wait(
-                controller_manager,
+            self._ready["kube-controller-manager"] = (
                 "ServiceAccount default/default",
                 lambda: self._ok("/api/v1/namespaces/default/serviceaccounts/default"),
             )
+            controller_manager_seconds = self._wait(controller_manager, *self._ready["kube-controller-manager"])
         self._timings = Timings(
             build_seconds=round(build_seconds, 2),
             etcd_seconds=round(etcd_seconds, 2),
@@ -306,9 +317,47 @@ class ControlPlane:
 
     def _spawn(self, name: str, args: Sequence[str]) -> Child:
         assert self._bin_dir is not None and self._work_dir is not None
+        self._args[name] = list(args)
         child = spawn(self._bin_dir / name, args, name=name, work_dir=self._work_dir)
         self._children.append(child)
         return child
+
+    # -- faults: stopping and starting one component --------------------------------------------
+
+    def stop_component(self, name: str, *, kill: bool = False) -> None:
+        """Stop one component (``etcd``, ``kube-apiserver``, ``kube-controller-manager``):
+        SIGTERM then SIGKILL after the stop timeout, or SIGKILL at once with ``kill``. Its data
+        (etcd's data dir), ports and certificates stay, so ``start_component`` brings it back
+        as it was. A no-op when it is not running."""
+        with self._lock:
+            child = next((c for c in self._children if c.name == name), None)
+            if child is None:
+                return
+            if kill:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(child.pid, signal.SIGKILL)  # pgid == pid (its own session)
+                child.popen.wait(timeout=self._stop_timeout)
+                child.log.close()
+            else:
+                terminate(child, self._stop_timeout)
+            self._children.remove(child)
+
+    def start_component(self, name: str) -> float:
+        """Start a component stopped by ``stop_component`` again with the same flags and wait
+        until it is ready; returns the seconds that took."""
+        with self._lock:
+            if name not in self._args:
+                raise ControlPlaneError(f"{name} was never started by this ControlPlane")
+            if any(c.name == name for c in self._children):
+                raise ControlPlaneError(f"{name} is running")
+            child = self._spawn(name, self._args[name])
+            what, ready = self._ready[name]
+            return self._wait(child, what, ready)
+
+    def restart_component(self, name: str, *, kill: bool = False) -> float:
+        """``stop_component`` then ``start_component``; returns the seconds until it was ready again."""
+        self.stop_component(name, kill=kill)
+        return self.start_component(name)
 
     def _wait(self, child: Child, what: str, ready: Callable[[], bool]) -> float:
         began = time.monotonic()

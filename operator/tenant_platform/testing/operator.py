@@ -103,9 +103,15 @@ def start_operator(
     metrics: bool = False,
     health: bool = False,
     extra_env: dict[str, str] | None = None,
+    credentials: tuple[Path, str] | None = None,
 ) -> RunningOperator:
-    """Apply deploy/base RBAC, mint a token for the operator's ServiceAccount, start `tenant-platform run`."""
-    kubeconfig, token = operator_kubeconfig(control_plane, admin, work_dir / "operator.kubeconfig")
+    """Apply deploy/base RBAC, mint a token for the operator's ServiceAccount, start `tenant-platform run`.
+
+    ``credentials`` (kubeconfig, token) from an earlier ``operator_kubeconfig`` skips the API
+    calls, so an operator can be (re)started while the API server is down (the fault tests)."""
+    if credentials is None:
+        credentials = operator_kubeconfig(control_plane, admin, work_dir / "operator.kubeconfig")
+    kubeconfig, token = credentials
     port = _free_port() if metrics else None
     health_port = _free_port() if health else None
     env = {
