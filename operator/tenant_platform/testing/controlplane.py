@@ -154,6 +154,7 @@ class ControlPlane:
         self._kubeconfig_path: Path | None = None
         self._timings: Timings | None = None
         self._admin_opener: urllib.request.OpenerDirector | None = None
+        self._etcd_url: str | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -213,7 +214,7 @@ class ControlPlane:
             urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=context)
         )
 
-        etcd_url = f"http://127.0.0.1:{etcd_port}"
+        etcd_url = self._etcd_url = f"http://127.0.0.1:{etcd_port}"
         peer_url = f"http://127.0.0.1:{peer_port}"
         etcd_args = [
             "--name=default",
@@ -358,6 +359,11 @@ class ControlPlane:
     def server(self) -> str:
         """The apiserver URL, ``https://127.0.0.1:<port>``."""
         return _started(self._server)
+
+    @property
+    def etcd_url(self) -> str:
+        """etcd's client URL (tenant API servers share it under their own prefix: testing/tenants.py)."""
+        return _started(self._etcd_url)
 
     @property
     def kubeconfig_path(self) -> Path:
