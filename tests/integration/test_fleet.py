@@ -23,12 +23,15 @@ from tenant_platform import reconcile
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.config import Settings
+from tenant_platform.handlers_gpu import TargetSnapshots
 from tenant_platform.kube import errors, remote
 from tenant_platform.kube.client import Kube
 from tenant_platform.reconcile import target as targets
 from tenant_platform.testing import seed
 from tenant_platform.testing.controlplane import ControlPlane
+from tenant_platform.testing.manifests import gpu_node_manifest
 from tenant_platform.testing.tenants import TenantAPIServer
+from tenant_platform.testing.wait import wait_for
 
 SETTINGS = Settings(drift_interval=30)
 SECRETS_NS = "fleet-secrets"
@@ -299,3 +302,37 @@ def test_client_cache_is_keyed_by_secret_version(crd: Kube, tenants: dict[str, T
     assert first.server_version()[0] == 1
     second = clients.get((SECRETS_NS, "x", "value"), "2", data)
     assert second is not first and clients.built == 2
+
+
+def test_one_snapshot_per_target_started_rotated_and_stopped(
+    crd: Kube, tenants: dict[str, TenantAPIServer], unique_name: str
+) -> None:
+    woken: list[str] = []
+    snapshots = TargetSnapshots(wake=woken.append, debounce=0.1, limit=1, watch_timeout=30)
+    a, b = tenants["lab-a"], tenants["lab-b"]
+    clients = remote.TargetClients()
+    key_a, key_b = (SECRETS_NS, "a", "value"), (SECRETS_NS, "b", "value")
+    kube_a = clients.get(key_a, "1", a.kubeconfig_bytes())
+    try:
+        snap = snapshots.snapshot("p1", key_a, "1", kube_a)
+        assert snap is not None and snap.wait_synced(30)
+        tenant_nodes = {n["metadata"]["name"] for n in admin(a).list("v1", "Node")}
+        assert set(snap.view().nodes) <= tenant_nodes and snap.view().nodes  # the tenant's GPU nodes
+        assert snapshots.snapshot("p2", key_a, "1", kube_a) is snap  # shared by platforms on one target
+        # Over the limit: a second target is read per pass (None), bounded.
+        assert snapshots.snapshot("p3", key_b, "1", clients.get(key_b, "1", b.kubeconfig_bytes())) is None
+        # A change in the tenant wakes the platforms on that target only.
+        node = f"{unique_name}-gpu"
+        admin(a).create(gpu_node_manifest(node, 2, "NVIDIA-A100", 40960))
+        wait_for(lambda: node in snap.view().nodes and {"p1", "p2"} <= set(woken), "the node and the wakeups", 30)
+        assert "p3" not in woken
+        admin(a).delete("v1", "Node", node)
+        # Rotation: a new Secret version, a new watch with the new client.
+        rotated = snapshots.snapshot("p1", key_a, "2", clients.get(key_a, "2", a.kubeconfig_bytes()))
+        assert rotated is not snap and rotated is not None
+        # The last platform gone: the watch stops.
+        snapshots.release("p1")
+        snapshots.release("p2")
+        assert snapshots.watched() == {}
+    finally:
+        snapshots.stop_all()
