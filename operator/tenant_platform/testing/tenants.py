@@ -3,8 +3,10 @@
 This is how Kamaji runs tenant control planes on a shared datastore: every tenant's
 kube-apiserver stores its objects under its own ``--etcd-prefix``, with its own PKI (CA, serving
 certificate, admin certificate, ServiceAccount keys), so one tenant's credentials mean nothing to
-another, and no tenant sees another's objects. There is no controller manager per tenant (no
-namespace finalization, no default ServiceAccounts), which the operator does not need.
+another, and no tenant sees another's objects. ``controller_manager=True`` also runs a
+kube-controller-manager for the tenant (the controllers of ``controlplane.CONTROLLERS``: namespace
+finalization, ServiceAccounts, the aggregated admin/edit/view roles the installer binds), as
+Kamaji does; without it the tenant is an API server only (enough for most tests, and lighter).
 
     with ControlPlane() as cp, TenantAPIServer(cp, "lab-a") as tenant:
         tenant.kubeconfig_bytes()  # admin (system:masters) kubeconfig, data embedded
@@ -31,6 +33,7 @@ import yaml
 
 from tenant_platform.testing.binaries import ControlPlaneError
 from tenant_platform.testing.controlplane import (
+    CONTROLLERS,
     FIRST_SERVICE_IP,
     SERVICE_ACCOUNT_ISSUER,
     SERVICE_CLUSTER_IP_RANGE,
@@ -45,7 +48,9 @@ _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 class TenantAPIServer:
     """One tenant kube-apiserver on loopback over the management control plane's etcd."""
 
-    def __init__(self, management: ControlPlane, name: str, *, startup_timeout: float = 90.0) -> None:
+    def __init__(
+        self, management: ControlPlane, name: str, *, controller_manager: bool = False, startup_timeout: float = 90.0
+    ) -> None:
         if not _NAME.fullmatch(name):
             raise ValueError(f"tenant name {name!r} is not a DNS-1123 label")
         self.management = management
@@ -54,6 +59,8 @@ class TenantAPIServer:
         self._timeout = startup_timeout
         self._lock = threading.RLock()
         self._child: Child | None = None
+        self._controller_manager = controller_manager
+        self._kcm: Child | None = None
         self._dir: Path | None = None
         self._pki: Pki | None = None
         self._port: int | None = None
@@ -105,6 +112,20 @@ class TenantAPIServer:
             atexit.register(self.stop)
             try:
                 self._wait_ready()
+                if self._controller_manager:
+                    self._kcm = spawn(
+                        self.management.bin_dir / "kube-controller-manager",
+                        [
+                            f"--kubeconfig={self.kubeconfig_path}",
+                            "--leader-elect=false",
+                            "--secure-port=0",
+                            f"--controllers={','.join(CONTROLLERS)}",
+                            f"--root-ca-file={pki.ca_crt}",
+                            f"--service-account-private-key-file={pki.sa_key}",
+                        ],
+                        name=f"kube-controller-manager-{self.name}",
+                        work_dir=self._dir,
+                    )
             except BaseException:
                 self.stop()
                 raise
@@ -113,6 +134,9 @@ class TenantAPIServer:
 
     def stop(self) -> None:
         with self._lock:
+            if self._kcm is not None:
+                terminate(self._kcm, 15.0)
+                self._kcm = None
             if self._child is not None:
                 terminate(self._child, 15.0)
                 self._child = None
