@@ -263,6 +263,11 @@ class TargetClients:
             cached = self._clients.get(secret)
             return cached[0] if cached else None
 
+    def cached(self) -> list[tuple[tuple[str, str, str], str, Kube]]:
+        """Every cached client: (Secret key, resourceVersion, client)."""
+        with self._lock:
+            return [(key, version, kube) for key, (version, kube) in self._clients.items()]
+
     def forget(self, secret: tuple[str, str, str]) -> None:
         with self._lock:
             cached = self._clients.pop(secret, None)
