@@ -128,6 +128,7 @@ def cmd_dev(args: argparse.Namespace) -> int:
             kubeconfig_out=args.kubeconfig,
             timeout=args.timeout,
             operator=args.operator,
+            tenant_clusters=args.tenant_clusters,
         )
     except ControlPlaneError as exc:
         first, *rest = str(exc).splitlines() or [""]
@@ -208,6 +209,14 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_argument("--kubeconfig", help="write the admin kubeconfig here")
     dev.add_argument("-f", "--file", action="append", help="apply this TenantPlatform (repeatable)")
     dev.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for Ready with --once")
+    dev.add_argument(
+        "--tenant-clusters",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also start N tenant API servers sharing the embedded etcd, each prepared by its own "
+        "TenantPlatform through a kubeconfig Secret (docs/fleet.md)",
+    )
     dev.add_argument(
         "--no-operator",
         dest="operator",

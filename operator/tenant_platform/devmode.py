@@ -15,6 +15,9 @@ cluster up until Ctrl-C, so the operator runs as its own process the way it does
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import copy
 import dataclasses
 import json
 import os
@@ -103,6 +106,7 @@ def main(
     kubeconfig_out: str | None,
     timeout: float,
     operator: bool = True,
+    tenant_clusters: int = 0,
 ) -> int:
     from tenant_platform.testing import seed  # noqa: PLC0415
     from tenant_platform.testing.controlplane import ControlPlane  # noqa: PLC0415
@@ -111,7 +115,7 @@ def main(
         print(message, file=sys.stderr, flush=True)
 
     say("starting the local control plane (the first run builds it from the Go module proxy)...")
-    with ControlPlane() as cp:
+    with ControlPlane() as cp, contextlib.ExitStack() as tenants:
         say(f"control plane up at {cp.server} ({cp.timings.start_seconds:.1f}s)")
         if kubeconfig_out:
             shutil.copyfile(cp.kubeconfig_path, kubeconfig_out)
@@ -128,6 +132,8 @@ def main(
                 if doc and doc.get("kind") == constants.KIND:
                     kube.apply(doc)
                     names.append(doc["metadata"]["name"])
+        if tenant_clusters:
+            names += start_fleet(cp, kube, tenant_clusters, files, tenants, say=say)
         # The operator's namespace holds its leader-election Lease.
         for doc in yaml.safe_load_all((_repo() / "deploy" / "base" / "namespace.yaml").read_text()):
             kube.apply(doc)
@@ -167,6 +173,53 @@ def main(
         finally:
             stop.set()
             thread.join(timeout=15)
+
+
+FLEET_NAMESPACE = "fleet"
+
+
+def start_fleet(
+    cp: Any, kube: Any, count: int, files: Sequence[str], stack: contextlib.ExitStack, *, say: Any
+) -> list[str]:
+    """``--tenant-clusters N``: N tenant kube-apiservers over the control plane's etcd (each under
+    its own prefix, as Kamaji shares a datastore) with a controller manager each, seeded like the
+    main cluster; their admin
+    kubeconfigs in Secrets ``fleet/tenant-<i>-kubeconfig`` key ``value`` (Cluster API's
+    convention); and for each a copy of the first sample TenantPlatform targeting it."""
+    from tenant_platform.testing import seed  # noqa: PLC0415
+    from tenant_platform.testing.tenants import TenantAPIServer  # noqa: PLC0415
+
+    sample = next(
+        doc
+        for path in files
+        for doc in yaml.safe_load_all(Path(path).read_text(encoding="utf-8"))
+        if doc and doc.get("kind") == constants.KIND
+    )
+    kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": FLEET_NAMESPACE}})
+    names = []
+    for i in range(1, count + 1):
+        cluster = f"tenant-{i}"
+        tenant = stack.enter_context(TenantAPIServer(cp, cluster, controller_manager=True))
+        seed.seed_cluster(str(tenant.kubeconfig_path))
+        secret_name = f"{cluster}{constants.CLUSTER_API_KUBECONFIG_SUFFIX}"
+        kube.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": secret_name, "namespace": FLEET_NAMESPACE},
+                "type": "Opaque",
+                "data": {constants.CLUSTER_API_KUBECONFIG_KEY: base64.b64encode(tenant.kubeconfig_bytes()).decode()},
+            }
+        )
+        doc = copy.deepcopy(sample)
+        name = f"{sample['metadata']['name']}-{cluster}"
+        doc["metadata"] = {"name": name}
+        doc["spec"]["domain"] = f"{name}.example.com"
+        doc["spec"]["target"] = {"clusterAPI": {"namespace": FLEET_NAMESPACE, "cluster": cluster}}
+        kube.apply(doc)
+        names.append(name)
+        say(f"tenant cluster {cluster} up at {tenant.server} ({tenant.start_seconds}s), prefix {tenant.etcd_prefix}")
+    return names
 
 
 def _cluster_only(cp: Any, kube: Any, names: Sequence[str], *, once: bool, say: Any) -> int:

@@ -35,12 +35,14 @@ import kopf
 
 from tenant_platform import handlers_gpu, reconcile
 from tenant_platform.api import constants
+from tenant_platform.api.models import TenantPlatform
 from tenant_platform.config import Settings
 from tenant_platform.kube import errors
 from tenant_platform.kube.backoff import Backoff
 from tenant_platform.kube.client import Kube
 from tenant_platform.kube.events import EventRecorder
 from tenant_platform.observe import cluster
+from tenant_platform.reconcile.target import TargetConnection
 
 log = logging.getLogger("tenant_platform.handlers")
 Logger = logging.Logger | logging.LoggerAdapter[Any]
@@ -99,6 +101,8 @@ class OperatorState:
         self.heartbeat: float | None = None
         # Set to stop the operator (main.run passes it to kopf as its stop flag).
         self.stopping = threading.Event()
+        # spec.target: the Node and Pod watches of each target cluster (docs/fleet.md).
+        self.targets = handlers_gpu.TargetSnapshots(wake=self.wake, debounce=settings.gpu_debounce)
 
     def events(self) -> EventRecorder:
         """The recorder every pass and deletion posts its events through."""
@@ -152,6 +156,13 @@ class OperatorState:
             self.wakeups.pop(name, None)
             self.seen.pop(name, None)
             self._pass_locks.pop(name, None)
+        self.targets.release(name)
+
+    def observe_target(self, platform: TenantPlatform, connection: TargetConnection) -> Any:
+        """The watched snapshot of a platform's target cluster (reconcile.run's ``observe_target``)."""
+        if connection.kube is None:
+            return None
+        return self.targets.snapshot(platform.name, connection.key, connection.resource_version, connection.kube)
 
 
 _installed: list[OperatorState] = []
@@ -185,6 +196,8 @@ def start_cluster_watches(**_: Any) -> None:
 @kopf.on.cleanup()
 def stop_cluster_watches(**_: Any) -> None:
     handlers_gpu.stop_all()
+    if _installed:
+        current().targets.stop_all()
 
 
 HEARTBEAT_SECONDS = 1.0
@@ -245,7 +258,14 @@ def _pass(state: OperatorState, name: str) -> float:
     body = kube.get(constants.API_VERSION, constants.KIND, name)
     if body is None or body.get("metadata", {}).get("deletionTimestamp"):
         return settings.drift_interval
-    outcome = reconcile.run(body, kube=kube, settings=settings, now=state.clock(), observed=state.observed_provider())
+    outcome = reconcile.run(
+        body,
+        kube=kube,
+        settings=settings,
+        now=state.clock(),
+        observed=state.observed_provider(),
+        observe_target=state.observe_target,
+    )
     _post_events(state, body, outcome.transitions, outcome.events)
     wait = settings.drift_interval
     if outcome.requeue_after is not None:

@@ -144,3 +144,111 @@ def gpu_refresher(
             refresh()
         except Exception:
             log.exception("GPU status refresh failed; will retry on the next change")
+
+
+# -- spec.target: one snapshot per target cluster (docs/fleet.md) -------------------------------------
+
+# Targets watched at most per process; a platform past this reads nodes and pods per pass instead.
+MAX_TARGET_WATCHES = 64
+
+
+@dataclass
+class _TargetWatch:
+    resource_version: str
+    watches: GpuWatches
+    users: set[str] = field(default_factory=set)
+
+
+class TargetSnapshots:
+    """The Node and Pod watches of each target cluster, started when a platform first reaches it,
+    restarted when its kubeconfig Secret changes (credential rotation), stopped when no platform
+    uses it any more (``release``). At most ``limit`` targets are watched; beyond that ``snapshot``
+    returns None and the GPU step lists nodes and pods in each pass (bounded memory either way).
+    A change in a target's snapshot wakes only the platforms using it (debounced, one refresher
+    thread per target).
+    """
+
+    def __init__(
+        self, *, wake: Callable[[str], None], debounce: float, limit: int = MAX_TARGET_WATCHES, watch_timeout: int = 300
+    ) -> None:
+        self._wake = wake
+        self._debounce = debounce
+        self._limit = limit
+        self._watch_timeout = watch_timeout
+        self._lock = threading.Lock()
+        self._targets: dict[tuple[str, str, str], _TargetWatch] = {}
+
+    def snapshot(self, platform: str, key: tuple[str, str, str], resource_version: str, kube: Kube) -> Any:
+        """The snapshot of the target behind ``key`` for ``platform`` (None: read per pass)."""
+        stale: GpuWatches | None = None
+        with self._lock:
+            for other_key, other in self._targets.items():  # a platform uses one target
+                if other_key != key:
+                    other.users.discard(platform)
+            entry = self._targets.get(key)
+            if entry is not None and entry.resource_version == resource_version:
+                entry.users.add(platform)
+                return entry.watches.snapshot
+            if entry is not None:  # rotated credentials: watch again with the new client
+                stale = self._targets.pop(key).watches
+            elif len(self._targets) >= self._limit:
+                self._collect_locked()
+                if len(self._targets) >= self._limit:
+                    return None
+            users = {platform} | (entry.users if entry is not None else set())
+            watches = self._start(key, kube)
+            self._targets[key] = _TargetWatch(resource_version, watches, users)
+        if stale is not None:
+            stale.stop(timeout=0.1)
+        return watches.snapshot
+
+    def _start(self, key: tuple[str, str, str], kube: Kube) -> GpuWatches:
+        watches = start_watches(kube.sibling(), ClusterSnapshot(), watch_timeout=self._watch_timeout)
+
+        def wake_users() -> None:
+            with self._lock:
+                entry = self._targets.get(key)
+                names = sorted(entry.users) if entry is not None else []
+            for name in names:
+                self._wake(name)
+
+        thread = threading.Thread(
+            target=gpu_refresher,
+            kwargs={
+                "stopped": watches.stopped,
+                "refresh": wake_users,
+                "debounce": self._debounce,
+                "snapshot": watches.snapshot,
+            },
+            name=f"gpu-refresher-{key[0]}/{key[1]}",
+            daemon=True,
+        )
+        thread.start()
+        watches.threads.append(thread)
+        return watches
+
+    def _collect_locked(self) -> list[GpuWatches]:
+        unused = [k for k, entry in self._targets.items() if not entry.users]
+        stopped = [self._targets.pop(k).watches for k in unused]
+        for watches in stopped:
+            watches.stopped.set()
+        return stopped
+
+    def release(self, platform: str) -> None:
+        """``platform`` is gone: stop the watches of targets no platform uses any more."""
+        with self._lock:
+            for entry in self._targets.values():
+                entry.users.discard(platform)
+            self._collect_locked()
+
+    def watched(self) -> dict[tuple[str, str, str], int]:
+        """Each watched target and how many platforms use it."""
+        with self._lock:
+            return {k: len(entry.users) for k, entry in self._targets.items()}
+
+    def stop_all(self) -> None:
+        with self._lock:
+            entries = list(self._targets.values())
+            self._targets.clear()
+        for entry in entries:
+            entry.watches.stop(timeout=0.5)

@@ -142,6 +142,10 @@ MSG_SUBJECT_SYSTEM = (
 )
 MSG_NODE_SELECTOR_EMPTY = "a nodeSelector needs matchLabels or matchExpressions (an empty one would select every node)"
 MSG_SELECTOR_VALUES = "In and NotIn need values; Exists and DoesNotExist take none"
+MSG_TARGET_ONE_OF = "spec.target needs exactly one of kubeconfigSecret, clusterAPI, kamaji"
+"""Checked by the model itself (api/models.Target), in admission mode and out."""
+MSG_TARGET_IMMUTABLE = "spec.target is immutable; create a new TenantPlatform instead"
+MSG_TARGET_ADDED_OR_REMOVED = "spec.target cannot be added or removed; create a new TenantPlatform instead"
 MSG_GPU_LABEL_PREFIX = (
     "GPU node labels must not use the nvidia.com/, feature.node.kubernetes.io/, kubernetes.io/ or tenancy.dev/ prefixes"
 )
@@ -164,10 +168,11 @@ MIRRORED = frozenset(
         MSG_GPU_LABEL_PREFIX,
         MSG_NODE_SELECTOR_EMPTY,
         MSG_SELECTOR_VALUES,
+        MSG_TARGET_ONE_OF,
     }
 )
 """Every CEL rule's message that admission mode checks."""
-TRANSITION_ONLY = frozenset({MSG_NAMESPACE_IMMUTABLE})
+TRANSITION_ONLY = frozenset({MSG_NAMESPACE_IMMUTABLE, MSG_TARGET_IMMUTABLE, MSG_TARGET_ADDED_OR_REMOVED})
 """Rules on ``oldSelf``: a file has no stored version to compare with, so only the API server checks them."""
 
 

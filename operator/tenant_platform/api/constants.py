@@ -55,6 +55,8 @@ STORAGE_READY: Final = "StorageReady"
 PULL_SECRETS_READY: Final = "PullSecretsReady"
 OBJECT_STORE_READY: Final = "ObjectStoreReady"
 GPU_READY: Final = "GPUReady"
+# Only with spec.target (docs/fleet.md): whether the target cluster was reached this pass.
+TARGET_REACHABLE: Final = "TargetReachable"
 
 # Every concern condition, in the order status shows them. Ready summarises these.
 CONCERN_TYPES: Final[tuple[str, ...]] = (
@@ -73,3 +75,11 @@ CONCERN_TYPES: Final[tuple[str, ...]] = (
 SUMMARY_TYPES: Final[tuple[str, ...]] = (READY, RECONCILING, STALLED)
 
 # Condition reasons live in api/reasons.py, one class per condition type.
+
+# spec.target (docs/fleet.md): the kubeconfig Secret conventions of Cluster API and Kamaji.
+CLUSTER_API_KUBECONFIG_SUFFIX: Final = "-kubeconfig"
+CLUSTER_API_KUBECONFIG_KEY: Final = "value"
+KAMAJI_KUBECONFIG_SUFFIX: Final = "-admin-kubeconfig"
+KAMAJI_KUBECONFIG_KEY: Final = "admin.conf"
+# The oldest target cluster the operator prepares (ValidatingAdmissionPolicy v1 is GA in 1.30).
+MIN_TARGET_VERSION: Final = (1, 30)

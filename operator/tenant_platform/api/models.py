@@ -34,6 +34,7 @@ KUBECONFIG_SERVER = r"^(https://([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})
 DURATION = r"^([0-9]+(\.[0-9]+)?(h|m|s|ms))+$"
 OPTIONAL_DNS1123_LABEL = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$"
 OPTIONAL_DNS1123_SUBDOMAIN = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$"
+SECRET_KEY = r"^[-._a-zA-Z0-9]+$"
 _DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(h|ms|m|s)")
 _UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 
@@ -340,6 +341,85 @@ class Gpu(_Model):
     )
 
 
+class TargetSecret(_Model):
+    """Any Secret in the management cluster holding a kubeconfig (spec.target.kubeconfigSecret)."""
+
+    namespace: str = Field(pattern=DNS1123_LABEL, max_length=63, description="Namespace of the Secret.")
+    name: str = Field(pattern=DNS1123_SUBDOMAIN, max_length=253, description="Secret name.")
+    key: str = Field(
+        constants.CLUSTER_API_KUBECONFIG_KEY,
+        pattern=SECRET_KEY,
+        max_length=253,
+        description="Data key holding the kubeconfig.",
+    )
+
+
+class TargetClusterAPI(_Model):
+    """A Cluster API Cluster: its Secret ``<cluster>-kubeconfig``, key ``value``."""
+
+    namespace: str = Field(pattern=DNS1123_LABEL, max_length=63, description="Namespace of the Cluster.")
+    cluster: str = Field(pattern=DNS1123_LABEL, max_length=63, description="Cluster name.")
+
+
+class TargetKamaji(_Model):
+    """A Kamaji TenantControlPlane: its Secret ``<tenantControlPlane>-admin-kubeconfig``."""
+
+    namespace: str = Field(pattern=DNS1123_LABEL, max_length=63, description="Namespace of the TenantControlPlane.")
+    tenant_control_plane: str = Field(pattern=DNS1123_LABEL, max_length=63, description="TenantControlPlane name.")
+    key: str = Field(
+        constants.KAMAJI_KUBECONFIG_KEY,
+        pattern=SECRET_KEY,
+        max_length=253,
+        description="Data key: admin.conf, or super-admin.conf.",
+    )
+
+
+class SecretRef(BaseModel):
+    """Where a target's kubeconfig is: (namespace, name, key) of a Secret in the management cluster."""
+
+    model_config = ConfigDict(frozen=True)
+
+    namespace: str
+    name: str
+    key: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name} key {self.key}"
+
+
+class Target(_Model):
+    """The cluster the platform prepares when it is not the cluster the operator runs in."""
+
+    kubeconfig_secret: TargetSecret | None = Field(None, description="Any Secret and key.")
+    cluster_api: TargetClusterAPI | None = Field(None, alias="clusterAPI", description="A Cluster API Cluster.")
+    kamaji: TargetKamaji | None = Field(None, description="A Kamaji TenantControlPlane.")
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Target:
+        given = [x for x in (self.kubeconfig_secret, self.cluster_api, self.kamaji) if x is not None]
+        if len(given) != 1:
+            raise ValueError(admission.MSG_TARGET_ONE_OF)
+        return self
+
+    def secret_ref(self) -> SecretRef:
+        """The Secret (and key) holding the target's kubeconfig, by the convention named."""
+        if self.cluster_api is not None:
+            c = self.cluster_api
+            return SecretRef(
+                namespace=c.namespace,
+                name=f"{c.cluster}{constants.CLUSTER_API_KUBECONFIG_SUFFIX}",
+                key=constants.CLUSTER_API_KUBECONFIG_KEY,
+            )
+        if self.kamaji is not None:
+            k = self.kamaji
+            return SecretRef(
+                namespace=k.namespace, name=f"{k.tenant_control_plane}{constants.KAMAJI_KUBECONFIG_SUFFIX}", key=k.key
+            )
+        assert self.kubeconfig_secret is not None
+        s = self.kubeconfig_secret
+        return SecretRef(namespace=s.namespace, name=s.name, key=s.key)
+
+
 class TenantPlatformSpec(_Model):
     namespace: str = Field(pattern=DNS1123_LABEL, max_length=63, description="Tenant namespace.")
     additional_namespaces: list[str] = Field(
@@ -364,6 +444,7 @@ class TenantPlatformSpec(_Model):
     image_pull_secrets: list[str] = Field(default_factory=list, description="Pull Secret names.")
     install_values: InstallValues = Field(default_factory=InstallValues, description="Hand-off ConfigMap.")
     gpu: Gpu = Field(default_factory=Gpu, description="GPU nodes and HAMi.")
+    target: Target | None = Field(None, description="Another cluster to prepare (docs/fleet.md); absent: this one.")
 
     @field_validator("additional_namespaces")
     @classmethod

@@ -213,6 +213,18 @@ class GPU(StrEnum):
     WEBHOOK_UNREACHABLE = "WebhookUnreachable"
 
 
+class Target(StrEnum):
+    """TargetReachable: only with ``spec.target`` (reconcile/target.py; docs/fleet.md)."""
+
+    REACHABLE = "Reachable"
+    SECRET_NOT_FOUND = "SecretNotFound"
+    KEY_MISSING = "KeyMissing"
+    INVALID_KUBECONFIG = "InvalidKubeconfig"
+    UNREACHABLE = "Unreachable"
+    UNAUTHORIZED = "Unauthorized"
+    VERSION_TOO_OLD = "VersionTooOld"
+
+
 Reason: TypeAlias = (
     Common
     | Summary
@@ -227,6 +239,7 @@ Reason: TypeAlias = (
     | PullSecrets
     | ObjectStore
     | GPU
+    | Target
 )
 """A condition reason: a member of one of the classes above."""
 
@@ -256,6 +269,7 @@ CATALOGUE: Final[dict[str, type[StrEnum]]] = {
     constants.PULL_SECRETS_READY: PullSecrets,
     constants.OBJECT_STORE_READY: ObjectStore,
     constants.GPU_READY: GPU,
+    constants.TARGET_REACHABLE: Target,
 }
 
 

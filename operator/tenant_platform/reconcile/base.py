@@ -17,8 +17,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+import pydantic
+
 from tenant_platform.api import constants
-from tenant_platform.api.models import TenantPlatform
+from tenant_platform.api.models import SecretRef, Target, TenantPlatform
 from tenant_platform.api.reasons import Common
 from tenant_platform.api.status.recorded import Recorded
 from tenant_platform.config import Settings
@@ -51,10 +53,34 @@ class StepContext:
     # The write gate (NamespaceClaims): set by the pipeline, which also fences ``kube`` with it.
     # None (a step run alone, as some tests do): no gate.
     claims: NamespaceClaims | None = None
+    # spec.target (docs/fleet.md): the management cluster's client, where the TenantPlatforms and
+    # their status live, while ``kube`` works in the target. None: the pass prepares its own cluster.
+    management: Kube | None = None
+    target_uid: str = ""
+    """The target's kube-system namespace uid (spec.target only)."""
 
     @property
     def name(self) -> str:
         return self.platform.name
+
+    def platforms(self) -> list[Obj]:
+        """Every TenantPlatform that prepares the same cluster as this one (this one included).
+
+        Without spec.target: those without one. With it: those whose kubeconfig Secret is the same,
+        or whose recorded target has the same cluster uid (two Secrets for one cluster).
+        """
+        if self.management is None:
+            return [b for b in self.kube.list(constants.API_VERSION, constants.KIND) if not _target_of(b)]
+        own = self.platform.spec.target.secret_ref() if self.platform.spec.target else None
+        same: list[Obj] = []
+        for body in self.management.list(constants.API_VERSION, constants.KIND):
+            target = _target_of(body)
+            if not target:
+                continue
+            uid = (((body.get("status") or {}).get("recorded") or {}).get("target") or {}).get("clusterUid")
+            if (self.target_uid and uid == self.target_uid) or _secret_ref(target) == own:
+                same.append(body)
+        return same
 
     def record(self, fragment: dict[str, Any]) -> None:
         """Add a step's fragment of ``status.recorded`` (validated: a malformed fact raises)."""
@@ -198,6 +224,18 @@ def labelled_platform(obj: Obj) -> str | None:
     return str(value) if value is not None else None
 
 
+def _target_of(body: Obj) -> dict[str, Any]:
+    target = (body.get("spec") or {}).get("target")
+    return target if isinstance(target, dict) else {}
+
+
+def _secret_ref(target: dict[str, Any]) -> SecretRef | None:
+    try:
+        return Target.model_validate(target).secret_ref()
+    except pydantic.ValidationError:
+        return None
+
+
 def owner_of(obj: Obj) -> str:
     """The platform that owns ``obj`` by our labels; "" when it lacks our managed-by label."""
     labels = obj.get("metadata", {}).get("labels") or {}
@@ -221,6 +259,8 @@ def stamp(obj: Obj, ctx: StepContext, component: str, *, owned: bool = True) -> 
     meta = obj.setdefault("metadata", {})
     meta.setdefault("labels", {}).update(child_labels(ctx.name, component))
     if meta.get("namespace") in ctx.platform.spec.all_namespaces:
+        owned = False
+    if ctx.management is not None:  # the platform lives in another cluster than its children
         owned = False
     if owned and ctx.platform.uid:
         meta["ownerReferences"] = [ctx.owner_reference()]

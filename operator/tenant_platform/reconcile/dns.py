@@ -171,8 +171,8 @@ class DnsStep:
 
     @staticmethod
     def _claims(ctx: StepContext) -> tuple[dnsguard.Claim, ...]:
-        """Every TenantPlatform's domain (one list of the cluster-scoped kind)."""
-        return dnsguard.claims_of(ctx.kube.list(constants.API_VERSION, constants.KIND))
+        """The domain of every TenantPlatform preparing this cluster (one list of the cluster-scoped kind)."""
+        return dnsguard.claims_of(ctx.platforms())
 
     def _gather_coredns(self, ctx: StepContext) -> dns.DnsFacts:
         t = self.target

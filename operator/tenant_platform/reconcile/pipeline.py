@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -26,6 +26,7 @@ from tenant_platform.config import Settings
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube, Obj
 from tenant_platform.reconcile import registry, statuswriter
+from tenant_platform.reconcile import target as targets
 from tenant_platform.reconcile.base import (
     CleanupResult,
     NamespaceClaims,
@@ -42,6 +43,9 @@ log = logging.getLogger("tenant_platform.reconcile")
 Logger = logging.Logger | logging.LoggerAdapter[Any]
 Event = tuple[str, str, str]
 """(type "Normal"|"Warning", reason, message) for an event on the TenantPlatform."""
+
+ObserveTarget = Callable[[TenantPlatform, "targets.TargetConnection"], Any]
+"""Returns the watched snapshot of a reached target (handlers_gpu), or None: steps read per pass."""
 
 # Give up on cleanup after this long and release the finalizer (saying what was left behind).
 DELETION_DEADLINE_SECONDS = 600.0
@@ -100,8 +104,14 @@ def run(
     observed: Any = None,
     dry_run: bool = False,
     write_status: bool = True,
+    observe_target: ObserveTarget | None = None,
 ) -> Outcome:
-    """Reconcile one TenantPlatform body; write its status when it changed (unless dry_run)."""
+    """Reconcile one TenantPlatform body; write its status when it changed (unless dry_run).
+
+    With ``spec.target`` every step works in the target cluster (``reconcile.target.connect``)
+    and ``observed`` (this cluster's snapshot) is not used: ``observe_target`` gives the target's,
+    if any. Status is written here, in the cluster ``kube`` talks to.
+    """
     old_status: dict[str, Any] = dict(body.get("status") or {})
     old_conditions: list[dict[str, Any]] = list(old_status.get("conditions") or [])
     generation = int(body.get("metadata", {}).get("generation", 0) or 0)
@@ -132,18 +142,35 @@ def run(
         written = statuswriter.write(kube, name, old_status, new_status) if write else False
         return Outcome(new_status, written, None, statuswriter.transitions(old_conditions, new_status["conditions"]))
 
-    claims = NamespaceClaims(platform, kube)
+    work, connection = kube, None
+    if platform.spec.target is not None:
+        connection = targets.connect(platform, kube)
+        if connection.kube is None:  # no step runs; TargetReachable and Ready say why
+            new_status, written, requeue = targets.report_unreachable(
+                platform, kube, old_status, connection, now=now, write=write
+            )
+            failed = {"target": StepResult(conditions=[connection.verdict.condition], failed=True)}
+            moved = statuswriter.transitions(old_conditions, new_status["conditions"])
+            return Outcome(new_status, written, requeue, moved, [], failed)
+        work = connection.kube
+        observed = observe_target(platform, connection) if observe_target is not None else None
+    claims = NamespaceClaims(platform, work)
     ctx = StepContext(
         platform=platform,
-        kube=kube.fenced(claims.check),
+        kube=work.fenced(claims.check),
         settings=settings,
         now=now,
         observed=observed,
         dry_run=dry_run,
         recorded=Recorded(domain=platform.spec.domain),
         claims=claims,
+        management=kube if connection is not None else None,
     )
     results: dict[str, StepResult] = {}
+    if connection is not None and connection.verdict.recorded is not None:
+        ctx.target_uid = connection.verdict.recorded.cluster_uid
+        ctx.record({"target": connection.verdict.recorded.dump()})
+        results["target"] = StepResult(conditions=[connection.verdict.condition])
     for step in registry.STEPS:
         results[step.name] = _run_timed(step, ctx)
     # The hand-off is a phase of its own, after every concern: it reads all they recorded
@@ -290,7 +317,8 @@ def status_and_summary(
             if result.progressing:
                 progressing.append(cond.type)
     # Every concern counts: one without a step, or that has not reported, keeps Ready from True.
-    expected = list(constants.CONCERN_TYPES)
+    # With spec.target, so does reaching it.
+    expected = [*constants.CONCERN_TYPES, *([constants.TARGET_REACHABLE] if platform.spec.target else [])]
     # A concern that has no step any more is dropped; one that has not reported is NotYetReported.
     not_reported = [
         conditions.unknown(type_, Common.NOT_YET_REPORTED, "This concern has not reported yet.")
@@ -365,13 +393,27 @@ def cleanup(
             return _finished(name)
         platform, dropped = lenient
         logger.warning("TenantPlatform %s: cleaning up with defaults for spec field(s) %s", name, dropped)
-    claims = NamespaceClaims(platform, kube)
-    ctx = StepContext(
-        platform=platform, kube=kube.fenced(claims.check), settings=settings, now=now, logger=logger, claims=claims
-    )
     results: dict[str, CleanupResult] = {}
-    for step in reversed(steps()):
-        results[step.name] = _cleanup_step(step, ctx)
+    work, connection = kube, None
+    if platform.spec.target is not None:
+        connection = targets.connect(platform, kube)
+        if connection.kube is None:  # nothing can be cleaned up in a cluster not reached
+            results["target"] = CleanupResult(False, connection.verdict.condition.message)
+        work = connection.kube or kube
+    if not results:
+        claims = NamespaceClaims(platform, work)
+        ctx = StepContext(
+            platform=platform,
+            kube=work.fenced(claims.check),
+            settings=settings,
+            now=now,
+            logger=logger,
+            claims=claims,
+            management=kube if connection is not None else None,
+            target_uid=connection.verdict.recorded.cluster_uid if connection and connection.verdict.recorded else "",
+        )
+        for step in reversed(steps()):
+            results[step.name] = _cleanup_step(step, ctx)
     blocked = [f"{step}: {result.message}" for step, result in results.items() if not result.done]
     if not blocked:
         return _finished(name, results=results)

@@ -163,6 +163,7 @@ class ControlPlane:
         # How each component was started and when it is ready, for stop_component/start_component.
         self._args: dict[str, list[str]] = {}
         self._ready: dict[str, tuple[str, Callable[[], bool]]] = {}
+        self._etcd_url: str | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -222,7 +223,7 @@ class ControlPlane:
             urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=context)
         )
 
-        etcd_url = f"http://127.0.0.1:{etcd_port}"
+        etcd_url = self._etcd_url = f"http://127.0.0.1:{etcd_port}"
         peer_url = f"http://127.0.0.1:{peer_port}"
         etcd_args = [
             "--name=default",
@@ -407,6 +408,11 @@ class ControlPlane:
     def server(self) -> str:
         """The apiserver URL, ``https://127.0.0.1:<port>``."""
         return _started(self._server)
+
+    @property
+    def etcd_url(self) -> str:
+        """etcd's client URL (tenant API servers share it under their own prefix: testing/tenants.py)."""
+        return _started(self._etcd_url)
 
     @property
     def kubeconfig_path(self) -> Path:

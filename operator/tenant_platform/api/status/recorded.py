@@ -25,6 +25,7 @@ from tenant_platform.api.status.installer import RecordedInstaller
 from tenant_platform.api.status.mesh import SidecarStyle
 from tenant_platform.api.status.objectstore import RecordedObjectStore
 from tenant_platform.api.status.storage import StorageVerification
+from tenant_platform.api.status.target import RecordedTarget
 
 
 class Recorded(StatusModel):
@@ -48,6 +49,8 @@ class Recorded(StatusModel):
     dns: DnsRecord | None = None
     gpu_nodes: list[GpuNodeRecord] | None = None
     gpu_resource_names: ResourceNamesStatus | None = None
+    # spec.target only (the pipeline records it, docs/fleet.md)
+    target: RecordedTarget | None = None
 
     @classmethod
     def parse(cls, recorded: Any) -> Recorded:
