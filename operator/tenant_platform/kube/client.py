@@ -14,15 +14,10 @@ otherwise), since custom resources reject strategic merge.
 
 from __future__ import annotations
 
-import base64
 import builtins
 import copy
-import hashlib
 import json
-import os
-import re
 import threading
-import urllib.parse
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -34,45 +29,24 @@ import urllib3
 
 from tenant_platform.api import constants
 from tenant_platform.api.timestamps import parse_time
-from tenant_platform.kube import errors
+from tenant_platform.kube import connect, errors
+from tenant_platform.kube.objects import Obj, intent_hash, is_subset
+from tenant_platform.kube.resources import RESOURCES
+from tenant_platform.kube.watchstream import watch_stream
+from tenant_platform.kube.wire import NAMESPACE_NAME, WRITES, b64, gv_path, namespace_of, parse_warnings, path_segment
 
-Obj = dict[str, Any]
-
-# (apiVersion, kind) -> (plural, namespaced)
-RESOURCES: dict[tuple[str, str], tuple[str, bool]] = {
-    ("v1", "Namespace"): ("namespaces", False),
-    ("v1", "ServiceAccount"): ("serviceaccounts", True),
-    ("v1", "ConfigMap"): ("configmaps", True),
-    ("v1", "Secret"): ("secrets", True),
-    ("v1", "Service"): ("services", True),
-    ("v1", "Pod"): ("pods", True),
-    ("v1", "Node"): ("nodes", False),
-    ("v1", "PersistentVolumeClaim"): ("persistentvolumeclaims", True),
-    ("v1", "Event"): ("events", True),
-    ("events.k8s.io/v1", "Event"): ("events", True),
-    ("coordination.k8s.io/v1", "Lease"): ("leases", True),
-    ("apps/v1", "Deployment"): ("deployments", True),
-    ("apps/v1", "DaemonSet"): ("daemonsets", True),
-    ("rbac.authorization.k8s.io/v1", "Role"): ("roles", True),
-    ("rbac.authorization.k8s.io/v1", "RoleBinding"): ("rolebindings", True),
-    ("rbac.authorization.k8s.io/v1", "ClusterRole"): ("clusterroles", False),
-    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): ("clusterrolebindings", False),
-    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"): (
-        "validatingadmissionpolicies",
-        False,
-    ),
-    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"): (
-        "validatingadmissionpolicybindings",
-        False,
-    ),
-    ("storage.k8s.io/v1", "StorageClass"): ("storageclasses", False),
-    ("discovery.k8s.io/v1", "EndpointSlice"): ("endpointslices", True),
-    ("apiextensions.k8s.io/v1", "CustomResourceDefinition"): ("customresourcedefinitions", False),
-    ("networking.istio.io/v1", "Gateway"): ("gateways", True),
-    ("networking.istio.io/v1", "VirtualService"): ("virtualservices", True),
-    ("node.k8s.io/v1", "RuntimeClass"): ("runtimeclasses", False),
-    (constants.API_VERSION, constants.KIND): (constants.PLURAL, False),
-}
+__all__ = [
+    "RESOURCES",
+    "Kube",
+    "Obj",
+    "RequestCounter",
+    "b64",
+    "intent_hash",
+    "is_subset",
+    "namespace_of",
+    "parse_warnings",
+    "path_segment",
+]
 
 
 @dataclass
@@ -96,31 +70,6 @@ class RequestCounter:
     def snapshot(self) -> tuple[int, int]:
         with self._lock:
             return self.reads, self.writes
-
-
-def intent_hash(obj: Obj) -> str:
-    """A stable hash of an object's intent (without our own hash annotation)."""
-    clean = copy.deepcopy(obj)
-    annotations = clean.get("metadata", {}).get("annotations") or {}
-    annotations.pop(constants.ANNOTATION_APPLIED_HASH, None)
-    return hashlib.sha256(json.dumps(clean, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def is_subset(desired: Any, live: Any) -> bool:
-    """True when every field in ``desired`` has the same value in ``live``.
-
-    Lists compare element-wise and must have the same length (SSA treats most lists as atomic,
-    and a longer live list means drift we want to repair).
-    """
-    if isinstance(desired, dict):
-        if not isinstance(live, dict):
-            return False
-        return all(k in live and is_subset(v, live[k]) for k, v in desired.items())
-    if isinstance(desired, list):
-        if not isinstance(live, list) or len(desired) != len(live):
-            return False
-        return all(is_subset(d, x) for d, x in zip(desired, live, strict=True))
-    return bool(desired == live)
 
 
 class Kube:
@@ -150,42 +99,14 @@ class Kube:
     @classmethod
     def from_kubeconfig(cls, path: str | None = None, context: str | None = None) -> Kube:
         """Load a kubeconfig file (None: $KUBECONFIG or ~/.kube/config), else in-cluster config."""
-        configuration = kubernetes.client.Configuration()
-        namespace: str | None = None
-        try:
-            kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
-                config_file=path, context=context, client_configuration=configuration
-            )
-            _, active = kubernetes.config.list_kube_config_contexts(config_file=path)  # type: ignore[no-untyped-call]
-            namespace = (active or {}).get("context", {}).get("namespace")
-        except (kubernetes.config.ConfigException, FileNotFoundError, TypeError):
-            if path is not None:
-                raise
-            kubernetes.config.load_incluster_config(  # type: ignore[no-untyped-call]
-                client_configuration=configuration
-            )
-            ns_file = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
-            if os.path.exists(ns_file):
-                with open(ns_file, encoding="utf-8") as fh:
-                    namespace = fh.read().strip()
+        configuration, namespace = connect.load_configuration(path, context)
         kube = cls(kubernetes.client.ApiClient(configuration))
         kube.default_namespace = namespace
         return kube
 
     def connection_info(self) -> dict[str, Any]:
         """What kopf needs to log in with the same identity: server, CA, client cert or token."""
-        cfg = self.api.configuration
-        auth = (cfg.api_key or {}).get("authorization") or (cfg.api_key or {}).get("BearerToken") or ""
-        token = auth.split(" ", 1)[1] if auth.lower().startswith("bearer ") else auth or None
-        return {
-            "server": str(cfg.host),
-            "ca_path": cfg.ssl_ca_cert or None,
-            "insecure": not cfg.verify_ssl,
-            "certificate_path": cfg.cert_file or None,
-            "private_key_path": cfg.key_file or None,
-            "token": token,
-            "namespace": self.default_namespace,
-        }
+        return connect.connection_info(self.api.configuration, self.default_namespace)
 
     default_namespace: str | None = None
     write_check: Callable[[str], None] | None = None
@@ -211,7 +132,7 @@ class Kube:
         if known:
             return known
         if api_version not in self._discovered:
-            doc = self.request("GET", _gv_path(api_version))
+            doc = self.request("GET", gv_path(api_version))
             self._discovered[api_version] = {
                 r["kind"]: (r["name"], bool(r["namespaced"])) for r in doc.get("resources", []) if "/" not in r["name"]
             }
@@ -236,9 +157,9 @@ class Kube:
         or vanish ("" where a value was given), raise Invalid before any request is made.
         """
         plural, namespaced = self.resource(api_version, kind)
-        parts = [_gv_path(api_version)]
+        parts = [gv_path(api_version)]
         if namespaced and namespace:
-            if not _NAMESPACE.fullmatch(namespace):
+            if not NAMESPACE_NAME.fullmatch(namespace):
                 raise errors.Invalid(
                     400,
                     "InvalidNamespace",
@@ -283,7 +204,7 @@ class Kube:
 
     def _fence(self, method: str, path: str, query: dict[str, str]) -> None:
         """Pass a namespaced write (not a dry run) through ``write_check`` before it is sent or counted."""
-        if self.write_check is not None and method in _WRITES and query.get("dryRun") != "All":
+        if self.write_check is not None and method in WRITES and query.get("dryRun") != "All":
             namespace = namespace_of(path)
             if namespace:
                 self.write_check(namespace)
@@ -351,44 +272,7 @@ class Kube:
         if label_selector:
             query["labelSelector"] = label_selector
         self.counter.add("WATCH", dry_run=False)
-        try:
-            method_, url, headers_, body_, post = self.api.param_serialize(
-                "GET",
-                self.path(api_version, kind, namespace=namespace),
-                query_params=list(query.items()),
-                header_params={"Accept": "application/json"},
-                auth_settings=["BearerToken"],
-            )
-            resp = self.api.call_api(
-                method_, url, headers_, body_, post, _request_timeout=(30.0, timeout_seconds + 30.0)
-            )
-        except kubernetes.client.exceptions.ApiException as exc:
-            raise errors.from_response(int(exc.status or 0), exc.body) from None
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise errors.Transient(0, "ConnectionError", str(exc)) from None
-        stream = resp.response
-        drained = False
-        try:
-            if not 200 <= int(resp.status) < 300:
-                raise errors.from_response(int(resp.status), stream.read())
-            try:
-                for line in stream:
-                    if not line.strip():
-                        continue
-                    event = json.loads(line)
-                    if event.get("type") == "ERROR":
-                        status = event.get("object") or {}
-                        raise errors.from_response(int(status.get("code") or 500), json.dumps(status))
-                    yield event
-            except (urllib3.exceptions.HTTPError, OSError) as exc:
-                raise errors.Transient(0, "ConnectionError", str(exc)) from None
-            drained = True
-        finally:
-            # NB: a watch left half-read must not go back to the connection pool.
-            if drained:
-                stream.release_conn()
-            else:
-                stream.close()
+        yield from watch_stream(self.api, self.path(api_version, kind, namespace=namespace), query, timeout_seconds)
 
     # ---- reads ------------------------------------------------------------------------------
 
@@ -430,7 +314,7 @@ class Kube:
     def served(self, api_version: str, kind: str) -> bool:
         """Whether the API server serves a kind, by discovery of its group-version."""
         try:
-            doc = self.request("GET", _gv_path(api_version))
+            doc = self.request("GET", gv_path(api_version))
         except errors.NotFound:
             return False
         return any(r.get("kind") == kind and "/" not in r.get("name", "") for r in doc.get("resources", []))
@@ -625,50 +509,3 @@ class Kube:
             return None
         with open(path, encoding="utf-8") as fh:
             return fh.read()
-
-
-# One RFC 7234 warning value: code, agent, quoted text (backslash escapes), optional quoted date.
-_WARNING = re.compile(r'(\d{3})\s+(\S+)\s+"((?:[^"\\]|\\.)*)"(?:\s+"[^"]*")?')
-
-
-def parse_warnings(values: Iterable[str]) -> builtins.list[str]:
-    """The texts of ``Warning`` header values (``299 - "text"``), unescaped, in order."""
-    texts: builtins.list[str] = []
-    for value in values:
-        found = [re.sub(r"\\(.)", r"\1", m.group(3)) for m in _WARNING.finditer(value)]
-        texts += found or [value.strip()]
-    return texts
-
-
-_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
-
-
-def path_segment(value: str, what: str = "name") -> str:
-    """``value`` as exactly one URL path segment (percent-encoded, ``/`` and ``?`` included).
-
-    Raises errors.Invalid for "", ``.`` and ``..``: quoting leaves them as they are, and a client
-    or proxy may resolve them against the path (the API server refuses such names anyway).
-    """
-    if value in ("", ".", ".."):
-        raise errors.Invalid(400, "InvalidPathSegment", f"{what} {value!r} cannot be part of a request path")
-    return urllib.parse.quote(value, safe="")
-
-
-_WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-_NAMESPACED_PATH = re.compile(r"^/(?:api/v1|apis/[^/]+/[^/]+)/namespaces/([^/]+)/[^/]")
-
-
-def namespace_of(path: str) -> str | None:
-    """The namespace an API path addresses objects in (None for cluster-scoped paths, including
-    a Namespace object itself)."""
-    found = _NAMESPACED_PATH.match(path)
-    return urllib.parse.unquote(found.group(1)) if found else None
-
-
-def _gv_path(api_version: str) -> str:
-    return "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
-
-
-def b64(value: str | bytes) -> str:
-    raw = value.encode() if isinstance(value, str) else value
-    return base64.b64encode(raw).decode()
