@@ -107,6 +107,9 @@ def cache_scopes(settings: Settings) -> list[Scope]:
         Scope("v1", "ConfigMap", namespace=dns.namespace, name=dns.config_map),
         Scope("v1", "ConfigMap", namespace=dns.namespace, name=dns.custom_config_map),
         Scope("v1", "ConfigMap", namespace=dns.namespace, name=hami_names.CONFIG_MAP),
+        # Every pod guard policy and binding: the takeover of hand-made ones opted in (few objects).
+        Scope("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"),
+        Scope("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"),
         Scope("v1", "Pod", namespace=dns.namespace, labels=tuple(DEFAULT_POD_LABELS.items())),
         Scope("v1", "Service", namespace=apiaddresses.SERVICE_NAMESPACE, name=apiaddresses.SERVICE_NAME),
         Scope(

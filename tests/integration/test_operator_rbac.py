@@ -494,3 +494,35 @@ def test_a_full_pass_as_the_operator_prunes_the_kubeconfig_secret_by_name(
     wait_for(installer_ready, "InstallerReady after the rename", 30, interval=1)
     assert crd.get("v1", "Secret", "renamed", unique_name) is not None
     assert crd.get("v1", "Secret", old, unique_name) is None
+
+
+def test_the_fence_lets_the_operator_adopt_only_a_config_map_opted_in_for_its_platform(
+    as_operator: Kube, crd: Kube, platform_ns: str
+) -> None:
+    """The trust ConfigMap's takeover (docs/migration.md): an UPDATE that puts our labels on a
+    hand-made ConfigMap passes the fence only when the admin's annotation lists the platform that
+    the new labels and the namespace's claim name."""
+    made = {
+        "hand-none": None,
+        "hand-other": "someone-else",
+        "hand-ours": "x, rbac",
+    }
+    for name, adopt in made.items():
+        meta: Obj = {"name": name, "namespace": platform_ns}
+        if adopt:
+            meta["annotations"] = {constants.ANNOTATION_ADOPTABLE: adopt}
+        crd.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {"k": "v"}})
+    try:
+
+        def claim(name: str, platform: str) -> str | None:
+            labels = {**OURS, constants.LABEL_PLATFORM: platform}
+            path = as_operator.path("v1", "ConfigMap", name, platform_ns)
+            return attempt(as_operator, "PATCH", path, {"metadata": {"labels": labels}})
+
+        assert claim("hand-ours", "rbac") is None
+        for name, platform in (("hand-none", "rbac"), ("hand-other", "rbac"), ("hand-ours", "x")):
+            refusal = claim(name, platform)
+            assert refusal is not None and "may not write ConfigMap" in refusal, (name, platform, refusal)
+    finally:
+        for name in made:
+            crd.delete("v1", "ConfigMap", name, platform_ns)

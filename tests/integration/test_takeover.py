@@ -1,24 +1,44 @@
 """Takeover of a cluster prepared by hand with the checklist, on the real API server.
 
-So far: the checklist's Gateway (``kamiwaza-gateway`` in istio-system, created by hand as
-``kubectl apply`` would, a different field manager). Without the admin's opt-in it is a Conflict
-and stays byte for byte; annotated ``tenancy.dev/adoptable-by: <platform>`` it is taken over in
-place: still exactly one Gateway of that name, now ours (labels, ownerReference, our servers).
+The checklist's Gateway (``kamiwaza-gateway`` in istio-system, created by hand as ``kubectl apply``
+would, a different field manager): without the admin's opt-in it is a Conflict and stays byte for
+byte; annotated ``tenancy.dev/adoptable-by: <platform>`` it is taken over in place: still exactly
+one Gateway of that name, now ours (labels, ownerReference, our servers).
+
+The whole hand-prepared cluster (``test_hand_prepared_cluster_is_taken_over_without_a_gap``): the
+checklist's pod guard and exec guard policies with ``[Deny]`` bindings, its Gateway, its trust
+ConfigMap and its Corefile line, all opted in; the TenantPlatform's steps then leave exactly one
+guard, one Gateway, one rewrite (our marked block) and one trust ConfigMap. A thread submits a
+baseline-violating pod (server-side dry run) and an exec into istio-init all along the switch:
+every one is denied.
 """
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from networking_support import only, run
+from networking_support import context, delete_namespace, only, run
+from tests.support import create_namespace
 
 from tenant_platform.api import constants
-from tenant_platform.api.reasons import Common
+from tenant_platform.api.models import TenantPlatform
+from tenant_platform.api.reasons import Common, PodGuard
 from tenant_platform.api.reasons import Gateway as Reason
+from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube
-from tenant_platform.reconcile import gateway
+from tenant_platform.reconcile import dns, edgecert, gateway, podguard
+from tenant_platform.render import corefile
+from tenant_platform.render import podguard as render_pg
+from tenant_platform.status import podguard_takeover as tk
+from tenant_platform.status.coredns import CoreDNSTarget
+from tenant_platform.testing.controlplane import ControlPlane
+from tenant_platform.testing.seed import STOCK_COREFILE
+from tenant_platform.testing.wait import wait_for
 
 GW = ("networking.istio.io/v1", "Gateway")
 ISTIO = "istio-system"
@@ -95,3 +115,220 @@ def test_opted_in_gateway_is_taken_over_in_place(
     assert http["tls"] == {"httpsRedirect": True}
     # A resync is idle: ours now.
     assert only(run(gateway.STEP, crd, platform))[1] == Reason.PROGRAMMED
+
+
+# ---- the whole hand-prepared cluster ------------------------------------------------------------------
+
+VAP = "admissionregistration.k8s.io/v1"
+HOST = "istio-ingressgateway.istio-system.svc.cluster.local"
+TRUST = "kamiwaza-edge-trust"
+
+
+def by_hand(kube: Kube, obj: dict[str, Any], adopt_for: str) -> dict[str, Any]:
+    """``obj`` created as an admin's ``kubectl apply`` creates it, annotated for ``adopt_for``."""
+    meta = obj["metadata"]
+    meta.pop("labels", None)
+    meta["annotations"] = {**(meta.get("annotations") or {}), constants.ANNOTATION_ADOPTABLE: adopt_for}
+    path = kube.path(obj["apiVersion"], obj["kind"], namespace=meta.get("namespace"))
+    return kube.request("POST", path, body=obj, query={"fieldManager": "kubectl-client-side-apply"})
+
+
+def checklist_guard(kube: Kube, platform_body: dict[str, Any], prefix: str) -> list[tuple[str, str]]:
+    """The checklist's two policies (its rules: the same CEL), named its way, with [Deny] bindings."""
+    parsed = TenantPlatform.from_body(platform_body)
+    made = []
+    for policy, name in (
+        (render_pg.render_pod_guard_policy(parsed), f"{prefix}-pod-guard"),
+        (render_pg.render_exec_guard_policy(parsed), f"{prefix}-exec-guard"),
+    ):
+        policy["metadata"]["name"] = name
+        by_hand(kube, policy, parsed.name)
+        binding = render_pg.render_binding(name, "Deny")
+        binding["spec"]["validationActions"] = ["Deny"]
+        by_hand(kube, binding, parsed.name)
+        made += [("ValidatingAdmissionPolicy", name), ("ValidatingAdmissionPolicyBinding", name)]
+    return made
+
+
+def violating_pod(namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"generateName": "gap-probe-", "namespace": namespace},
+        "spec": {"hostPID": True, "containers": [{"name": "app", "image": "registry.example.com/app:1"}]},
+    }
+
+
+class Prober(threading.Thread):
+    """Submits a hostPID pod (server-side dry run) and an exec into istio-init in a loop, as the
+    cluster admin (the guards bind every requester), and records who denied each."""
+
+    def __init__(self, kube: Kube, namespaces: list[str]) -> None:
+        super().__init__(daemon=True)
+        self.kube, self.namespaces = kube, namespaces
+        self.stop = threading.Event()
+        self.denied_by: list[str] = []
+        self.gaps: list[str] = []
+
+    def _denial(self, exc: errors.KubeError) -> str | None:
+        message = exc.message or ""
+        if "ValidatingAdmissionPolicy '" in message:
+            return message.split("ValidatingAdmissionPolicy '", 1)[1].split("'", 1)[0]
+        return None
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            for ns in self.namespaces:
+                try:
+                    self.kube.create(violating_pod(ns), dry_run=True)
+                    self.gaps.append(f"a hostPID pod was admitted in {ns}")
+                except errors.KubeError as exc:
+                    who = self._denial(exc)
+                    (self.denied_by if who else self.gaps).append(who or f"pod in {ns}: {exc}")
+                path = f"/api/v1/namespaces/{ns}/pods/gap-probe/exec?container=istio-init&command=sh"
+                try:
+                    self.kube.request("POST", path)
+                    self.gaps.append(f"exec into istio-init got through in {ns}")
+                except errors.KubeError as exc:
+                    who = self._denial(exc)
+                    (self.denied_by if who else self.gaps).append(who or f"exec in {ns}: {exc}")
+            time.sleep(0.01)
+
+
+@pytest.fixture
+def hand_prepared(crd: Kube, unique_name: str) -> Iterator[list[str]]:
+    """The tenant namespaces and a private CoreDNS setup; everything made by the test is removed."""
+    namespaces = [unique_name, f"{unique_name}-ext", f"{unique_name}-dns"]
+    yield namespaces
+    for kind in ("ValidatingAdmissionPolicyBinding", "ValidatingAdmissionPolicy"):
+        for item in crd.list(VAP, kind):
+            if unique_name in item["metadata"]["name"]:
+                crd.delete(VAP, kind, item["metadata"]["name"])
+    crd.delete(*GW, unique_name, ISTIO)
+    for ns in namespaces:
+        delete_namespace(crd, ns)
+
+
+def test_hand_prepared_cluster_is_taken_over_without_a_gap(
+    crd: Kube, unique_name: str, make_platform: Any, hand_prepared: list[str], control_plane: ControlPlane
+) -> None:
+    tenant, extensions, dns_ns = hand_prepared[:3]
+    for ns in (tenant, extensions):
+        create_namespace(crd, ns, wait_sa=True, adoptable_by=unique_name)
+    platform = make_platform(
+        unique_name,
+        tenant,
+        additionalNamespaces=[extensions],
+        gateway={"name": unique_name},
+        edgeCertificate={"issuer": "SelfSigned", "secretName": f"{unique_name}-tls", "trustConfigMapName": TRUST},
+        podGuard={"enforcement": "Staged"},
+    )
+    domain = platform["spec"]["domain"]
+
+    # The checklist's objects, by hand, opted in.
+    hand_guard = checklist_guard(crd, platform, f"kamiwaza-{unique_name}")
+    hand_gateway = hand_made(crd, unique_name, domain, adopt_for=unique_name)
+    hand_trust = by_hand(
+        crd,
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": TRUST, "namespace": tenant},
+            "data": {"ca-certificates.crt": "-----BEGIN CERTIFICATE-----\nold\n-----END CERTIFICATE-----\n"},
+        },
+        unique_name,
+    )
+    create_namespace(crd, dns_ns)
+    line = f"    rewrite name exact {domain} {HOST}"
+    by_hand(
+        crd,
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "coredns", "namespace": dns_ns},
+            "data": {
+                "Corefile": STOCK_COREFILE.replace(
+                    "    kubernetes cluster.local", f"{line}\n    kubernetes cluster.local", 1
+                )
+            },
+        },
+        unique_name,
+    )
+
+    prober = Prober(Kube.from_kubeconfig(str(control_plane.kubeconfig_path)), [tenant, extensions])
+    # The hand-made guard is in effect before anything of ours exists.
+    wait_for_denial(prober, hand_guard[0][1])
+    prober.start()
+    try:
+        # Pass 1: ours applied at Deny (a hand-made binding denies), the switch recorded on our
+        # policy, the Warn-only check binding beside it; nothing hand-made deleted yet.
+        result = podguard.STEP.reconcile(context(crd, platform))
+        assert only(result)[1] == PodGuard.TAKEOVER_IN_PROGRESS, only(result)
+        names = render_pg.guard_names(unique_name)
+        ours = crd.get(VAP, "ValidatingAdmissionPolicy", names.pod_guard)
+        assert ours["metadata"]["annotations"][tk.TAKEOVER_ANNOTATION].startswith("Deny ")
+        assert crd.get(VAP, "ValidatingAdmissionPolicyBinding", names.pod_guard)["spec"]["validationActions"] == [
+            "Deny",
+            "Audit",
+        ]
+        assert all(crd.get(VAP, kind, name) is not None for kind, name in hand_guard)
+        # A fresh step (a restarted operator) resumes from what the objects record.
+        step = podguard.PodGuardStep()
+        deadline = time.monotonic() + 60
+        while True:
+            status, reason, message = only(step.reconcile(context(crd, platform, now=datetime.now(UTC))))
+            if reason != PodGuard.TAKEOVER_IN_PROGRESS or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        assert (status, reason) == ("True", PodGuard.ENFORCING), message
+        time.sleep(1)  # the prober keeps going after the hand-made guard is gone
+    finally:
+        prober.stop.set()
+        prober.join(10)
+    assert not prober.gaps, prober.gaps[:5]
+    assert len(prober.denied_by) > 20
+    assert {hand_guard[0][1], hand_guard[2][1]} & set(prober.denied_by), "the hand-made guard denied first"
+    assert {names.pod_guard, names.exec_guard} <= set(prober.denied_by[-4:]), "ours deny at the end"
+
+    # Exactly one guard: ours; the hand-made objects, the check binding and the record are gone.
+    for kind in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"):
+        mine = sorted(o["metadata"]["name"] for o in crd.list(VAP, kind) if unique_name in o["metadata"]["name"])
+        assert mine == sorted([names.exec_guard, names.pod_guard]), (kind, mine)
+    ours = crd.get(VAP, "ValidatingAdmissionPolicy", names.pod_guard)
+    annotations = ours["metadata"].get("annotations") or {}
+    assert tk.TAKEOVER_ANNOTATION not in annotations
+    assert "tenancy.dev/pod-guard-promoted-at" in annotations, "Staged stays at Deny after the takeover"
+
+    # One Gateway (the same object), one trust ConfigMap (the same object, now ours).
+    assert only(run(gateway.STEP, crd, platform))[1] == "Programmed"
+    assert [g["metadata"]["uid"] for g in crd.list(*GW, ISTIO) if g["metadata"]["name"] == unique_name] == [
+        hand_gateway["metadata"]["uid"]
+    ]
+    status, reason, message = only(run(edgecert.STEP, crd, platform))
+    assert (status, reason) == ("True", "Valid"), message
+    trust = [c for c in crd.list("v1", "ConfigMap", tenant) if c["metadata"]["name"] == TRUST]
+    assert [c["metadata"]["uid"] for c in trust] == [hand_trust["metadata"]["uid"]]
+    assert trust[0]["metadata"]["labels"][constants.LABEL_PLATFORM] == unique_name
+    assert trust[0]["data"]["ca-certificates.crt"] != hand_trust["data"]["ca-certificates.crt"]
+
+    # One Corefile rewrite of the domain, in our marked block, written once; no other line touched.
+    step_dns = dns.DnsStep(target=CoreDNSTarget(namespace=dns_ns))
+    writes_before = crd.counter.snapshot()[1]
+    result = step_dns.reconcile(context(crd, platform))
+    assert crd.counter.snapshot()[1] - writes_before == 1, only(result)
+    text = crd.get("v1", "ConfigMap", "coredns", dns_ns)["data"]["Corefile"]
+    assert text == corefile.upsert_block(STOCK_COREFILE, unique_name, domain, HOST)
+    assert sum(1 for x in text.splitlines() if x.strip().startswith(f"rewrite name exact {domain} ")) == 1
+
+
+def wait_for_denial(prober: Prober, policy: str) -> None:
+    """Until the API server has loaded the hand-made guard (admission policies load asynchronously)."""
+
+    def denied() -> bool:
+        try:
+            prober.kube.create(violating_pod(prober.namespaces[0]), dry_run=True)
+        except errors.KubeError as exc:
+            return policy in (exc.message or "")
+        return False
+
+    wait_for(denied, f"the hand-made {policy} in effect", 30, interval=0.2)

@@ -311,3 +311,53 @@ def test_changed_at_reads_our_managed_fields_entry() -> None:
     }
     assert coredns.changed_at(obj) == T0
     assert coredns.changed_at({"metadata": {}}) is None
+
+
+# -- a hand-made rewrite of the domain (the checklist's), and its takeover -----------------------
+
+CHECKLIST_LINE = f"    rewrite name exact kamiwaza.example.com {HOST}"
+HAND_IN_BLOCK = STOCK_COREFILE.replace(
+    "    kubernetes cluster.local", CHECKLIST_LINE + "\n    kubernetes cluster.local", 1
+)
+OWN_BLOCK = (
+    f"kamiwaza.example.com:53 {{\n    rewrite name kamiwaza.example.com. {HOST}\n    kubernetes cluster.local\n}}\n"
+)
+ELSEWHERE = f"example.com:53 {{\n    rewrite stop name exact kamiwaza.example.com {HOST}\n    forward . 10.9.9.9\n}}\n"
+
+# (Corefile, placements of the hand-made rewrites found)
+HAND_MADE = [
+    pytest.param(STOCK_COREFILE, [], id="none"),
+    pytest.param(HAND_IN_BLOCK, ["dns-block"], id="the checklist's line"),
+    pytest.param(OWN_BLOCK + STOCK_COREFILE, ["own-block"], id="a server block of its own"),
+    pytest.param(ELSEWHERE + STOCK_COREFILE, ["elsewhere"], id="in another zone's block"),
+    pytest.param(HAND_IN_BLOCK.replace("kamiwaza.example.com", "other.example.com"), [], id="another domain's rewrite"),
+    pytest.param(
+        STOCK_COREFILE.replace(
+            "    kubernetes cluster.local",
+            "    rewrite name regex (.*)\\.kamiwaza\\.example\\.com x\n    kubernetes cluster.local",
+        ),
+        [],
+        id="a regex rewrite is not the checklist's",
+    ),
+    pytest.param(cf.upsert_block(STOCK_COREFILE, "kamiwaza", "kamiwaza.example.com", HOST), [], id="a marked block"),
+]
+
+
+@pytest.mark.parametrize(("text", "placements"), HAND_MADE)
+def test_hand_made_rewrites_are_found_outside_marked_blocks(text: str, placements: list[str]) -> None:
+    assert [h.placement for h in cf.hand_made_rewrites(text, "kamiwaza.example.com")] == placements
+
+
+def test_take_over_replaces_the_checklist_line_in_one_edit_and_touches_nothing_else() -> None:
+    out = cf.take_over(HAND_IN_BLOCK, "kamiwaza", "kamiwaza.example.com", HOST)
+    assert out.splitlines().count(CHECKLIST_LINE) == 1  # ours, inside the markers
+    assert out == cf.upsert_block(STOCK_COREFILE, "kamiwaza", "kamiwaza.example.com", HOST)
+    assert cf.take_over(out, "kamiwaza", "kamiwaza.example.com", HOST) == out  # idempotent
+
+
+def test_take_over_removes_a_server_block_of_its_own_but_never_another_zone() -> None:
+    own = cf.take_over(OWN_BLOCK + STOCK_COREFILE, "kamiwaza", "kamiwaza.example.com", HOST)
+    assert own == cf.upsert_block(STOCK_COREFILE, "kamiwaza", "kamiwaza.example.com", HOST)
+    other = cf.take_over(ELSEWHERE + STOCK_COREFILE, "kamiwaza", "kamiwaza.example.com", HOST)
+    assert other.startswith(ELSEWHERE)  # left alone: the message says to remove it by hand
+    assert cf.block_for(other, "kamiwaza") is not None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
@@ -13,7 +14,7 @@ from tenant_platform.api.reasons import DNS, Common
 from tenant_platform.api.status.dns import DnsRecord
 from tenant_platform.render import corefile
 from tenant_platform.status import dns, dnsguard
-from tenant_platform.status.coredns import CoreDNSTarget
+from tenant_platform.status.coredns import CoreDNSTarget, corefile_text
 from tenant_platform.status.dns import CorefileWrite, DnsFacts, OverrideWrite
 from tenant_platform.testing.seed import STOCK_COREFILE
 
@@ -483,3 +484,46 @@ def test_kept_changing_is_a_conflict_retried_shortly() -> None:
     assert (verdict.condition.reason, verdict.condition.status) == (Common.CONFLICT, "False")
     assert "ConfigMap scratch/coredns changed under the operator 5 times" in verdict.condition.message
     assert verdict.progressing and verdict.requeue_after == 5.0 and verdict.recorded == {}
+
+
+# -- a hand-made rewrite of the domain (docs/migration.md) ------------------------------------------
+
+HAND_LINE = f"    rewrite name exact {DOMAIN} {HOST}"
+HAND_MADE = STOCK_COREFILE.replace("    kubernetes cluster.local", HAND_LINE + "\n    kubernetes cluster.local", 1)
+
+
+def opted_in(text: str, value: str) -> dict[str, Any]:
+    cm = coredns_cm(text)
+    cm["metadata"]["annotations"] = {constants.ANNOTATION_ADOPTABLE: value}
+    return cm
+
+
+# (the CoreDNS ConfigMap, takes the hand-made line over, a fragment of the message or event)
+TAKEOVER_ROWS = [
+    pytest.param(
+        coredns_cm(HAND_MADE),
+        False,
+        f"annotate ConfigMap kube-system/coredns {constants.ANNOTATION_ADOPTABLE}={NAME}",
+        id="not opted in: beside it, and said",
+    ),
+    pytest.param(opted_in(HAND_MADE, "other"), False, "to have it replaced", id="opted in for another platform"),
+    pytest.param(opted_in(HAND_MADE, f"other, {NAME}"), True, "replacing the hand-made", id="opted in: replaced"),
+]
+
+
+@pytest.mark.parametrize(("cm", "takes_over", "fragment"), TAKEOVER_ROWS)
+def test_a_hand_made_rewrite_is_replaced_in_one_write_only_when_opted_in(
+    cm: dict[str, Any], takes_over: bool, fragment: str
+) -> None:
+    verdict = dns.evaluate(platform(), DnsFacts(corefile_cm=cm, pods=STALE), now=T0)
+    (write,) = verdict.writes
+    assert isinstance(write, CorefileWrite) and write.take_over is takes_over
+    after = write.edit(corefile_text(cm))
+    assert corefile.block_for(after, NAME) is not None
+    extra = Counter(after.splitlines()) - Counter(OURS.splitlines())
+    assert extra == (Counter() if takes_over else Counter([HAND_LINE]))  # no other line touched
+    assert write.event is not None
+    said = verdict.condition.message + " " + write.event[2]
+    assert fragment in said, said
+    # The guard never calls the hand-made line another platform's.
+    assert dnsguard.refusal(platform(), corefile_text=corefile_text(cm), custom_data={}, claims=()) is None

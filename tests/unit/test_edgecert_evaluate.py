@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 from collections.abc import Callable
+from copy import deepcopy
 from dataclasses import replace
 from typing import Any, NamedTuple
 
@@ -245,6 +246,41 @@ def test_a_trust_config_map_that_is_not_ours_is_a_conflict() -> None:
         f"ConfigMap kamiwaza/{TRUST} belongs to TenantPlatform other, so the trust bundle" in verdict.condition.message
     )
     assert not verdict.publish
+
+
+HAND_MADE = {"metadata": {"name": TRUST, "namespace": "kamiwaza"}, "data": {"ca-certificates.crt": "old"}}
+
+
+def opted_in(*names: str) -> dict[str, Any]:
+    """The checklist's hand-made trust ConfigMap, annotated by an admin for ``names``."""
+    live = deepcopy(HAND_MADE)
+    live["metadata"]["annotations"] = {constants.ANNOTATION_ADOPTABLE: ",".join(names)}
+    return live
+
+
+# A hand-made trust ConfigMap (docs/migration.md): adopted in place only when opted in for this
+# platform and carrying no one's labels. (trust_map, trust_map_owner, reason, published)
+TAKEOVER = [
+    pytest.param(HAND_MADE, "", Common.CONFLICT, False, id="hand-made, not opted in"),
+    pytest.param(opted_in("someone-else"), "", Common.CONFLICT, False, id="opted in for another platform"),
+    pytest.param(opted_in("demo"), "other", Common.CONFLICT, False, id="another platform's, annotated for us"),
+    pytest.param(opted_in("demo"), "", Reason.VALID, True, id="opted in: adopted"),
+    pytest.param(opted_in("x", " demo"), "", Reason.VALID, True, id="opted in among several"),
+]
+
+
+@pytest.mark.parametrize(("live", "owner", "reason", "published"), TAKEOVER)
+def test_a_hand_made_trust_config_map_is_adopted_only_when_opted_in(
+    live: dict[str, Any], owner: str, reason: str, published: bool
+) -> None:
+    verdict = edgecert.evaluate(platform(), facts(leaf_secret(), trust_map=live, trust_map_owner=owner), now=NOW)
+    assert verdict.condition.reason == reason, verdict.condition.message
+    assert verdict.publish is published
+    if published:
+        (trust,) = verdict.desired
+        assert trust["metadata"]["name"] == TRUST  # the same object, applied in place
+    elif not owner:
+        assert f"annotate it {constants.ANNOTATION_ADOPTABLE}=demo" in verdict.condition.message
 
 
 def test_a_publicly_trusted_chain_prunes_the_bundle_and_a_dry_run_touches_nothing() -> None:

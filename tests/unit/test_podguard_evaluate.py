@@ -276,8 +276,12 @@ def test_condition(row: Row) -> None:
         assert verdict.sections == {"podGuard": row.extra["section"]}
 
 
+# The takeover's reasons: their rows are in tests/unit/test_podguard_takeover.py (TAKEOVER_ROWS).
+TAKEOVER_REASONS = [reasons.PodGuard.TAKEOVER_IN_PROGRESS, reasons.PodGuard.TAKEOVER_BLOCKED]
+
+
 def test_every_reason_has_a_row() -> None:
-    covered = {r.reason for r in ROWS}
+    covered = {r.reason for r in ROWS} | set(TAKEOVER_REASONS)
     assert set(reasons.PodGuard) <= covered
     assert {reasons.Common.FORBIDDEN, reasons.Common.API_ERROR} <= covered
 

@@ -375,7 +375,8 @@ class Kube:
         """POST ``obj`` (a server-side dry run unless ``dry_run`` is False); returns (object, warnings).
 
         ``warnings`` are the texts of the response's ``Warning`` headers, e.g. from a
-        ValidatingAdmissionPolicy bound with action Warn. Errors raise as in ``create``.
+        ValidatingAdmissionPolicy bound with action Warn. Errors raise as in ``create``, with the
+        failed response's warnings in ``KubeError.warnings``.
         """
         meta = obj["metadata"]
         path = self.path(obj["apiVersion"], obj["kind"], namespace=meta.get("namespace"))
@@ -387,7 +388,11 @@ class Kube:
         self.counter.add("POST", dry_run=dry_run)
         headers = {"Accept": "application/json", "Content-Type": "application/json"}
         warnings: builtins.list[str] = []
-        data = self._call("POST", path, query=query, headers=headers, body=obj, timeout=30.0, warnings=warnings)
+        try:
+            data = self._call("POST", path, query=query, headers=headers, body=obj, timeout=30.0, warnings=warnings)
+        except errors.KubeError as exc:
+            exc.warnings = warnings
+            raise
         decoded = json.loads(data) if data else {}
         return (decoded if isinstance(decoded, dict) else {}), warnings
 

@@ -26,6 +26,9 @@ class KubeError(Exception):
         self.reason = reason
         self.message = message
         self.body = body or {}
+        self.warnings: list[str] = []
+        """``Warning`` header texts of the failed response, where the caller asked for them
+        (``Kube.create_with_warnings``): a Warn-only policy binding speaks even on a denial."""
 
 
 class NotFound(KubeError):

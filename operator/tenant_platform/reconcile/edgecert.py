@@ -18,8 +18,11 @@ stale pass never replaces a newer certificate and a repeated pass issues nothing
 When the certificate is not publicly trusted, its CA (or the self-signed certificate itself) is
 published in the tenant namespace as ConfigMap ``platform.trust_config_map_name``, key
 ``ca-certificates.crt``: public certificates only. It is pruned when the certificate becomes
-publicly trusted. The private key is only ever sent to the API server inside the Secret: never
-logged, never put in an event, a condition or the status.
+publicly trusted. A hand-made ConfigMap of that name (the checklist's ``kamiwaza-edge-trust``)
+is adopted in place when an admin annotated it ``tenancy.dev/adoptable-by: <platform>``:
+server-side apply with force takes over its key and adds our labels (docs/migration.md).
+The private key is only ever sent to the API server inside the Secret: never logged, never put
+in an event, a condition or the status.
 
 Records ``edgeCertificate`` (``api.status.edgecert``). An API error becomes the step's condition
 through ``action`` (reconcile._run_step).

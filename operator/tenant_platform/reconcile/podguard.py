@@ -51,6 +51,7 @@ from tenant_platform.reconcile.base import (
 )
 from tenant_platform.render import podguard as render_pg
 from tenant_platform.status import podguard as pg
+from tenant_platform.status import podguard_takeover as tk
 from tenant_platform.status.podguard import PodGuardFacts, PodVerdict, Ref, StagedCheck
 
 COMPONENT: Final = "podguard"
@@ -82,7 +83,14 @@ def gather(ctx: StepContext) -> PodGuardFacts:
     for name in (names.pod_guard, names.exec_guard):
         for kind in (_POLICY, _BINDING):
             live[(kind, name)] = kube.get(_API, kind, name)
+    check = render_pg.takeover_check_name(names.pod_guard)
+    live[(_BINDING, check)] = kube.get(_API, _BINDING, check)
     return PodGuardFacts(live=live)
+
+
+def gather_hand_made(ctx: StepContext) -> tk.HandMade:
+    """The hand-made policies and bindings an admin opted in for this platform (docs/migration.md)."""
+    return tk.hand_made(ctx.platform, ctx.kube.list(_API, _POLICY), ctx.kube.list(_API, _BINDING))
 
 
 def covered(ctx: StepContext) -> list[str]:
@@ -123,9 +131,10 @@ class PodGuardStep:
     def reconcile(self, ctx: StepContext) -> StepResult:
         platform = ctx.platform
         facts = gather(ctx)
+        takeover: tk.TakeoverFacts | None = None
         if facts.served:
-            facts = self._enforce(ctx, facts)
-        verdict = pg.evaluate(platform, facts, dry_run=ctx.dry_run)
+            facts, takeover = self._enforce(ctx, facts, gather_hand_made(ctx))
+        verdict = tk.amend(platform, pg.evaluate(platform, facts, dry_run=ctx.dry_run), takeover)
         ctx.events.extend(verdict.events)
         return StepResult(
             verdict.conditions,
@@ -135,13 +144,18 @@ class PodGuardStep:
             failed=not facts.applied.ok,
         )
 
-    def _enforce(self, ctx: StepContext, facts: PodGuardFacts) -> PodGuardFacts:
-        """Apply at the target actions; for Staged, check the pods and promote: the pass's facts."""
+    def _enforce(
+        self, ctx: StepContext, facts: PodGuardFacts, hand: tk.HandMade
+    ) -> tuple[PodGuardFacts, tk.TakeoverFacts | None]:
+        """Apply at the target actions; for Staged, check the pods and promote; take over a hand-made
+        guard opted in (status/podguard_takeover.py): the pass's facts."""
         platform = ctx.platform
         namespaces = covered(ctx)
-        target = pg.target(platform, facts.live)
+        now = ctx.now.strftime("%Y-%m-%dT%H:%M:%SZ")
+        plan = tk.plan(platform, hand, tk.live_policy(platform, facts.live), namespaces, now)
+        target = tk.target(pg.target(platform, facts.live), plan)
         desired = self._recorded(
-            ctx, render_pg.render(platform, enforcement=target, namespaces=namespaces), target, facts.live
+            ctx, render_pg.render(platform, enforcement=target, namespaces=namespaces), target, facts.live, plan
         )
         outcome = self._apply(ctx, desired, facts.live)
         check: StagedCheck | None = None
@@ -155,19 +169,39 @@ class PodGuardStep:
                 target, promoted = "Deny", True
                 live = {**facts.live, **{pg.ref(o): o for o in outcome.applied}}
                 promoted_intent = self._recorded(
-                    ctx, render_pg.render(platform, enforcement=target, namespaces=namespaces), target, live
+                    ctx, render_pg.render(platform, enforcement=target, namespaces=namespaces), target, live, plan
                 )
                 promotion = self._apply(ctx, promoted_intent, live)
                 promotion.written += outcome.written
                 outcome = promotion
-        return dataclasses.replace(facts, target=target, applied=applied_facts(outcome), check=check, promoted=promoted)
+        takeover: tk.TakeoverFacts | None = None
+        if plan is not None:
+            takeover = take_over(ctx, plan, outcome, namespaces)
+            if takeover.done:  # the check binding and the annotation go (pruned by this apply)
+                live = {**facts.live, **{pg.ref(o): o for o in outcome.applied}}
+                final_intent = self._recorded(
+                    ctx, render_pg.render(platform, enforcement=target, namespaces=namespaces), target, live, None
+                )
+                final = self._apply(ctx, final_intent, live)
+                final.written += outcome.written
+                outcome = final
+        applied = applied_facts(outcome)
+        facts = dataclasses.replace(facts, target=target, applied=applied, check=check, promoted=promoted)
+        return facts, takeover
 
     @staticmethod
     def _recorded(
-        ctx: StepContext, desired: list[Obj], target: render_pg.Enforcement, live: Mapping[Ref, Obj | None]
+        ctx: StepContext,
+        desired: list[Obj],
+        target: render_pg.Enforcement,
+        live: Mapping[Ref, Obj | None],
+        plan: tk.Plan | None,
     ) -> list[Obj]:
-        """``desired`` with the promotion recorded on the pod guard policy (status/podguard.py)."""
+        """``desired`` with the promotion and a running takeover recorded on the pod guard policy
+        (status/podguard.py, status/podguard_takeover.py), plus the takeover's check binding."""
         record = pg.promotion_record(ctx.platform, target, live, ctx.now.strftime("%Y-%m-%dT%H:%M:%SZ"))
+        record |= tk.record(plan)
+        desired = desired + tk.check_binding(ctx.platform, plan)
         if record:
             policy_name = render_pg.guard_names(ctx.name).pod_guard
             for obj in desired:
@@ -318,6 +352,61 @@ class PodGuardStep:
         with self._lock:
             self._verdicts.pop(ctx.platform.uid or ctx.name, None)
         return CleanupResult(True, "Deleted " + ", ".join(deleted) if deleted else "Nothing to delete")
+
+
+def take_over(ctx: StepContext, plan: tk.Plan, outcome: ApplyOutcome, namespaces: list[str]) -> tk.TakeoverFacts:
+    """One pass of the takeover (status/podguard_takeover.py): prove ours in effect, then delete the
+    hand-made bindings, then the hand-made policies; nothing is deleted unless all of it holds."""
+    platform = ctx.platform
+    if plan.blocked:
+        return tk.TakeoverFacts(plan=plan)
+    if ctx.dry_run:
+        return tk.TakeoverFacts(plan=plan, waiting="dry run: nothing is deleted")
+    if not outcome.ok or not tk.ours_at(platform, outcome.applied, plan.mode):
+        return tk.TakeoverFacts(plan=plan, waiting=f"the operator's bindings are not yet at {plan.mode}")
+    policy = render_pg.guard_names(platform.name).pod_guard
+    unproven = [f"{ns} ({why})" for ns in namespaces if (why := _unproven(ctx.kube, ns, policy))]
+    if unproven:
+        return tk.TakeoverFacts(plan=plan, unproven=tuple(unproven))
+    if not tk.settled(plan, written=outcome.written, now=ctx.now):
+        return tk.TakeoverFacts(
+            plan=plan,
+            proven_in=tuple(namespaces),
+            waiting=f"ours is shown in effect; the hand-made guard goes once ours has been in place for "
+            f"{tk.SETTLE_SECONDS:g} s with nothing rewritten",
+        )
+    deleted: list[str] = []
+    failed: list[str] = []
+    for kind, names in ((_BINDING, plan.hand.bindings), (_POLICY, plan.hand.policies)):
+        if failed:
+            break  # never a policy before every hand-made binding is gone
+        for name in names:
+            try:
+                ctx.kube.delete(_API, kind, name)
+                deleted.append(f"{kind} {name}")
+            except errors.KubeError as exc:
+                failed.append(f"{kind} {name}: {exc.message or exc}")
+    return tk.TakeoverFacts(
+        plan=plan, proven_in=tuple(namespaces), deleted=tuple(deleted), errors=tuple(failed), done=not failed
+    )
+
+
+def _unproven(kube: Kube, namespace: str, policy_name: str) -> str:
+    """ "" when a canary dry run in ``namespace`` brings back our check binding's warning (whoever
+    denies the request); else why not."""
+    failures = []
+    for pod in render_pg.canaries(namespace):
+        try:
+            _, warnings = kube.create_with_warnings(pod, dry_run=True)
+        except errors.KubeError as exc:
+            warnings = exc.warnings
+            if not warnings:
+                failures.append(exc.message or str(exc))
+                continue
+        if tk.proof_warning(warnings, policy_name):
+            return ""
+        failures.append("no warning from the check binding yet")
+    return "; ".join(failures)
 
 
 def forget_violations(platform_name: str) -> None:

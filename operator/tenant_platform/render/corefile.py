@@ -17,6 +17,10 @@ other platforms' blocks exactly where they are, and uses the indentation of the 
 line (tabs or spaces). ``remove_block`` removes only our block. A Corefile without a
 ``kubernetes`` plugin, or with a marker left unterminated, raises CorefileError: we never guess.
 
+``take_over`` is ``upsert_block`` that also removes a hand-made rewrite of the same domain (the
+checklist's line, or a server block of its own for the domain), for a cluster prepared by hand
+whose admin opted the CoreDNS ConfigMap in (status/dns.py decides; docs/migration.md).
+
 The parser understands what we need of the Caddyfile syntax CoreDNS uses: server blocks
 (``keys {``), nested plugin blocks, ``# comments``, quoted tokens and ``{$ENV}`` placeholders.
 """
@@ -328,6 +332,91 @@ def remove_block(text: str, platform: str) -> str:
     for block in reversed(blocks):
         del lines[block.start : block.end + 1]
     return _join(lines, text)
+
+
+# -- a hand-made rewrite of the domain (the checklist's line), and its takeover ----------------------
+
+REWRITE_PLUGIN = "rewrite"
+_REWRITE_MODES = ("stop", "continue")
+
+
+@dataclass(frozen=True)
+class HandRewrite:
+    """A ``rewrite name [exact] <domain> <host>`` line outside every marked block."""
+
+    line: int
+    text: str
+    target: str
+    """The host it rewrites the domain to."""
+    placement: str
+    """``dns-block``: in the server block our block goes in (the line is replaced); ``own-block``: in
+    a server block of its own that serves only the domain (the whole block is replaced, or its
+    queries would never reach our rewrite); ``elsewhere``: any other server block (left alone)."""
+    block_start: int
+    block_end: int
+
+
+def _norm(name: str) -> str:
+    return name.strip().lower().rstrip(".")
+
+
+def _rewrites_domain(args: list[str], domain: str) -> str | None:
+    """The target when ``args`` (after ``rewrite``) are ``[stop|continue] name [exact] <domain> <to>``."""
+    rest = args[1:] if args and args[0] in _REWRITE_MODES else args
+    if len(rest) < 3 or rest[0] != "name":
+        return None
+    rest = rest[1:]
+    if rest[0] == "exact":
+        rest = rest[1:]
+    if len(rest) < 2 or _norm(rest[0]) != _norm(domain):
+        return None
+    return rest[1]
+
+
+def hand_made_rewrites(text: str, domain: str) -> list[HandRewrite]:
+    """Every rewrite of ``domain`` by exact name that no marker encloses (a person's, not a
+    platform's), in file order. Raises CorefileError as ``parse``/``marked_blocks`` do."""
+    lines = text.splitlines()
+    marked = [(b.start, b.end) for b in marked_blocks(text)]
+    dns_block = dns_server_block(text)
+    zone = _norm(domain) + "."
+    found = []
+    for block in parse(text):
+        own = bool(block.keys) and all(zone_of(key) == zone for key in block.keys)
+        for directive in block.directives:
+            if directive.name != REWRITE_PLUGIN or "{" in _strip_comment(lines[directive.line]):
+                continue
+            if any(start < directive.line < end for start, end in marked):
+                continue
+            target = _rewrites_domain(directive.args, domain)
+            if target is None:
+                continue
+            placement = "own-block" if own else "elsewhere"
+            if block.start == dns_block.start:
+                placement = "dns-block"
+            found.append(
+                HandRewrite(directive.line, lines[directive.line].strip(), target, placement, block.start, block.end)
+            )
+    return found
+
+
+def take_over(text: str, platform: str, domain: str, service_host: str) -> str:
+    """``upsert_block`` after removing the hand-made rewrites of ``domain`` it can replace: a line in
+    the DNS server block goes (that line only), a server block of its own serving only the domain
+    goes whole. Rewrites elsewhere and every other line stay. One text: the caller writes it once,
+    so no moment has neither rewrite."""
+    hand = [h for h in hand_made_rewrites(text, domain) if h.placement != "elsewhere"]
+    if not hand:
+        return upsert_block(text, platform, domain, service_host)
+    lines = text.splitlines()
+    drop: set[int] = set()
+    for rewrite in hand:
+        if rewrite.placement == "own-block":
+            drop |= set(range(rewrite.block_start, rewrite.block_end + 1))
+        else:
+            drop.add(rewrite.line)
+    kept = _join([line for index, line in enumerate(lines) if index not in drop], text)
+    return upsert_block(kept, platform, domain, service_host)
 
 
 def has_reload(text: str) -> bool:

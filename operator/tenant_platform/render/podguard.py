@@ -163,6 +163,28 @@ def render_binding(policy_name: str, enforcement: Enforcement) -> Obj:
     )
 
 
+TAKEOVER_CHECK_SUFFIX: Final = "-takeover-check"
+
+
+def takeover_check_name(policy_name: str) -> str:
+    """The temporary Warn-only binding of ``policy_name`` that proves it is in effect during a
+    takeover (status/podguard_takeover.py); at most 253 characters."""
+    name = f"{policy_name}{TAKEOVER_CHECK_SUFFIX}"
+    if len(name) <= _MAX_NAME:
+        return name
+    digest = hashlib.sha256(policy_name.encode()).hexdigest()[:16]
+    return f"{_PREFIX}{digest}{TAKEOVER_CHECK_SUFFIX}"
+
+
+def render_takeover_check(policy_name: str) -> Obj:
+    """That binding: the policy's own binding shape with the actions [Warn] only. A Warn action's
+    message comes back as a warning even when another policy denies the request."""
+    binding = render_binding(policy_name, "Warn")
+    binding["metadata"]["name"] = takeover_check_name(policy_name)
+    binding["spec"]["validationActions"] = ["Warn"]
+    return binding
+
+
 def initial_enforcement(platform: TenantPlatform) -> Enforcement:
     """What the bindings start with: Deny for Deny; Warn for Warn and for Staged (until checked)."""
     return "Deny" if platform.spec.pod_guard.enforcement == "Deny" else "Warn"

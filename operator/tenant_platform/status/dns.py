@@ -10,7 +10,10 @@ the writes to make, in order:
 - ``OverrideWrite``: set or remove our key in the ``coredns-custom`` import ConfigMap.
 
 ``management: CoreDNS``: the distribution (status/coredns.py) decides the mode. ``corefile``
-upserts our block (render/corefile.py) and drops an import key we wrote before; ``import`` writes
+upserts our block (render/corefile.py) and drops an import key we wrote before; when the admin
+opted the CoreDNS ConfigMap in (``tenancy.dev/adoptable-by`` lists the platform: ``takes_over``),
+the same single write also removes a hand-made rewrite of the domain (``corefile.take_over``),
+else the message names that line and the annotation; ``import`` writes
 our key and drops a block we wrote before; ``managed`` writes nothing and says what to change.
 Refused without writing: no CoreDNS ConfigMap (CoreDNSNotFound), a Corefile we cannot edit
 safely (CorefileUnsupported). A dry run
@@ -40,7 +43,7 @@ from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.reasons import DNS, Common
 from tenant_platform.api.status.dns import DnsRecord, Mode
 from tenant_platform.render import corefile
-from tenant_platform.status import conditions, dnsguard
+from tenant_platform.status import conditions, dnsguard, ownership
 from tenant_platform.status.conditions import Condition
 from tenant_platform.status.coredns import (
     CoreDNSTarget,
@@ -93,11 +96,15 @@ class CorefileWrite:
     rewrite: tuple[str, str] | None
     event: Event | None = None
     """Posted once the write succeeded."""
+    take_over: bool = False
+    """Also remove a hand-made rewrite of the domain, in the same write (``corefile.take_over``)."""
 
     def edit(self, text: str) -> str:
         """``text`` with the edit made (itself when nothing changes)."""
         if self.rewrite is None:
             return corefile.remove_block(text, self.platform)
+        if self.take_over:
+            return corefile.take_over(text, self.platform, *self.rewrite)
         return corefile.upsert_block(text, self.platform, *self.rewrite)
 
 
@@ -285,7 +292,9 @@ def _coredns(
         )
     text = corefile_text(cm)
     try:
-        desired_text = corefile.upsert_block(text, platform.name, spec.domain, spec.gateway.service_host)
+        desired_text = CorefileWrite(
+            platform.name, (spec.domain, spec.gateway.service_host), take_over=takes_over(platform, cm)
+        ).edit(text)
     except corefile.CorefileError as exc:
         return _refused(
             record,
@@ -370,17 +379,52 @@ def _in_imports(platform: TenantPlatform, facts: DnsFacts, dist: Distribution, t
     )
 
 
+def takes_over(platform: TenantPlatform, corefile_cm: Obj | None) -> bool:
+    """The admin opted the CoreDNS ConfigMap in for this platform (``tenancy.dev/adoptable-by``
+    lists it): a hand-made rewrite of the domain is replaced by our block (docs/migration.md)."""
+    return platform.name in ownership.adoptable_by(corefile_cm)
+
+
+def hand_made_note(platform: TenantPlatform, text: str, *, taken_over: bool, where: str) -> str:
+    """What the message says about hand-made rewrites of the domain still in the Corefile."""
+    try:
+        hand = corefile.hand_made_rewrites(text, platform.spec.domain)
+    except corefile.CorefileError:
+        return ""
+    if not hand:
+        return ""
+    shown = "; ".join(f"`{h.text}` (line {h.line + 1})" for h in hand[:3])
+    elsewhere = all(h.placement == "elsewhere" for h in hand)
+    if taken_over or elsewhere:
+        return (
+            f" A hand-made rewrite of {platform.spec.domain} is in a server block the operator does not edit: "
+            f"{shown}; remove it by hand."
+        )
+    return (
+        f" The hand-made {shown} rewrites the same name; annotate {where} "
+        f"{constants.ANNOTATION_ADOPTABLE}={platform.name} to have it replaced by this block in one write "
+        "(docs/migration.md)."
+    )
+
+
 def _in_corefile(platform: TenantPlatform, facts: DnsFacts, dist: Distribution, t: CoreDNSTarget) -> _Placement:
-    """Our block in the main Corefile; our import key (if any) removed."""
+    """Our block in the main Corefile (replacing a hand-made rewrite when opted in); our import key
+    (if any) removed."""
     spec = platform.spec
     rewrite = (spec.domain, spec.gateway.service_host)
     where = f"ConfigMap {t.namespace}/{t.config_map}"
     text = corefile_text(facts.corefile_cm)
     writes: list[Write] = []
-    rewritten = corefile.upsert_block(text, platform.name, *rewrite) != text
+    taking_over = takes_over(platform, facts.corefile_cm)
+    edit = CorefileWrite(platform.name, rewrite, take_over=taking_over)
+    new_text = edit.edit(text)
+    rewritten = new_text != text
+    replaced = [h.text for h in corefile.hand_made_rewrites(text, spec.domain) if h.placement != "elsewhere"]
+    replaced = replaced if taking_over else []
     if rewritten:
-        event = ("Normal", reasons.Event.COREFILE_UPDATED, f"Added the rewrite for {spec.domain} to {where}.")
-        writes.append(CorefileWrite(platform.name, rewrite, event))
+        said = f"Added the rewrite for {spec.domain} to {where}"
+        said += f", replacing the hand-made {'; '.join(replaced)}." if replaced else "."
+        writes.append(replace(edit, event=("Normal", reasons.Event.COREFILE_UPDATED, said)))
     key = corefile.override_key(platform.name)
     if key in ((facts.custom_cm or {}).get("data") or {}):
         writes.append(OverrideWrite(key, None))
@@ -389,10 +433,13 @@ def _in_corefile(platform: TenantPlatform, facts: DnsFacts, dist: Distribution, 
         watched=facts.corefile_cm,
         writes=writes,
         rewritten=rewritten,
-        would=f"The operator would add `{corefile.rewrite_line(*rewrite)}` to the Corefile in {where}.",
+        would=f"The operator would add `{corefile.rewrite_line(*rewrite)}` to the Corefile in {where}"
+        + (f", replacing the hand-made {'; '.join(replaced)}." if replaced else "."),
         head=(
             f"The Corefile in {where} rewrites {spec.domain} to {spec.gateway.service_host} (block "
-            f"'{corefile.begin_marker(platform.name)}'). "
+            f"'{corefile.begin_marker(platform.name)}')."
+            + hand_made_note(platform, new_text, taken_over=taking_over, where=where)
+            + " "
         ),
         reload=corefile.has_reload(text),
     )

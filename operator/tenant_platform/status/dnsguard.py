@@ -12,6 +12,10 @@ refuses the platform's domain, or None:
   another TenantPlatform created earlier names it in spec.domain (first come, first served; a
   platform whose own rewrite is already in place keeps it). Nothing is written.
 
+A hand-made rewrite of the domain (the checklist's ``rewrite name exact <domain> <host>`` line,
+outside every marker) belongs to no platform: it never counts as another platform's hold. The
+DNS step replaces it when the admin opted the CoreDNS ConfigMap in (status/dns.py ``takes_over``).
+
 The DNS step runs it before every decision and again on every retry of its Corefile edit, on the
 freshly read Corefile and TenantPlatforms, so a platform that took the domain in between wins.
 """

@@ -11,7 +11,9 @@
 - the trust ConfigMap: publish the bundle (``publish`` with the ConfigMap in ``desired``), prune
   it (``publish`` with nothing desired, once the certificate is publicly trusted), or leave it
   alone (dry run, nothing readable, the tenant namespace missing: ``NamespaceMissing``, or a
-  ConfigMap of that name that is not ours: ``Conflict``);
+  ConfigMap of that name that is not ours: ``Conflict``). A hand-made ConfigMap of that name (no
+  one's labels) that an admin annotated ``tenancy.dev/adoptable-by: <platform>`` is adopted in
+  place: the same object, applied under our field manager (docs/migration.md);
 - the condition, the recorded facts (``api.status.edgecert``), the seconds to expiry for the
   gauge, and a requeue at the renewal point when that is within the hour.
 """
@@ -169,13 +171,23 @@ def _trust_problem(platform: TenantPlatform, report: certs.CertReport, facts: Ed
             Reason.NAMESPACE_MISSING,
             f"{report.message} The trust ConfigMap {ns}/{name} waits for namespace {ns} to exist.",
         )
-    if facts.trust_map is not None and facts.trust_map_owner != platform.name:
+    if (
+        facts.trust_map is not None
+        and facts.trust_map_owner != platform.name
+        and not ownership.adoptable(facts.trust_map, facts.trust_map_owner, platform.name)
+    ):
         owned = ownership.belongs_to(f"ConfigMap {ns}/{name}", facts.trust_map_owner)
         return conditions.false(
             TYPE,
             Common.CONFLICT,
             f"{report.message} {owned}, so the trust bundle was not published; delete it or set "
-            "spec.edgeCertificate.trustConfigMapName.",
+            "spec.edgeCertificate.trustConfigMapName."
+            + (
+                ""
+                if facts.trust_map_owner
+                else f" To hand a ConfigMap prepared by hand over to this platform, annotate it "
+                f"{constants.ANNOTATION_ADOPTABLE}={platform.name} (docs/migration.md)."
+            ),
         )
     return None
 

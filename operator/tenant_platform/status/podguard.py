@@ -153,12 +153,14 @@ def mode_of(bindings: Sequence[Obj | None]) -> InEffect:
 def guard_warnings(warnings: list[str], policy_name: str) -> list[str]:
     """The messages of ``policy_name`` among a response's warnings (the API server's prefix cut)."""
     prefix = f"Validation failed for ValidatingAdmissionPolicy '{policy_name}' with binding '"
-    found = []
+    found: list[str] = []
     for text in warnings:
         if text.startswith(prefix):
             rest = text[len(prefix) :]
             _, sep, message = rest.partition("': ")
-            found.append(message if sep else rest)
+            message = message if sep else rest
+            if message not in found:  # one message per rule, whichever binding warned
+                found.append(message)
     return found
 
 
@@ -258,7 +260,8 @@ def evaluate(platform: TenantPlatform, facts: PodGuardFacts, *, dry_run: bool) -
     if dry_run:
         bindings = [facts.live.get(r) for r in binding_refs(platform)]
     else:
-        bindings = [o for o in facts.applied.objects if o.get("kind") == render_pg.BINDING_KIND]
+        applied = {ref(o): o for o in facts.applied.objects}
+        bindings = [applied[r] for r in binding_refs(platform) if r in applied]
     in_effect = mode_of(bindings)
     cond, progressing, requeue = _condition(platform, facts, in_effect=in_effect, dry_run=dry_run)
     if facts.applied.written and requeue is None:
