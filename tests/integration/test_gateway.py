@@ -23,6 +23,7 @@ from tenant_platform.kube.client import Kube
 from tenant_platform.reconcile import gateway, installer, mesh, namespaces
 from tenant_platform.status import gateway as check
 from tenant_platform.testing.controlplane import ControlPlane
+from tenant_platform.testing.operator import OPERATOR_NAMESPACE, OPERATOR_SA, REPO, apply_file
 
 GW = ("networking.istio.io/v1", "Gateway")
 ISTIO = "istio-system"
@@ -102,6 +103,70 @@ def test_managed_gateway_is_created_restored_after_edit_and_idle_when_unchanged(
     assert only(run(gateway.STEP, kube, platform))[0] == "True"
     assert kube.get(*GW, renamed, ISTIO) is not None
     assert kube.get(*GW, unique_name, ISTIO) is None
+
+
+@pytest.fixture(scope="module")
+def as_operator(crd: Kube, control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Kube:
+    """The operator's own ServiceAccount under deploy/base/rbac.yaml (fences included)."""
+    apply_file(crd, REPO / "deploy" / "base" / "namespace.yaml")
+    apply_file(crd, REPO / "deploy" / "base" / "rbac.yaml")
+    token, _ = crd.request_token(OPERATOR_NAMESPACE, OPERATOR_SA, expiration_seconds=3600)
+    path = control_plane.kubeconfig_for_token(token, tmp_path_factory.mktemp("op") / "kubeconfig")
+    return Kube.from_kubeconfig(str(path))
+
+
+def test_a_second_platform_with_the_same_domain_gets_no_gateway(
+    kube: Kube,
+    as_operator: Kube,
+    unique_name: str,
+    make_platform: Callable[..., dict[str, Any]],
+    gateways: list[str],
+) -> None:
+    """One domain, one platform (the DNS guard's rule, status/dnsguard.holders), run as the operator.
+
+    ``b`` names ``a``'s domain: created later (or in the same second, then later by name), it is
+    refused before ``a`` wrote anything and after; nothing of its own is written. A third platform
+    whose Gateway already serves a domain keeps it against an earlier claimant.
+    """
+    first, second = f"{unique_name}-a", f"{unique_name}-b"
+    gateways += [first, second]
+    domain = f"{unique_name}.example.com"
+    a = make_platform(first, first, domain=domain, gateway={"name": first})
+    b = make_platform(second, second, domain=domain, gateway={"name": second})
+
+    before = writes(as_operator)
+    status, reason, message = only(run(gateway.STEP, as_operator, b))
+    assert (status, reason) == ("False", Reason.DOMAIN_HELD_BY_ANOTHER_PLATFORM), message
+    assert f"TenantPlatform {first} was created earlier with spec.domain {domain}" in message
+    assert writes(as_operator) == before
+    assert kube.get(*GW, second, ISTIO) is None
+
+    assert only(run(gateway.STEP, as_operator, a))[:2] == ("True", Reason.PROGRAMMED)
+    before = writes(as_operator)
+    status, reason, message = only(run(gateway.STEP, as_operator, b))
+    assert (status, reason) == ("False", Reason.DOMAIN_HELD_BY_ANOTHER_PLATFORM), message
+    assert f"already served by TenantPlatform {first} with Gateway {ISTIO}/{first}" in message
+    assert writes(as_operator) == before
+    assert kube.get(*GW, second, ISTIO) is None
+    # External mode does not lift it: the domain is a's.
+    b["spec"]["gateway"]["management"] = "External"
+    assert only(run(gateway.STEP, as_operator, b))[1] == Reason.DOMAIN_HELD_BY_ANOTHER_PLATFORM
+
+    # What is in place keeps the domain: a's Gateway moves to another domain, then a platform
+    # named to sort first (an earlier claim when created in the same second) cannot take it back.
+    other = f"{unique_name}-0"
+    a["spec"]["domain"] = f"{first}.example.com"
+    kube.merge_patch(constants.API_VERSION, constants.KIND, first, {"spec": {"domain": a["spec"]["domain"]}})
+    b["spec"]["gateway"]["management"] = "Managed"
+    assert only(run(gateway.STEP, as_operator, a))[:2] == ("True", Reason.PROGRAMMED)
+    assert only(run(gateway.STEP, as_operator, b))[:2] == ("True", Reason.PROGRAMMED)
+    gateways.append(other)
+    zero = make_platform(other, other, domain=domain, gateway={"name": other})
+    status, reason, message = only(run(gateway.STEP, as_operator, zero))
+    assert (status, reason) == ("False", Reason.DOMAIN_HELD_BY_ANOTHER_PLATFORM), message
+    assert f"already served by TenantPlatform {second}" in message
+    assert kube.get(*GW, other, ISTIO) is None
+    assert only(run(gateway.STEP, as_operator, b))[:2] == ("True", Reason.PROGRAMMED)
 
 
 def test_a_virtualservice_from_another_namespace_does_not_bind_the_domain(

@@ -181,6 +181,12 @@ MUST_BE_NO = [
     ("change CRDs", "update", "customresourcedefinitions", "apiextensions.k8s.io", "", "", ""),
     ("watch mutating webhooks", "watch", "mutatingwebhookconfigurations", ADMISSION, "", "", ""),
     ("post events in kube-system", "create", "events", "", "kube-system", "", ""),
+    ("post events cluster-wide", "create", "events", "", "", "", ""),
+    ("post events in its own namespace", "create", "events", "", OPERATOR_NAMESPACE, "", ""),
+    ("post events in a tenant namespace", "create", "events", "", "rbac-tenant", "", ""),
+    ("post events.k8s.io events in kube-system", "create", "events", "events.k8s.io", "kube-system", "", ""),
+    ("patch events in kube-system", "patch", "events", "", "kube-system", "", ""),
+    ("delete events in default", "delete", "events", "", "default", "", ""),
     ("anything", "*", "*", "*", "", "", ""),
 ]
 
@@ -195,6 +201,8 @@ MUST_BE_YES = [
     ("edit the Corefile", "update", "configmaps", "", "kube-system", "coredns", ""),
     ("label GPU nodes", "patch", "nodes", "", "", "", ""),
     ("events about TenantPlatforms (in default)", "create", "events", "", "default", "", ""),
+    ("events.k8s.io events (in default)", "create", "events", "events.k8s.io", "default", "", ""),
+    ("read kube-public/cluster-info (installer server)", "get", "configmaps", "", "kube-public", "cluster-info", ""),
     ("write TenantPlatform status", "patch", "tenantplatforms", constants.GROUP, "", "x", "status"),
     ("SubjectAccessReviews", "create", "subjectaccessreviews", "authorization.k8s.io", "", "", ""),
 ]
@@ -210,6 +218,32 @@ def test_rbac_says_no(as_operator: Kube, crd: Kube, row: tuple[str, str, str, st
 def test_rbac_says_yes(as_operator: Kube, crd: Kube, row: tuple[str, str, str, str, str, str, str]) -> None:
     what, verb, resource, group, ns, name, sub = row
     assert sar(crd, verb, resource, group=group, namespace=ns, name=name, sub=sub), what
+
+
+def test_cluster_info_is_granted_by_name_in_kube_public(as_operator: Kube) -> None:
+    """The kube-public Role, as the operator sees its own rules there: get on cluster-info only
+    (kubeadm clusters also let anyone read it; elsewhere this Role is what allows it)."""
+    review = as_operator.request(
+        "POST",
+        "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews",
+        body={
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectRulesReview",
+            "spec": {"namespace": "kube-public"},
+        },
+    )
+    rules = review["status"]["resourceRules"]
+    assert {
+        "verbs": ["get"],
+        "apiGroups": [""],
+        "resources": ["configmaps"],
+        "resourceNames": ["cluster-info"],
+    } in rules
+    docs = [d for d in yaml.safe_load_all((REPO / "deploy" / "base" / "rbac.yaml").read_text()) if d]
+    (role,) = [d for d in docs if d["kind"] == "Role" and d["metadata"]["namespace"] == "kube-public"]
+    assert role["rules"] == [
+        {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["cluster-info"], "verbs": ["get"]}
+    ]
 
 
 def test_the_operator_can_list_no_secret(as_operator: Kube) -> None:
@@ -244,6 +278,13 @@ def fence_cases(k: Kube, ns: str) -> list[tuple[str, str, str, Any, str]]:
         ("delete its own namespace", "DELETE", p("v1", "Namespace", OPERATOR_NAMESPACE), None, "may not change"),
         # The built-in lifecycle admission refuses this one first.
         ("delete default", "DELETE", p("v1", "Namespace", "default"), None, "may not"),
+        (
+            "create kube-public/cluster-info (RBAC's get by name there grants no write)",
+            "POST",
+            p("v1", "ConfigMap", namespace="kube-public"),
+            cm("cluster-info"),
+            "may not write ConfigMap kube-public/cluster-info",
+        ),
         (
             "patch a kube-system ConfigMap other than CoreDNS's",
             "PATCH",

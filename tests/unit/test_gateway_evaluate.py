@@ -13,6 +13,7 @@ from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.reasons import Common
 from tenant_platform.api.reasons import Gateway as Reason
 from tenant_platform.render import gateway as render_gateway
+from tenant_platform.status import dnsguard
 from tenant_platform.status import gateway as check
 
 DOMAIN = "kamiwaza.example.com"
@@ -53,6 +54,11 @@ def facts(**changes: Any) -> check.GatewayFacts:
 
 
 EXTERNAL = {"gateway": {"management": "External"}}
+EARLIER, LATER = "2026-01-01T00:00:00Z", "2026-02-01T00:00:00Z"
+
+
+def claim(name: str, created: str, domain: str = DOMAIN, *, deleting: bool = False) -> dnsguard.Claim:
+    return dnsguard.Claim(platform=name, domain=domain, created=created, deleting=deleting)
 
 
 class Row(NamedTuple):
@@ -151,6 +157,16 @@ ROWS = [
         "False",
         Reason.CREDENTIAL_MISMATCH,
         "with credentialName other-tls but spec.edgeCertificate.secretName is kamiwaza-edge-tls",
+    ),
+    Row(
+        "domain held by an earlier platform",
+        facts(live=None, live_owner="", applied=False, claims=(claim("demo", LATER), claim("first", EARLIER))),
+        {},
+        False,
+        "False",
+        Reason.DOMAIN_HELD_BY_ANOTHER_PLATFORM,
+        f"TenantPlatform first was created earlier with spec.domain {DOMAIN}; two platforms cannot share a domain, "
+        "so nothing was written",
     ),
 ]
 
@@ -271,3 +287,65 @@ def test_adoption_needs_the_admins_opt_in(live: dict[str, Any], owner: str, adop
         assert cond.reason == Common.CONFLICT
         if not owner:
             assert "annotate it tenancy.dev/adoptable-by=demo (docs/migration.md)" in cond.message
+
+
+@pytest.mark.parametrize(
+    ("claims", "serving", "held"),
+    [
+        pytest.param((claim("demo", LATER),), (), "", id="alone"),
+        pytest.param((claim("demo", EARLIER), claim("b", LATER)), (), "", id="first"),
+        pytest.param((claim("demo", LATER), claim("a", EARLIER)), (), "created earlier", id="second"),
+        pytest.param((claim("demo", EARLIER), claim("a", EARLIER)), (), "created earlier", id="tie by name"),
+        pytest.param((claim("demo", EARLIER), claim("z", EARLIER)), (), "", id="tie won by name"),
+        pytest.param((claim("demo", LATER), claim("a", EARLIER, deleting=True)), (), "", id="earlier one deleting"),
+        pytest.param((claim("demo", LATER), claim("a", EARLIER, "other.example.com")), (), "", id="other domain"),
+        pytest.param(
+            (claim("demo", EARLIER), claim("b", LATER)),
+            (("b", "istio-system/b-gw"),),
+            "already served by TenantPlatform b with Gateway istio-system/b-gw",
+            id="a later platform's Gateway in place keeps it",
+        ),
+        pytest.param(
+            (claim("demo", LATER), claim("a", EARLIER)),
+            (("demo", "istio-system/kamiwaza-gateway"),),
+            "",
+            id="ours in place",
+        ),
+        pytest.param(
+            (claim("demo", LATER), claim("a", EARLIER)),
+            (("demo", "istio-system/kamiwaza-gateway"), ("a", "istio-system/a-gw")),
+            "already served by TenantPlatform a",
+            id="both in place: the earlier keeps it",
+        ),
+        pytest.param(
+            (claim("demo", EARLIER), claim("b", LATER)),
+            (("demo", "istio-system/kamiwaza-gateway"), ("b", "istio-system/b-gw")),
+            "",
+            id="both in place: ours is earlier",
+        ),
+    ],
+)
+def test_one_domain_one_platform(
+    claims: tuple[dnsguard.Claim, ...], serving: tuple[tuple[str, str], ...], held: str
+) -> None:
+    """The ownership rule DNSReady applies (status/dnsguard.holders), in both modes."""
+    for spec in ({}, EXTERNAL):
+        cond = check.evaluate(platform(**spec), facts(claims=claims, serving=serving)).condition
+        if held:
+            assert cond.reason == Reason.DOMAIN_HELD_BY_ANOTHER_PLATFORM, cond.message
+            assert held in cond.message
+        else:
+            assert cond.reason != Reason.DOMAIN_HELD_BY_ANOTHER_PLATFORM, cond.message
+
+
+def test_a_held_domain_writes_nothing_even_before_the_apply() -> None:
+    verdict = check.evaluate(
+        platform(), facts(live=None, live_owner="", applied=False, claims=(claim("a", EARLIER), claim("demo", LATER)))
+    )
+    assert verdict.desired == [] and verdict.prune_namespaces == [] and verdict.events == []
+
+
+def test_serves_domain_reads_the_dns_name_of_every_host() -> None:
+    assert check.serves_domain(gateway(), DOMAIN)
+    assert check.serves_domain(gateway(servers=https(hosts=[f"*/{DOMAIN.upper()}."])), DOMAIN)
+    assert not check.serves_domain(gateway(servers=[{"hosts": ["ns/other.example.com"]}]), DOMAIN)

@@ -121,6 +121,7 @@ class Gateway(StrEnum):
     DOMAIN_OPEN_TO_ALL_NAMESPACES = "DomainOpenToAllNamespaces"
     NO_CREDENTIAL = "NoCredential"
     CREDENTIAL_MISMATCH = "CredentialMismatch"
+    DOMAIN_HELD_BY_ANOTHER_PLATFORM = "DomainHeldByAnotherPlatform"
 
 
 class EdgeCertificate(StrEnum):

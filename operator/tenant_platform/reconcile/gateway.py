@@ -14,6 +14,10 @@ Gateways of ours that the spec no longer names (a rename or namespace move) are 
 ``External``: nothing is written; the existing Gateway is verified and every missing piece is
 named. Switching from Managed to External leaves the Gateway we wrote in place.
 
+In both modes a domain another platform holds (its Gateway of ours already serves it, or it was
+created first with that spec.domain: status/dnsguard.py, the rule DNSReady applies) is refused
+with DomainHeldByAnotherPlatform before anything is written.
+
 Both modes record the gateway coordinates (``status.recorded.gateway``) and check that the
 gateway Service named by ``spec.gateway.serviceHost`` exists and exposes port 443. An API error
 becomes the step's condition through ``action`` (reconcile._run_step).
@@ -28,6 +32,7 @@ from tenant_platform.api.models import TenantPlatform
 from tenant_platform.kube.client import Obj
 from tenant_platform.reconcile.base import CleanupResult, StepContext, StepResult, apply_children, owner_of
 from tenant_platform.render import gateway as render_gateway
+from tenant_platform.status import dnsguard
 from tenant_platform.status import gateway as check
 from tenant_platform.status.gatewayservice import service_of
 
@@ -36,11 +41,20 @@ GATEWAY = (render_gateway.API_VERSION, render_gateway.KIND)
 
 
 def gather(ctx: StepContext) -> check.GatewayFacts:
-    """Reads only: whether the Gateway kind is served, then the Gateway and the gateway Service."""
+    """Reads only: whether the Gateway kind is served, then the Gateway, who holds the domain and
+    the gateway Service."""
     gw = ctx.platform.spec.gateway
     if not ctx.kube.served(*GATEWAY):
         return check.GatewayFacts(kind_served=False)
     live = ctx.kube.get(*GATEWAY, gw.name, gw.namespace)
+    # Who holds the domain (status/dnsguard.py): every platform's claim, and the Gateways of ours
+    # that serve it. Both lists come from the read cache (TenantPlatforms; children by our label).
+    claims = dnsguard.claims_of(ctx.kube.list(constants.API_VERSION, constants.KIND))
+    serving = tuple(
+        (owner_of(g), f"{g['metadata'].get('namespace', '')}/{g['metadata'].get('name', '')}")
+        for g in ctx.kube.list(*GATEWAY, label_selector=constants.LABEL_PLATFORM)
+        if owner_of(g) and check.serves_domain(g, ctx.platform.spec.domain)
+    )
     service_ref = service_of(gw.service_host)
     service = ctx.kube.get("v1", "Service", *service_ref) if service_ref else None
     return check.GatewayFacts(
@@ -49,6 +63,8 @@ def gather(ctx: StepContext) -> check.GatewayFacts:
         live_owner=owner_of(live) if live is not None else "",
         service_ref=service_ref,
         service=service,
+        claims=claims,
+        serving=serving,
     )
 
 

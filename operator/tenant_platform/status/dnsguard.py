@@ -12,6 +12,10 @@ refuses the platform's domain, or None:
   another TenantPlatform created earlier names it in spec.domain (first come, first served; a
   platform whose own rewrite is already in place keeps it). Nothing is written.
 
+``holders(name, domain, claims=..., in_place=...)`` is the ownership rule itself, shared with
+GatewayReady (status/gateway.py): what is already in place keeps the domain, else first come,
+first served by creationTimestamp, then name.
+
 A hand-made rewrite of the domain (the checklist's ``rewrite name exact <domain> <host>`` line,
 outside every marker) belongs to no platform: it never counts as another platform's hold. The
 DNS step replaces it when the admin opted the CoreDNS ConfigMap in (status/dns.py ``takes_over``).
@@ -114,32 +118,58 @@ def refusal(
             f"(in-cluster names).{never}",
             True,
         )
-    holders = rewriters(domain, corefile_text, custom_data)
-    others = sorted(holders - {platform.name})
-    if others:
+    held = holders(platform.name, domain, claims=claims, in_place=rewriters(domain, corefile_text, custom_data))
+    if held.in_place:
         return Refusal(
             DNS.DOMAIN_HELD_BY_ANOTHER_PLATFORM,
-            f"TenantPlatform {', '.join(others)} already rewrites {domain} in the cluster DNS; two platforms cannot "
-            "share a domain, so nothing was written. Give this platform its own spec.domain.",
+            f"TenantPlatform {', '.join(held.in_place)} already rewrites {domain} in the cluster DNS; two platforms "
+            "cannot share a domain, so nothing was written. Give this platform its own spec.domain.",
             False,
         )
-    if platform.name in holders:
-        return None  # ours is in place: we hold it
-    listed = list(claims)
-    mine = next((c for c in listed if c.platform == platform.name), None)
-    earlier = sorted(
-        c.platform
-        for c in listed
-        if c.platform != platform.name
-        and c.domain == domain
-        and not c.deleting
-        and (mine is None or (c.created, c.platform) < (mine.created, mine.platform))
-    )
-    if earlier:
+    if held.earlier:
         return Refusal(
             DNS.DOMAIN_HELD_BY_ANOTHER_PLATFORM,
-            f"TenantPlatform {', '.join(earlier)} was created earlier with spec.domain {domain}; two platforms "
+            f"TenantPlatform {', '.join(held.earlier)} was created earlier with spec.domain {domain}; two platforms "
             "cannot share a domain, so nothing was written. Give this platform its own spec.domain.",
             False,
         )
     return None
+
+
+@dataclass(frozen=True)
+class Held:
+    """Who holds a domain against a platform; both empty when the platform may use it."""
+
+    in_place: tuple[str, ...] = ()
+    """Other platforms whose rewrite (DNS) or Gateway (GatewayReady) for the domain is in place."""
+    earlier: tuple[str, ...] = ()
+    """Other platforms created earlier (then by name) that name the domain in spec.domain."""
+
+    def __bool__(self) -> bool:
+        return bool(self.in_place or self.earlier)
+
+
+def holders(name: str, domain: str, *, claims: Iterable[Claim], in_place: Iterable[str] = ()) -> Held:
+    """The one ownership rule for a domain, in DNS and on the Gateway.
+
+    - Another platform's piece already in place (``in_place``) holds the domain while ``name``'s is
+      not: a platform that took the domain keeps it, whatever is created later.
+    - Both in place (written before this rule existed): the earliest claim among them keeps it;
+      when a claim cannot be ranked (not listed), neither writes.
+    - Nothing in place, or only ``name``'s: first come, first served among the listed claims on
+      the same ``spec.domain`` (creationTimestamp, then name; platforms being deleted let go).
+    """
+    listed = [c for c in claims if c.domain == domain and not c.deleting]
+    order = {c.platform: (c.created, c.platform) for c in listed}
+    mine = order.get(name)
+    placed = set(in_place)
+    others_placed = sorted(placed - {name})
+    if name not in placed:
+        if others_placed:
+            return Held(in_place=tuple(others_placed))
+        pool = [c.platform for c in listed]
+        earlier = sorted(p for p in pool if p != name and (mine is None or order[p] < mine))
+        return Held(earlier=tuple(earlier))
+    # Ours is in place too: another platform's piece outranks it when claimed earlier, or when
+    # either claim cannot be ranked (not listed): then nothing is written on either side.
+    return Held(in_place=tuple(p for p in others_placed if mine is None or p not in order or order[p] < mine))

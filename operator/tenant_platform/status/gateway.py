@@ -12,10 +12,16 @@ only a note. Empty problems means the Gateway is fine.
 into its ``GatewayVerdict``: the Gateway to apply (Managed), the GatewayReady condition, the
 event and the recorded coordinates. Checks, in the order a reason is chosen:
 
-    GatewayKindNotServed, Conflict (Managed), WouldApply (dry run), GatewayNotFound,
+    GatewayKindNotServed, DomainHeldByAnotherPlatform, Conflict (Managed), WouldApply (dry run),
+    GatewayNotFound,
     SelectorMismatch, NoHTTPSServer, HostsMissDomain, DomainOpenToAllNamespaces, NoCredential,
     CredentialMismatch,
     GatewayServiceNotFound, then Programmed (Managed) or Verified (External)
+
+DomainHeldByAnotherPlatform: one domain belongs to one platform, by the rule DNSReady applies
+(status/dnsguard.py ``holders``): another platform's Gateway of ours that already serves the
+domain keeps it; else the platform created first (then by name) with that spec.domain has it.
+The later platform writes nothing (in either mode); a Gateway it wrote earlier is left as it is.
 
 Host matching follows Istio: a host is ``[namespace/]dnsName``; the namespace part is ``*`` (any),
 ``.`` (the Gateway's own namespace) or a namespace name; ``dnsName`` ``*`` matches every name and
@@ -35,7 +41,7 @@ from tenant_platform.api.reasons import Common
 from tenant_platform.api.reasons import Gateway as Reason
 from tenant_platform.api.status.gateway import RecordedGateway
 from tenant_platform.render import gateway as render_gateway
-from tenant_platform.status import conditions, ownership
+from tenant_platform.status import conditions, dnsguard, ownership
 from tenant_platform.status.conditions import Condition
 from tenant_platform.status.verdict import Manifest, Verdict
 
@@ -243,6 +249,10 @@ class GatewayFacts:
     """``live`` is what our server-side apply of the desired Gateway returned in this pass."""
     wrote: bool = False
     """That apply changed the Gateway (it was missing or had drifted)."""
+    claims: tuple[dnsguard.Claim, ...] = ()
+    """Every TenantPlatform's spec.domain (status/dnsguard.py ``claims_of``)."""
+    serving: tuple[tuple[str, str], ...] = ()
+    """(platform, "namespace/name") of each Gateway of ours, any platform's, whose hosts name the domain."""
 
 
 @dataclass
@@ -303,6 +313,42 @@ def adoptable(live: Manifest, live_owner: str, platform: TenantPlatform) -> bool
     return not live_owner and annotations.get(constants.ANNOTATION_ADOPTABLE) == platform.name
 
 
+def serves_domain(live: Manifest, domain: str) -> bool:
+    """Whether one of ``live``'s hosts names ``domain`` (its DNS name, whatever the namespace part)."""
+    wanted = domain.lower().rstrip(".")
+    return any(
+        str(host).rpartition("/")[2].strip().lower().rstrip(".") == wanted
+        for server in (live.get("spec") or {}).get("servers") or []
+        if isinstance(server, dict)
+        for host in server.get("hosts") or []
+    )
+
+
+def domain_held(platform: TenantPlatform, facts: GatewayFacts) -> Condition | None:
+    """GatewayReady False when another platform holds spec.domain (status/dnsguard.py), else None."""
+    domain = platform.spec.domain
+    gateways: dict[str, list[str]] = {}
+    for owner, where in facts.serving:
+        gateways.setdefault(owner, []).append(where)
+    held = dnsguard.holders(platform.name, domain, claims=facts.claims, in_place=gateways)
+    advice = (
+        "two platforms cannot share a domain, so nothing was written (no Gateway, no host for it). Give this "
+        "platform its own spec.domain."
+    )
+    if held.in_place:
+        serving = "; ".join(f"TenantPlatform {p} with Gateway {', '.join(sorted(gateways[p]))}" for p in held.in_place)
+        return conditions.false(
+            TYPE, Reason.DOMAIN_HELD_BY_ANOTHER_PLATFORM, f"{domain} is already served by {serving}; {advice}"
+        )
+    if held.earlier:
+        return conditions.false(
+            TYPE,
+            Reason.DOMAIN_HELD_BY_ANOTHER_PLATFORM,
+            f"TenantPlatform {', '.join(held.earlier)} was created earlier with spec.domain {domain}; {advice}",
+        )
+    return None
+
+
 def evaluate(platform: TenantPlatform, facts: GatewayFacts, *, dry_run: bool = False) -> GatewayVerdict:
     """GatewayReady, the Gateway to apply and the recorded coordinates, from what was read.
 
@@ -335,6 +381,9 @@ def evaluate(platform: TenantPlatform, facts: GatewayFacts, *, dry_run: bool = F
                 "Istio's CRDs.",
             )
         )
+    held = domain_held(platform, facts)
+    if held is not None:
+        return verdict(held)
     managed = gw.management == "Managed"
     live = facts.live
     desired: list[Manifest] = []
