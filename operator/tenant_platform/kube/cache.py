@@ -104,9 +104,13 @@ class CachedKube(Kube):
         return self
 
     def stop(self, timeout: float = 2.0) -> None:
+        """Stop every informer; waits at most ``timeout`` in all (not per informer: a thread still
+        inside a watch ends when it returns, and they are daemon threads), so a graceful shutdown
+        still releases the leader Lease before the process is killed."""
         self._stopped.set()
+        deadline = time.monotonic() + timeout
         for thread in self._threads:
-            thread.join(timeout)
+            thread.join(max(0.0, deadline - time.monotonic()))
 
     def wait_synced(self, timeout: float) -> bool:
         """True once every informer completed its first listing (False after ``timeout``)."""
