@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import logging
 import threading
 import time
@@ -190,7 +191,8 @@ async def platform_loop(name: str, stopped: kopf.DaemonStopped, logger: Logger, 
             continue
         wakeup.clear()
         try:
-            wait = await loop.run_in_executor(state.executor(), reconcile_once, name)
+            # In kopf's context: kopf.info/warn (the pass's Events) read kopf's settings from it.
+            wait = await loop.run_in_executor(state.executor(), contextvars.copy_context().run, reconcile_once, name)
         except errors.KubeError as exc:
             logger.warning("reconcile of %s failed: %s; retrying", name, exc)
             wait = 10.0

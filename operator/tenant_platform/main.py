@@ -13,6 +13,8 @@ annotations while a deletion is retried. kopf logs in with exactly our client's 
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 from typing import Any
 
@@ -82,6 +84,9 @@ def run(
     handlers.install(handlers.OperatorState(settings))
     if metrics_port:
         metrics.serve(metrics_port)
+    # kopf names the process (its identity) after POD_ID, else "user@host" with the user from the
+    # passwd database, which has no entry for the image's numeric UID: kopf would crash at start.
+    os.environ.setdefault("POD_ID", f"{os.getuid()}@{socket.gethostname()}")
     kopf.run(
         clusterwide=True,
         standalone=True,
