@@ -1724,3 +1724,24 @@ def test_cluster_without_v1_validating_admission_policy(control_plane: ControlPl
         assert result.status["podGuard"] == {"enforcement": "None", "requested": "Staged"}
         assert kube.counter.snapshot()[1] == 0
         assert pg_step.STEP.cleanup(context(kube, body)).done
+
+
+def test_the_session_servers_version_decides_support(admin_kube: Kube) -> None:
+    """On the real server the session runs (--k8s / TENANT_PLATFORM_K8S): before 1.30 (a real 1.29
+    from hack/k8s-1.29) the step reports UnsupportedKubernetesVersion naming the version and writes
+    nothing; from 1.30 on the v1 kinds are served and the step does not say so."""
+    major, minor, git_version = admin_kube.server_version()
+    body = {
+        "metadata": {"name": f"version-{uuid.uuid4().hex[:6]}", "uid": "u-1"},
+        "spec": {"namespace": f"version-{uuid.uuid4().hex[:6]}", "domain": "v.example.com"},
+    }
+    result = pg_step.STEP.reconcile(context(admin_kube, body, dry_run=True))
+    (cond,) = result.conditions
+    if (major, minor) < (1, 30):
+        assert (cond.status, cond.reason) == ("False", "UnsupportedKubernetesVersion"), cond
+        assert f"Kubernetes {git_version} does not serve" in cond.message, cond.message
+        assert admin_kube.counter.snapshot()[1] == 0
+        assert "Kyverno or Gatekeeper" in cond.message
+    else:
+        assert cond.reason != "UnsupportedKubernetesVersion", cond
+        assert admin_kube.served("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy")
