@@ -5,8 +5,11 @@
 #   hack/build-control-plane.sh            build if missing; print the bin directory
 #   hack/build-control-plane.sh --print-replaces K8S_VERSION
 #                                          print the replace block for a new Kubernetes version
+#   hack/build-control-plane.sh --versions print the selectable Kubernetes minors, newest first
 #
-# Environment: TENANT_PLATFORM_CACHE (default ~/.cache/tenant-platform).
+# Environment: TENANT_PLATFORM_CACHE (default ~/.cache/tenant-platform); TENANT_PLATFORM_K8S, the
+# Kubernetes minor to build (e.g. 1.30): hack/k8s-<minor>/go.mod pins it, hack/k8s/go.mod pins the
+# newest (the default). Every version shares hack/etcd and gets its own cache directory.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 export GOWORK=off GOTOOLCHAIN=local GOFLAGS=-modcacherw CGO_ENABLED=0
@@ -24,7 +27,21 @@ fi
 modversion() {  # modversion GO_MOD MODULE: the version a go.mod requires, block or single line
   awk -v m="$2" '{ if ($1 == "require") { $1 = "" ; $0 = $0 } } $1 == m { print $2; exit }' "$1"
 }
-k8s_version=$(modversion "$here/k8s/go.mod" k8s.io/kubernetes)
+minor_of() { local v; v=$(modversion "$1/go.mod" k8s.io/kubernetes); v=${v#v}; echo "${v%.*}"; }
+if [[ "${1:-}" == "--versions" ]]; then
+  { minor_of "$here/k8s"; for d in "$here"/k8s-*/; do minor_of "$d"; done; } | sort -V -r -u
+  exit 0
+fi
+k8s_dir="$here/k8s"
+want="${TENANT_PLATFORM_K8S:-}"
+if [[ -n "$want" && "$want" != "$(minor_of "$here/k8s")" ]]; then
+  k8s_dir="$here/k8s-$want"
+  if [[ ! -f "$k8s_dir/go.mod" ]]; then
+    echo "TENANT_PLATFORM_K8S=$want: no hack/k8s-$want/go.mod; selectable: $("$0" --versions | tr '\n' ' ')" >&2
+    exit 1
+  fi
+fi
+k8s_version=$(modversion "$k8s_dir/go.mod" k8s.io/kubernetes)
 etcd_version=$(modversion "$here/etcd/go.mod" go.etcd.io/etcd/server/v3)
 [[ -n "$k8s_version" && -n "$etcd_version" ]] || { echo "cannot read versions from hack/*/go.mod" >&2; exit 1; }
 cache="${TENANT_PLATFORM_CACHE:-$HOME/.cache/tenant-platform}"
@@ -61,7 +78,7 @@ done
 progress_step "building etcd $etcd_version (the first build downloads its modules; minutes)"
 (cd "$here/etcd" && go build -mod=mod -trimpath -buildvcs=false -o "$work/bin/etcd" go.etcd.io/etcd/server/v3)
 progress_step "building kube-apiserver, kube-controller-manager, kubectl $k8s_version (the longest step)"
-(cd "$here/k8s" && go build -mod=mod -trimpath -buildvcs=false -tags selinux,notest,grpcnotrace \
+(cd "$k8s_dir" && go build -mod=mod -trimpath -buildvcs=false -tags selinux,notest,grpcnotrace \
   -ldflags "$ld" -o "$work/bin/" \
   k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kubectl)
 

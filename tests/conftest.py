@@ -5,10 +5,14 @@ the ``cluster`` marker automatically, so ``-m "not cluster"`` runs the rest with
 If the control plane cannot start, every test that needs it errors with the component's log tail;
 it is never skipped. The binaries are found (or built, the first time: minutes) right after
 collection, so a first build does not count against a test's timeout.
+
+``--k8s=1.30`` (or ``TENANT_PLATFORM_K8S=1.30``) selects the Kubernetes minor of the control
+plane, from those hack/ pins (hack/k8s-<minor>/go.mod; the default is the newest, hack/k8s).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import uuid
 from collections.abc import Callable, Generator, Iterator
@@ -21,11 +25,35 @@ import pytest
 from tenant_platform import devmode
 from tenant_platform.kube import errors as kube_errors
 from tenant_platform.kube.client import Kube
-from tenant_platform.testing import controlplane, seed
+from tenant_platform.testing import binaries, controlplane, seed
 from tenant_platform.testing.controlplane import ControlPlane
 
 _CLUSTER_FIXTURES = frozenset({"control_plane", "kube_api", "seeded", "admin_kube", "crd", "make_platform"})
 _BIN_DIR = pytest.StashKey[Path | controlplane.ControlPlaneError]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--k8s",
+        default=None,
+        metavar="MINOR",
+        help=f"Kubernetes minor of the test control plane, e.g. 1.30 (default: ${binaries.ENV_K8S}, else the newest)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # The build script and binaries.pinned_versions read the environment variable.
+    if selected := config.getoption("--k8s"):
+        os.environ[binaries.ENV_K8S] = selected
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    try:
+        versions = binaries.pinned_versions()
+    except controlplane.ControlPlaneError as error:
+        return f"control plane: {error}"
+    origin = f" ({binaries.ENV_K8S}={os.environ[binaries.ENV_K8S]})" if os.environ.get(binaries.ENV_K8S) else ""
+    return f"control plane: Kubernetes {versions.kubernetes}, etcd {versions.etcd}{origin}"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 import signal
 import socket
 import threading
@@ -309,6 +310,9 @@ def run(
                 return 0
         log.info("leading as %s: starting the operator", settings.identity)
         health.kopf_started = time.monotonic()
+        # kopf names the process after POD_ID, else "user@host" with the user from the passwd
+        # database, which has no entry for the image's numeric UID: kopf would crash at start.
+        os.environ.setdefault("POD_ID", f"{settings.identity or os.getuid()}@{socket.gethostname()}")
         kopf.run(clusterwide=True, standalone=True, stop_flag=halt, ready_flag=ready_flag)
     except KeyboardInterrupt:
         pass

@@ -975,11 +975,32 @@ ISTIO_INIT_DENIED: list[tuple[str, Callable[[str, str], dict[str, Any]], str]] =
 ]
 
 
+# Fields the API server drops instead of storing while their feature gate is off: procMount on
+# Kubernetes 1.30 (ProcMountType, alpha there). On such a server the attack is harmless as long as
+# the pod it would store no longer carries the field; on newer servers the guard must deny it.
+DROPPED_WHILE_GATED: dict[str, Callable[[dict[str, Any]], list[Any]]] = {
+    "procMount": lambda spec: [
+        c["securityContext"]["procMount"]
+        for c in spec.get("containers", []) + spec.get("initContainers", [])
+        if c.get("securityContext", {}).get("procMount") not in (None, "Default")
+    ],
+}
+
+
 @pytest.mark.parametrize(("case", "build", "expected"), BASELINE_DENIED, ids=[c[0] for c in BASELINE_DENIED])
 def test_baseline_control_denied(
     guard: Guard, case: str, build: Callable[[str, str], dict[str, Any]], expected: str
 ) -> None:
-    message = denial(guard.installer, build(pod_name("attack", case), guard.namespace))
+    body = build(pod_name("attack", case), guard.namespace)
+    if case in DROPPED_WHILE_GATED:
+        try:
+            stored = guard.installer.create(body, dry_run=True)
+        except errors.Forbidden:
+            pass
+        else:  # the field never reaches storage (feature gate off), so there is nothing to deny
+            assert DROPPED_WHILE_GATED[case](stored["spec"]) == [], stored["spec"]
+            return
+    message = denial(guard.installer, body)
     assert f"ValidatingAdmissionPolicy '{guard.names.pod_guard}'" in message
     assert expected in message, message
 
@@ -1709,3 +1730,24 @@ def test_cluster_without_v1_validating_admission_policy(control_plane: ControlPl
         assert result.status["podGuard"] == {"enforcement": "None", "requested": "Staged"}
         assert kube.counter.snapshot()[1] == 0
         assert pg_step.STEP.cleanup(context(kube, body)).done
+
+
+def test_the_session_servers_version_decides_support(admin_kube: Kube) -> None:
+    """On the real server the session runs (--k8s / TENANT_PLATFORM_K8S): before 1.30 (a real 1.29
+    from hack/k8s-1.29) the step reports UnsupportedKubernetesVersion naming the version and writes
+    nothing; from 1.30 on the v1 kinds are served and the step does not say so."""
+    major, minor, git_version = admin_kube.server_version()
+    body = {
+        "metadata": {"name": f"version-{uuid.uuid4().hex[:6]}", "uid": "u-1"},
+        "spec": {"namespace": f"version-{uuid.uuid4().hex[:6]}", "domain": "v.example.com"},
+    }
+    result = pg_step.STEP.reconcile(context(admin_kube, body, dry_run=True))
+    (cond,) = result.conditions
+    if (major, minor) < (1, 30):
+        assert (cond.status, cond.reason) == ("False", "UnsupportedKubernetesVersion"), cond
+        assert f"Kubernetes {git_version} does not serve" in cond.message, cond.message
+        assert admin_kube.counter.snapshot()[1] == 0
+        assert "Kyverno or Gatekeeper" in cond.message
+    else:
+        assert cond.reason != "UnsupportedKubernetesVersion", cond
+        assert admin_kube.served("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy")
