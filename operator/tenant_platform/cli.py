@@ -99,10 +99,15 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     # The environment (the Helm chart, kustomize) first, then the command line's flags.
     settings = load_settings()
-    overrides = {"kubeconfig": args.kubeconfig, "drift_interval": args.drift_interval, "log_format": args.log_format}
+    overrides = {
+        "kubeconfig": args.kubeconfig,
+        "kube_context": args.context,
+        "drift_interval": args.drift_interval,
+        "log_format": args.log_format,
+    }
     settings = dataclasses.replace(settings, **{k: v for k, v in overrides.items() if v})
     # Fail fast, in one line, when there is no cluster to talk to (kopf would retry for ever).
-    connect(settings.kubeconfig, None)
+    connect(settings.kubeconfig, settings.kube_context)
     logs.configure_logging(settings.log_format)
     return operator_main.run(
         settings,
@@ -226,7 +231,7 @@ def build_parser() -> argparse.ArgumentParser:
     dev.set_defaults(func=cmd_dev)
 
     run = sub.add_parser("run", help="run the operator against the current kubeconfig")
-    _cluster_flags(run, context=False)
+    _cluster_flags(run)
     run.add_argument("--drift-interval", type=float)
     run.add_argument("--log-format", choices=["plain", "json"])
     run.add_argument("--no-probes", dest="probes", action="store_false", help="no /healthz endpoint")

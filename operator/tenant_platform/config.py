@@ -46,6 +46,8 @@ class Settings:
     metrics_port: int = 8080
     health_port: int = 8081
     kubeconfig: str | None = None
+    kube_context: str | None = None
+    """The kubeconfig context to use (``--context``, ``TENANT_PLATFORM_KUBE_CONTEXT``; None: its current one)."""
     in_cluster: bool = False
     """True when running in a pod (enables best-effort probes such as DNS resolution)."""
     protected_namespaces: tuple[str, ...] = DEFAULT_PROTECTED_NAMESPACES
@@ -89,6 +91,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         metrics_port=int(env.get("TENANT_PLATFORM_METRICS_PORT", "8080")),
         health_port=int(env.get("TENANT_PLATFORM_HEALTH_PORT", "8081")),
         kubeconfig=env.get("KUBECONFIG") or None,
+        kube_context=env.get("TENANT_PLATFORM_KUBE_CONTEXT") or None,
         in_cluster=bool(env.get("KUBERNETES_SERVICE_HOST")),
         protected_namespaces=_names(env.get("TENANT_PLATFORM_PROTECTED_NAMESPACES"), DEFAULT_PROTECTED_NAMESPACES),
         identity=env.get("TENANT_PLATFORM_IDENTITY", ""),

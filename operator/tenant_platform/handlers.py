@@ -134,7 +134,7 @@ class OperatorState:
 
     def client(self) -> Kube:
         if self.kube is None:
-            self.kube = Kube.from_kubeconfig(self.settings.kubeconfig)
+            self.kube = Kube.from_kubeconfig(self.settings.kubeconfig, context=self.settings.kube_context)
         return self.kube
 
     def wakeup(self, name: str) -> threading.Event:

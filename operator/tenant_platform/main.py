@@ -132,7 +132,10 @@ def cached_client(settings: Settings, state: handlers.OperatorState) -> CachedKu
             state.wake(name)
 
     return CachedKube(
-        Kube.from_kubeconfig(settings.kubeconfig), cache_scopes(settings), on_child=on_child, on_fact=state.wake_all
+        Kube.from_kubeconfig(settings.kubeconfig, context=settings.kube_context),
+        cache_scopes(settings),
+        on_child=on_child,
+        on_fact=state.wake_all,
     )
 
 

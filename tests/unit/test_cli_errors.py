@@ -79,6 +79,7 @@ ROWS = [
     (["facts", "kamiwaza", "--kubeconfig", "{d}/kubeconfig"], Exit.CLUSTER, "cannot reach the Kubernetes API server"),
     (["check", "-f", str(SAMPLE), "--kubeconfig", "{d}/kubeconfig"], Exit.CLUSTER, "connection refused"),
     (["check", "x", "--kubeconfig", "{d}/kubeconfig", "--context", "prod"], Exit.BAD_INPUT, "--context prod: no such"),
+    (["run", "--kubeconfig", "{d}/kubeconfig", "--context", "prod"], Exit.BAD_INPUT, "--context prod: no such"),
 ]
 
 
