@@ -175,3 +175,15 @@ def make_platform(crd: Kube) -> Iterator[Callable[..., dict[str, Any]]]:
         except kube_errors.NotFound:
             continue
         crd.delete("tenancy.dev/v1alpha1", "TenantPlatform", name)
+
+
+@pytest.fixture(scope="module")
+def as_operator(crd: Kube, control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Kube:
+    """The operator's own ServiceAccount under deploy/base/rbac.yaml (RBAC and the fences), as a client."""
+    from tenant_platform.testing.operator import OPERATOR_NAMESPACE, OPERATOR_SA, REPO, apply_file  # noqa: PLC0415
+
+    apply_file(crd, REPO / "deploy" / "base" / "namespace.yaml")
+    apply_file(crd, REPO / "deploy" / "base" / "rbac.yaml")
+    token, _ = crd.request_token(OPERATOR_NAMESPACE, OPERATOR_SA, expiration_seconds=3600)
+    path = control_plane.kubeconfig_for_token(token, tmp_path_factory.mktemp("op") / "kubeconfig")
+    return Kube.from_kubeconfig(str(path))

@@ -23,7 +23,6 @@ from tenant_platform.kube.client import Kube
 from tenant_platform.reconcile import gateway, installer, mesh, namespaces
 from tenant_platform.status import gateway as check
 from tenant_platform.testing.controlplane import ControlPlane
-from tenant_platform.testing.operator import OPERATOR_NAMESPACE, OPERATOR_SA, REPO, apply_file
 
 GW = ("networking.istio.io/v1", "Gateway")
 ISTIO = "istio-system"
@@ -103,16 +102,6 @@ def test_managed_gateway_is_created_restored_after_edit_and_idle_when_unchanged(
     assert only(run(gateway.STEP, kube, platform))[0] == "True"
     assert kube.get(*GW, renamed, ISTIO) is not None
     assert kube.get(*GW, unique_name, ISTIO) is None
-
-
-@pytest.fixture(scope="module")
-def as_operator(crd: Kube, control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Kube:
-    """The operator's own ServiceAccount under deploy/base/rbac.yaml (fences included)."""
-    apply_file(crd, REPO / "deploy" / "base" / "namespace.yaml")
-    apply_file(crd, REPO / "deploy" / "base" / "rbac.yaml")
-    token, _ = crd.request_token(OPERATOR_NAMESPACE, OPERATOR_SA, expiration_seconds=3600)
-    path = control_plane.kubeconfig_for_token(token, tmp_path_factory.mktemp("op") / "kubeconfig")
-    return Kube.from_kubeconfig(str(path))
 
 
 def test_a_second_platform_with_the_same_domain_gets_no_gateway(

@@ -32,7 +32,6 @@ from tenant_platform.reconcile import gpu
 from tenant_platform.reconcile.base import StepContext, StepResult
 from tenant_platform.testing import manifests
 from tenant_platform.testing.controlplane import ControlPlane
-from tenant_platform.testing.operator import OPERATOR_NAMESPACE, OPERATOR_SA, REPO, apply_file
 from tenant_platform.testing.wait import wait_for
 
 pytestmark = pytest.mark.cluster
@@ -371,16 +370,6 @@ def test_unreachable_webhook_fails_gpu_ready_naming_it(world: tuple[World, list[
 
 
 # -- as the operator's own identity ------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def as_operator(crd: Kube, control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Kube:
-    """The operator's ServiceAccount under deploy/base/rbac.yaml (RBAC and the fences)."""
-    apply_file(crd, REPO / "deploy" / "base" / "namespace.yaml")
-    apply_file(crd, REPO / "deploy" / "base" / "rbac.yaml")
-    token, _ = crd.request_token(OPERATOR_NAMESPACE, OPERATOR_SA, expiration_seconds=3600)
-    path = control_plane.kubeconfig_for_token(token, tmp_path_factory.mktemp("op") / "kubeconfig")
-    return Kube.from_kubeconfig(str(path))
 
 
 def test_the_operator_identity_may_do_every_read_and_the_dry_run(

@@ -14,18 +14,8 @@ import pytest
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube
 from tenant_platform.testing import manifests
-from tenant_platform.testing.controlplane import ControlPlane
-from tenant_platform.testing.operator import OPERATOR_NAMESPACE, OPERATOR_SA, REPO, apply_file
+from tenant_platform.testing.operator import REPO
 from tenant_platform.testing.wait import wait_for
-
-
-@pytest.fixture(scope="module")
-def as_operator(crd: Kube, control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Kube:
-    apply_file(crd, REPO / "deploy" / "base" / "namespace.yaml")
-    apply_file(crd, REPO / "deploy" / "base" / "rbac.yaml")
-    token, _ = crd.request_token(OPERATOR_NAMESPACE, OPERATOR_SA, expiration_seconds=3600)
-    path = control_plane.kubeconfig_for_token(token, tmp_path_factory.mktemp("op") / "kubeconfig")
-    return Kube.from_kubeconfig(str(path))
 
 
 @pytest.fixture

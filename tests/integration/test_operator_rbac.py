@@ -22,8 +22,7 @@ from tenant_platform.config import Settings
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube, Obj
 from tenant_platform.render import podguard as render_pg
-from tenant_platform.testing.controlplane import ControlPlane
-from tenant_platform.testing.operator import OPERATOR_NAMESPACE, OPERATOR_SA, REPO, apply_file
+from tenant_platform.testing.operator import OPERATOR_NAMESPACE, OPERATOR_SA, REPO
 from tenant_platform.testing.wait import wait_for
 
 USER = f"system:serviceaccount:{OPERATOR_NAMESPACE}:{OPERATOR_SA}"
@@ -35,15 +34,6 @@ FENCES = [
     "tenant-platform-operator-writes-fence",
     "tenant-platform-operator-grant-only-fence",
 ]
-
-
-@pytest.fixture(scope="module")
-def as_operator(crd: Kube, control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Kube:
-    apply_file(crd, REPO / "deploy" / "base" / "namespace.yaml")
-    apply_file(crd, REPO / "deploy" / "base" / "rbac.yaml")
-    token, _ = crd.request_token(OPERATOR_NAMESPACE, OPERATOR_SA, expiration_seconds=3600)
-    path = control_plane.kubeconfig_for_token(token, tmp_path_factory.mktemp("op") / "kubeconfig")
-    return Kube.from_kubeconfig(str(path))
 
 
 @pytest.fixture(scope="module")
