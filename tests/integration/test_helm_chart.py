@@ -115,14 +115,16 @@ def test_subchart_renders_with_globals_and_applies(
     pod = deployment["spec"]["template"]["spec"]
     assert pod["securityContext"] == {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
     assert pod["containers"][0]["image"] == "registry.example.com/tenant-platform-operator:0.1.0"
-    # Everything in the release namespace, but the events Role and RoleBinding: the API server takes
-    # events about a cluster-scoped object only in `default` (docs/security.md).
+    # Everything in the release namespace, but the events Role and RoleBinding (the API server takes
+    # events about a cluster-scoped object only in `default`) and the cluster-info reader in
+    # kube-public (docs/security.md).
     elsewhere = {
         (d["kind"], d["metadata"]["name"]) for d in rendered if d["metadata"].get("namespace", namespace) != namespace
     }
     assert elsewhere == {
-        ("Role", "tenant-platform-operator-events"),
-        ("RoleBinding", "tenant-platform-operator-events"),
+        (kind, name)
+        for kind in ("Role", "RoleBinding")
+        for name in ("tenant-platform-operator-events", "tenant-platform-operator-cluster-info")
     }
     control_plane.kubectl("create", "namespace", namespace)
     try:
