@@ -248,6 +248,12 @@ class WebhookProbe:
     webhook: str = ""
     service: str = ""
     detail: str = ""
+    checked_at: str = ""
+    """When the dry run ran (RFC 3339): a verdict is kept between checks (reconcile/gpu_health.py)."""
+
+    @property
+    def when(self) -> str:
+        return f" (dry run at {self.checked_at})" if self.checked_at else ""
 
     def status(self) -> WebhookProbeStatus:
         return WebhookProbeStatus(
@@ -257,6 +263,7 @@ class WebhookProbe:
             webhook=self.webhook or None,
             service=self.service or None,
             detail=self.detail or None,
+            checked_at=self.checked_at or None,
         )
 
 
@@ -365,8 +372,9 @@ def problems(facts: HealthFacts, conflicting: Mapping[str, str], *, gpu_nodes: i
         out.append(
             (
                 reasons.GPU.WEBHOOK_UNREACHABLE,
-                f'A dry-run GPU pod in namespace {probe.namespace} fails: the API server cannot call webhook "'
-                f"{probe.webhook}\"{via}, so every GPU pod there is rejected. Check the webhook's Service and "
+                f"A dry-run GPU pod in namespace {probe.namespace}{probe.when} fails: the API server cannot call "
+                f'webhook "{probe.webhook}"{via}, so every GPU pod there is rejected. '
+                "Check the webhook's Service and "
                 f"pods, and the control plane's path to the cluster network (konnectivity): {probe.detail}",
             )
         )
@@ -413,11 +421,14 @@ def notes(facts: HealthFacts, *, tainted: Mapping[str, list[str]], gpu_nodes: in
         probe = facts.webhook
         if probe is not None and probe.outcome == "unmutated":
             out.append(
-                f"No webhook gave the dry-run GPU pod in namespace {probe.namespace} another scheduler than "
-                f"{DEFAULT_SCHEDULER}: HAMi's webhook does not handle GPU pods there, so HAMi does not schedule them."
+                f"No webhook gave the dry-run GPU pod in namespace {probe.namespace}{probe.when} another "
+                f"scheduler than {DEFAULT_SCHEDULER}: HAMi's webhook does not handle GPU pods there, so HAMi does "
+                "not schedule them."
             )
         elif probe is not None and probe.outcome in ("denied", "failed", "skipped"):
-            out.append(f"The dry-run GPU pod in namespace {probe.namespace} was not judged by HAMi: {probe.detail}")
+            out.append(
+                f"The dry-run GPU pod in namespace {probe.namespace}{probe.when} was not judged by HAMi: {probe.detail}"
+            )
     return [shorten(n, MAX_NOTE_CHARS) for n in out[:MAX_NOTES]]
 
 
