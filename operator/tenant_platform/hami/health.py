@@ -249,7 +249,8 @@ class WebhookProbe:
     service: str = ""
     detail: str = ""
     checked_at: str = ""
-    """When the dry run ran (RFC 3339): a verdict is kept between checks (reconcile/gpu_health.py)."""
+    """When the dry run ran (RFC 3339): a verdict is kept between checks (reconcile/gpu_health.py).
+    Named in the WebhookUnreachable message; notes leave it out (200 characters are for the detail)."""
 
     @property
     def when(self) -> str:
@@ -421,14 +422,11 @@ def notes(facts: HealthFacts, *, tainted: Mapping[str, list[str]], gpu_nodes: in
         probe = facts.webhook
         if probe is not None and probe.outcome == "unmutated":
             out.append(
-                f"No webhook gave the dry-run GPU pod in namespace {probe.namespace}{probe.when} another "
-                f"scheduler than {DEFAULT_SCHEDULER}: HAMi's webhook does not handle GPU pods there, so HAMi does "
-                "not schedule them."
+                f"No webhook gave the dry-run GPU pod in namespace {probe.namespace} another scheduler than "
+                f"{DEFAULT_SCHEDULER}: HAMi's webhook does not handle GPU pods there, so HAMi does not schedule them."
             )
         elif probe is not None and probe.outcome in ("denied", "failed", "skipped"):
-            out.append(
-                f"The dry-run GPU pod in namespace {probe.namespace}{probe.when} was not judged by HAMi: {probe.detail}"
-            )
+            out.append(f"The dry-run GPU pod in namespace {probe.namespace} was not judged by HAMi: {probe.detail}")
     return [shorten(n, MAX_NOTE_CHARS) for n in out[:MAX_NOTES]]
 
 
