@@ -77,6 +77,13 @@ class Settings:
     """Serve reads from watch-fed caches (kube/cache.py): a no-op pass makes no API request."""
     cache_mesh_namespace: str = "istio-system"
     """The namespace whose Deployments and Services are cached as mesh facts (istiod, gateway)."""
+    cache_hami_namespaces: tuple[str, ...] = ("kube-system",)
+    """Namespaces whose Deployments and HAMi ConfigMap are cached for GPUReady (HAMi's
+    ``spec.gpu.hami.configMapNamespace``; ``TENANT_PLATFORM_CACHE_HAMI_NAMESPACES``, comma
+    separated). A platform naming another namespace still works: its reads are API requests."""
+    webhook_probe_interval: float = 600.0
+    """Seconds a dry-run GPU pod's verdict (HAMi's mutating webhook) is kept while its inputs (HAMi's
+    Deployments and DaemonSets, the tenant namespace) are unchanged; 0 checks on every pass."""
 
 
 def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
@@ -101,6 +108,8 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         stuck_pass_seconds=float(env.get("TENANT_PLATFORM_STUCK_PASS_SECONDS", "600")),
         cache=env.get("TENANT_PLATFORM_CACHE", "true").lower() not in ("false", "0", "no"),
         cache_mesh_namespace=env.get("TENANT_PLATFORM_CACHE_MESH_NAMESPACE", "istio-system"),
+        cache_hami_namespaces=_names(env.get("TENANT_PLATFORM_CACHE_HAMI_NAMESPACES"), ("kube-system",)),
+        webhook_probe_interval=float(env.get("TENANT_PLATFORM_WEBHOOK_PROBE_INTERVAL", "600")),
     )
 
 

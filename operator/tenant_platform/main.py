@@ -107,7 +107,11 @@ def cache_scopes(settings: Settings) -> list[Scope]:
         Scope("apps/v1", "Deployment", namespace=dns.namespace, name=dns.deployment),
         Scope("v1", "ConfigMap", namespace=dns.namespace, name=dns.config_map),
         Scope("v1", "ConfigMap", namespace=dns.namespace, name=dns.custom_config_map),
-        Scope("v1", "ConfigMap", namespace=dns.namespace, name=hami_names.CONFIG_MAP),
+        # GPUReady's health reads (reconcile/gpu_health.py): NVIDIA RuntimeClasses, every DaemonSet
+        # (HAMi's device plugin and GPU device plugins anywhere; a few per cluster) and HAMi's
+        # Deployments (its scheduler) per configured HAMi namespace.
+        Scope("node.k8s.io/v1", "RuntimeClass"),
+        Scope("apps/v1", "DaemonSet"),
         # Every pod guard policy and binding: the takeover of hand-made ones opted in (few objects).
         Scope("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"),
         Scope("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"),
@@ -120,6 +124,10 @@ def cache_scopes(settings: Settings) -> list[Scope]:
             labels=((apiaddresses.SERVICE_NAME_LABEL, apiaddresses.SERVICE_NAME),),
         ),
     ]
+    for namespace in dict.fromkeys(settings.cache_hami_namespaces):
+        facts.append(Scope("v1", "ConfigMap", namespace=namespace, name=hami_names.CONFIG_MAP))
+        if namespace != mesh:
+            facts.append(Scope("apps/v1", "Deployment", namespace=namespace))
     return operator_scopes(child_kinds=CHILD_KINDS, fact_scopes=facts)
 
 

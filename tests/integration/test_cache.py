@@ -126,6 +126,21 @@ def test_sidecar_style_auto_adds_one_dry_run(
     assert delta == Counter({("GET", "secrets"): 2, ("GET", "configmaps"): 1, ("dry runs", "*"): 1}), delta
 
 
+def test_fenced_views_share_the_node_sample(cached: CachedKube, control_plane: ControlPlane) -> None:
+    """Each pass reads through a ``fenced`` view (a shallow copy): what one view keeps, the next
+    view answers from (the DNS step's one-node sample was lost with every pass before)."""
+
+    def allow(namespace: str) -> None:
+        return None
+
+    cached.fenced(allow).request("GET", "/api/v1/nodes", query={"limit": "1"})
+    before = requests(control_plane)
+    hits = cached.hits
+    cached.fenced(allow).request("GET", "/api/v1/nodes", query={"limit": "1"})
+    assert requests(control_plane) - before == Counter()
+    assert cached.hits == hits + 1
+
+
 def test_a_child_deleted_by_hand_is_reported_and_recreated(
     cached: CachedKube, crd: Kube, make_platform: Any, unique_name: str
 ) -> None:

@@ -296,10 +296,18 @@ def test_status_gpu_is_exactly_what_the_cluster_holds(world: World) -> None:
     status = result.status["gpu"]
     unparseable = status["nodes"][4].get("unparseable", "")
     no_hami = "(spec.gpu.hami.configMapNamespace)."
+    # When the dry run ran (its verdict is kept between checks): RFC 3339, whole seconds, UTC.
+    checked = status["health"]["webhook"].get("checkedAt", "")
+    assert datetime.strptime(checked, "%Y-%m-%dT%H:%M:%SZ"), checked
     health_section = {
         "detectedBy": {"capacity": 5, "label": 1, "register": 4},
         # The tenant namespace does not exist here: no dry run is judged.
-        "webhook": {"namespace": f"{u}-p-ns", "outcome": "skipped", "detail": f"namespace {u}-p-ns does not exist yet"},
+        "webhook": {
+            "namespace": f"{u}-p-ns",
+            "outcome": "skipped",
+            "detail": f"namespace {u}-p-ns does not exist yet",
+            "checkedAt": checked,
+        },
         "notes": [
             f"No HAMi scheduler Deployment found in namespace {u}-no-hami {no_hami}",
             f"No HAMi device-plugin DaemonSet found in namespace {u}-no-hami {no_hami}",

@@ -10,7 +10,9 @@
   labelled with its selector), as those controllers would.
 - HAMi's webhook unreachable: a MutatingWebhookConfiguration for GPU pods in the test's namespace
   pointing at a Service with no endpoints, ``failurePolicy: Fail``; the API server itself calls it
-  during the dry run.
+  during the dry run. Its verdict is kept while HAMi's workloads and the tenant namespace are
+  unchanged (no dry run per pass); a change of the namespace checks again, and an interval of 0
+  (``Settings.webhook_probe_interval``) checks on every pass.
 """
 
 from __future__ import annotations
@@ -82,11 +84,11 @@ class World:
         snap.replace_all(nodes, [])
         return snap
 
-    def run(self, platform: TenantPlatform, kube: Kube | None = None) -> StepResult:
+    def run(self, platform: TenantPlatform, kube: Kube | None = None, settings: Settings | None = None) -> StepResult:
         ctx = StepContext(
             platform=platform,
             kube=kube or self.kube,
-            settings=Settings(),
+            settings=settings or Settings(),
             now=datetime.now(UTC),
             dry_run=False,
             observed=self.snapshot(),
@@ -356,12 +358,32 @@ def test_unreachable_webhook_fails_gpu_ready_naming_it(world: tuple[World, list[
     probe = result.status["gpu"]["health"]["webhook"]
     assert probe["outcome"] == "unreachable"
     assert probe["webhook"] == webhook
+    assert probe["checkedAt"] and f"(dry run at {probe['checkedAt']})" in message
 
-    # The webhook gone: the dry run passes, and nobody gave the pod HAMi's scheduler (a note).
+    # Nothing changed: the verdict is kept, no dry run is sent.
+    def dry_runs() -> int:
+        return w.kube.counter.by_verb.get("POST (dry-run)", 0)
+
+    sent = dry_runs()
+    kept = w.run(p)
+    assert condition(kept)[:2] == ("False", reasons.GPU.WEBHOOK_UNREACHABLE)
+    assert kept.status["gpu"]["health"]["webhook"]["checkedAt"] == probe["checkedAt"]
+    assert dry_runs() == sent
+    # An input changed (the tenant namespace): checked again, still unreachable.
+    w.kube.merge_patch("v1", "Namespace", tenant, {"metadata": {"labels": {f"{u}-touched": "yes"}}})
+    again = w.run(p)
+    assert condition(again)[:2] == ("False", reasons.GPU.WEBHOOK_UNREACHABLE)
+    assert dry_runs() == sent + 1
+
+    # The webhook gone (a MutatingWebhookConfiguration the operator may not watch, so seen at the
+    # next interval: here forced with an interval of 0): the dry run passes, and nobody gave the
+    # pod HAMi's scheduler (a note).
     w.kube.delete("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration", f"{u}-hami-webhook")
+    assert condition(w.run(p))[1] == reasons.GPU.WEBHOOK_UNREACHABLE  # the kept verdict
+    every_pass = Settings(webhook_probe_interval=0)
 
     def recovered() -> StepResult | None:
-        again = w.run(p)
+        again = w.run(p, settings=every_pass)
         return again if condition(again)[1] != reasons.GPU.WEBHOOK_UNREACHABLE else None
 
     after = wait_for(recovered, "the webhook configuration to be gone from the API server's cache", 30)

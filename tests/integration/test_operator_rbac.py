@@ -195,6 +195,11 @@ MUST_BE_YES = [
     ("read kube-public/cluster-info (installer server)", "get", "configmaps", "", "kube-public", "cluster-info", ""),
     ("write TenantPlatform status", "patch", "tenantplatforms", constants.GROUP, "", "x", "status"),
     ("SubjectAccessReviews", "create", "subjectaccessreviews", "authorization.k8s.io", "", "", ""),
+    # The read cache's GPU health scopes (main.cache_scopes): DaemonSets anywhere, RuntimeClasses,
+    # HAMi's Deployments.
+    ("watch DaemonSets (GPU device plugins)", "watch", "daemonsets", "apps", "", "", ""),
+    ("watch RuntimeClasses (NVIDIA)", "watch", "runtimeclasses", "node.k8s.io", "", "", ""),
+    ("watch Deployments in kube-system (HAMi)", "watch", "deployments", "apps", "kube-system", "", ""),
 ]
 
 

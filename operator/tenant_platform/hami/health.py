@@ -248,6 +248,13 @@ class WebhookProbe:
     webhook: str = ""
     service: str = ""
     detail: str = ""
+    checked_at: str = ""
+    """When the dry run ran (RFC 3339): a verdict is kept between checks (reconcile/gpu_health.py).
+    Named in the WebhookUnreachable message; notes leave it out (200 characters are for the detail)."""
+
+    @property
+    def when(self) -> str:
+        return f" (dry run at {self.checked_at})" if self.checked_at else ""
 
     def status(self) -> WebhookProbeStatus:
         return WebhookProbeStatus(
@@ -257,6 +264,7 @@ class WebhookProbe:
             webhook=self.webhook or None,
             service=self.service or None,
             detail=self.detail or None,
+            checked_at=self.checked_at or None,
         )
 
 
@@ -365,8 +373,9 @@ def problems(facts: HealthFacts, conflicting: Mapping[str, str], *, gpu_nodes: i
         out.append(
             (
                 reasons.GPU.WEBHOOK_UNREACHABLE,
-                f'A dry-run GPU pod in namespace {probe.namespace} fails: the API server cannot call webhook "'
-                f"{probe.webhook}\"{via}, so every GPU pod there is rejected. Check the webhook's Service and "
+                f"A dry-run GPU pod in namespace {probe.namespace}{probe.when} fails: the API server cannot call "
+                f'webhook "{probe.webhook}"{via}, so every GPU pod there is rejected. '
+                "Check the webhook's Service and "
                 f"pods, and the control plane's path to the cluster network (konnectivity): {probe.detail}",
             )
         )

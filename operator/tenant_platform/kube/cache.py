@@ -38,6 +38,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import kubernetes.client
@@ -52,6 +53,16 @@ log = logging.getLogger("tenant_platform.kube.cache")
 RBAC_SETTLE_SECONDS = 2.0
 _DISCOVERY = re.compile(r"^/apis?(/[^/]+){1,2}$")
 RBAC_KINDS = ("Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")
+
+
+@dataclass
+class _Shared:
+    """The cache's assigned state, shared by the client and its ``fenced`` views."""
+
+    hits: int = 0
+    misses: int = 0
+    rbac_changed_at: float = -RBAC_SETTLE_SECONDS
+    node_sample: tuple[float, Obj] | None = None
 
 
 class CachedKube(Kube):
@@ -84,13 +95,28 @@ class CachedKube(Kube):
         self.informers = [Informer(watcher, s, listener=self._listener(s), watch_timeout=watch_timeout) for s in scopes]
         self._lock = threading.Lock()
         self._reviews: dict[tuple[Any, ...], tuple[bool, str]] = {}
-        self._rbac_changed_at = -RBAC_SETTLE_SECONDS
         self._documents: dict[str, Obj | None] = {}
-        self._node_sample: tuple[float, Obj] | None = None
+        # NB: mutable state lives in one shared object: ``fenced`` views (kube/client.py) are
+        # shallow copies, so a value assigned on a view would be lost when the pass ends.
+        self._shared = _Shared()
         self._stopped = threading.Event()
         self._threads: list[threading.Thread] = []
-        self.hits = 0
-        self.misses = 0
+
+    @property
+    def hits(self) -> int:
+        return self._shared.hits
+
+    @hits.setter
+    def hits(self, value: int) -> None:
+        self._shared.hits = value
+
+    @property
+    def misses(self) -> int:
+        return self._shared.misses
+
+    @misses.setter
+    def misses(self, value: int) -> None:
+        self._shared.misses = value
 
     # ---- life cycle ------------------------------------------------------------------------------
 
@@ -133,7 +159,7 @@ class CachedKube(Kube):
             if scope.role == "rbac":
                 with self._lock:
                     self._reviews.clear()
-                    self._rbac_changed_at = self.clock()
+                    self._shared.rbac_changed_at = self.clock()
             elif scope.role == "crd":
                 with self._lock:
                     self._documents.clear()
@@ -247,13 +273,13 @@ class CachedKube(Kube):
             return doc
         if method == "GET" and path == "/api/v1/nodes" and query == {"limit": "1"}:
             with self._lock:
-                sample = self._node_sample
+                sample = self._shared.node_sample
             if sample is not None and self.clock() - sample[0] < self.node_sample_ttl:
                 self.hits += 1
                 return copy.deepcopy(sample[1])
             doc = super().request(method, path, query=query, timeout=timeout)
             with self._lock:
-                self._node_sample = (self.clock(), copy.deepcopy(doc))
+                self._shared.node_sample = (self.clock(), copy.deepcopy(doc))
             return doc
         return super().request(
             method,
@@ -301,7 +327,7 @@ class CachedKube(Kube):
         )  # fmt: skip
         with self._lock:
             # Kept only if no RBAC event arrived meanwhile, and the last one has settled.
-            if self._rbac_changed_at < asked_at - RBAC_SETTLE_SECONDS:
+            if self._shared.rbac_changed_at < asked_at - RBAC_SETTLE_SECONDS:
                 self._reviews[key] = answer
         return answer
 

@@ -35,7 +35,8 @@ Node labels
 
 Health (reads: reconcile/gpu_health.py; judged by hami/health.py): taints on GPU nodes, two
 device plugins on a node, HAMi's scheduler and device plugin readiness, and a dry-run GPU pod in
-the tenant namespace (HAMi's mutating webhook reachable).
+the tenant namespace (HAMi's mutating webhook reachable; its verdict kept while its inputs are
+unchanged, for at most ``Settings.webhook_probe_interval``).
 
 Capacity (hami/capacity.py does the arithmetic): per GPU node cards, models, slots, memory,
 cores, unhealthy cards and the node lock; totals; a printer-column summary; recorded gpuNodes;
@@ -144,6 +145,8 @@ def gather(ctx: StepContext) -> GpuFacts:
         runtime_classes=classes,
         gpu_nodes=facts.gpu_nodes,
         problems=[failed] if failed else [],
+        now=ctx.now,
+        probe_interval=ctx.settings.webhook_probe_interval,
     )
     return dataclasses.replace(facts, health=found)
 

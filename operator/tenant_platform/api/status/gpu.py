@@ -134,6 +134,9 @@ class WebhookProbeStatus(StatusModel):
     webhook: str | None = None
     service: str | None = None
     detail: str | None = None
+    checked_at: str | None = None
+    """When the dry run ran (RFC 3339); the verdict is kept between checks while HAMi's workloads
+    and the tenant namespace are unchanged, for at most the operator's webhook probe interval."""
 
 
 class GpuHealthStatus(StatusModel):
