@@ -32,6 +32,9 @@ from tenant_platform.observe.cluster import ClusterSnapshot, Reflector
 
 log = logging.getLogger("tenant_platform.gpu")
 
+Refresh = Callable[[frozenset[str] | None], object]
+"""Called with the nodes the snapshot's changes touched since the last call (None: any node)."""
+
 
 @dataclass
 class GpuWatches:
@@ -67,8 +70,9 @@ def start_watches(kube: Kube, snapshot: ClusterSnapshot | None = None, *, watch_
 _RUNNING: list[GpuWatches] = []
 
 
-def start(kube: Kube, *, on_change: Callable[[], None], debounce: float) -> GpuWatches:
-    """Start the Node and Pod watches and one refresher thread calling ``on_change`` (debounced).
+def start(kube: Kube, *, on_change: Refresh, debounce: float) -> GpuWatches:
+    """Start the Node and Pod watches and one refresher thread calling ``on_change`` (debounced)
+    with the nodes the changes touched (None: any).
 
     Called from the operator's startup handler (handlers.py); ``stop_all`` undoes it.
     """
@@ -110,14 +114,16 @@ def _sleep(stopped: Any, seconds: float) -> bool:
 def gpu_refresher(
     *,
     stopped: Any,
-    refresh: Callable[[], None],
+    refresh: Refresh,
     debounce: float,
     snapshot: ClusterSnapshot | None = None,
     poll: float = 1.0,
     since: int | None = None,
     sleep: Callable[[Any, float], bool] = _sleep,
 ) -> None:
-    """Call ``refresh()`` after the GPU snapshot changed, at most once per ``debounce`` seconds.
+    """Call ``refresh(changed)`` after the GPU snapshot changed, at most once per ``debounce``
+    seconds; ``changed``: the nodes those changes touched (``ClusterSnapshot.changed_nodes``, None
+    for any).
 
     ``stopped``: kopf's DaemonStopped flag, a threading.Event, or anything truthy when done.
     After a change it waits ``debounce`` seconds (more changes are gathered meanwhile), then
@@ -126,7 +132,8 @@ def gpu_refresher(
     bounds how long a stop request can go unnoticed. ``since``: the change counter already
     handled (default: the current one). ``sleep`` is injectable for tests.
 
-    The operator runs one, started by ``start`` with ``refresh`` waking every platform.
+    The operator runs one, started by ``start`` with ``refresh`` waking the platforms whose GPU
+    result depends on the changed nodes for a GPU-only pass (handlers.py).
 
     A caller that runs a first pass itself should read ``snapshot.changes`` before that pass and
     pass it as ``since``, so changes made during the pass trigger the next one.
@@ -139,8 +146,8 @@ def gpu_refresher(
             continue
         if sleep(stopped, debounce):
             return
-        seen = snap.changes
+        previous, seen = seen, snap.changes
         try:
-            refresh()
+            refresh(snap.changed_nodes(previous, seen))
         except Exception:
             log.exception("GPU status refresh failed; will retry on the next change")
