@@ -12,9 +12,11 @@ through the initial listing within several minutes of CPU time. A plain list-and
 tells exactly when the first listing is complete (``SNAPSHOT.synced``), and relists after a
 watch gap so deleted objects cannot linger. kopf still runs everything about TenantPlatforms.
 
-``gpu_refresher`` runs in one thread for the whole operator: it waits for snapshot changes and
-wakes every platform's loop at most once per debounce window, so a busy cluster causes one pass
-(and at most one status write) per window per platform, not one per pod event.
+``gpu_refresher`` runs in one thread for the whole operator: it waits for snapshot changes and,
+at most once per debounce window, hands the nodes they touched to ``on_change``
+(handlers.OperatorState.wake_gpu wakes the platforms that depend on them for a GPU-only pass), so
+a busy cluster causes one partial pass (and at most one status write) per window per affected
+platform, not one per pod event.
 """
 
 from __future__ import annotations
