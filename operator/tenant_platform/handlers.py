@@ -158,14 +158,14 @@ class OperatorState:
             for event in self.wakeups.values():
                 event.set()
 
-    def wake_gpu(self, changed: frozenset[str] | None) -> int:
-        """The GPU snapshot changed (``changed``: the nodes it touched, None for any): wake each
-        platform whose GPU result depends on them for a GPU-only pass (a full pass already asked
-        for stays full). Returns how many were woken."""
+    def wake_gpu(self, changes: cluster.Changes) -> int:
+        """The GPU snapshot changed: wake each platform whose GPU result depends on the nodes the
+        changes touched for it (``changes.nodes(name)``) for a GPU-only pass (a full pass already
+        asked for stays full). Returns how many were woken."""
         with self.lock:
             names = list(self.wakeups)
-        lookup = cluster.SNAPSHOT.node
-        woken = [name for name in names if gpu.SCOPES.depends_on(name, changed, lookup)]
+        lookup = changes.snapshot.node
+        woken = [name for name in names if gpu.SCOPES.depends_on(name, changes.nodes(name), lookup)]
         with self.lock:
             for name in woken:
                 event = self.wakeups.get(name)

@@ -30,12 +30,12 @@ from typing import Any
 
 from tenant_platform.kube.client import Kube
 from tenant_platform.observe import cluster
-from tenant_platform.observe.cluster import ClusterSnapshot, Reflector
+from tenant_platform.observe.cluster import Changes, ClusterSnapshot, Reflector
 
 log = logging.getLogger("tenant_platform.gpu")
 
-Refresh = Callable[[frozenset[str] | None], object]
-"""Called with the nodes the snapshot's changes touched since the last call (None: any node)."""
+Refresh = Callable[[Changes], object]
+"""Called with the snapshot's changes since the last call (``Changes.nodes``: the nodes touched)."""
 
 
 @dataclass
@@ -74,7 +74,7 @@ _RUNNING: list[GpuWatches] = []
 
 def start(kube: Kube, *, on_change: Refresh, debounce: float) -> GpuWatches:
     """Start the Node and Pod watches and one refresher thread calling ``on_change`` (debounced)
-    with the nodes the changes touched (None: any).
+    with the snapshot's changes.
 
     Called from the operator's startup handler (handlers.py); ``stop_all`` undoes it.
     """
@@ -123,9 +123,8 @@ def gpu_refresher(
     since: int | None = None,
     sleep: Callable[[Any, float], bool] = _sleep,
 ) -> None:
-    """Call ``refresh(changed)`` after the GPU snapshot changed, at most once per ``debounce``
-    seconds; ``changed``: the nodes those changes touched (``ClusterSnapshot.changed_nodes``, None
-    for any).
+    """Call ``refresh(changes)`` after the GPU snapshot changed, at most once per ``debounce``
+    seconds; ``changes.nodes(platform)``: the nodes those changes touched (None for any).
 
     ``stopped``: kopf's DaemonStopped flag, a threading.Event, or anything truthy when done.
     After a change it waits ``debounce`` seconds (more changes are gathered meanwhile), then
@@ -150,6 +149,6 @@ def gpu_refresher(
             return
         previous, seen = seen, snap.changes
         try:
-            refresh(snap.changed_nodes(previous, seen))
+            refresh(Changes(snap, previous, seen))
         except Exception:
             log.exception("GPU status refresh failed; will retry on the next change")

@@ -89,6 +89,20 @@ def test_changed_nodes_is_any_after_a_listing_or_beyond_the_log() -> None:
     assert snap.changed_nodes(since) is None  # older than the log reaches
 
 
+def test_a_change_of_label_ownership_alone_concerns_only_the_platforms_it_moved() -> None:
+    snap = cluster.ClusterSnapshot()
+    snap.replace_all([node("a", labels={"gpu": "on"}, managers=("alpha",))], [])
+    since = snap.changes
+    # beta applies the same label value: only ownership moved (the label was already there).
+    snap.ingest_node(node("a", labels={"gpu": "on"}, managers=("alpha", "beta")))
+    assert snap.changed_nodes(since) == {"a"}
+    assert snap.changed_nodes(since, platform="beta") == {"a"}
+    assert snap.changed_nodes(since, platform="alpha") == frozenset()
+    moved = snap.changes
+    snap.ingest_node(node("a", labels={"gpu": "off"}, managers=("alpha", "beta")))  # a value: everyone
+    assert snap.changed_nodes(moved, platform="alpha") == {"a"}
+
+
 def test_an_unchanged_object_is_no_change() -> None:
     snap = cluster.ClusterSnapshot()
     snap.replace_all([node("a")], [])
@@ -226,12 +240,15 @@ def test_a_gpu_wakeup_stays_gpu_only_unless_a_full_pass_is_asked_for() -> None:
     state = handlers.OperatorState(Settings())
     for name in ("a", "b", "c"):
         state.wakeup(name)
-    state.wake_gpu(None)  # no pass yet: every platform depends on everything
+    snap = cluster.ClusterSnapshot()
+    snap.replace_all([node("a")], [])
+    anything = cluster.Changes(snap, 0, snap.changes)
+    state.wake_gpu(anything)  # no pass yet: every platform depends on everything
     state.wake("b")  # a full pass asked for after the GPU one
     state.wake("c")
-    state.wake_gpu(None)  # a GPU one after a full one: stays full
+    state.wake_gpu(anything)  # a GPU one after a full one: stays full
     assert [state.take_wakeup(n) for n in ("a", "b", "c")] == [True, False, False]
     assert not any(e.is_set() for e in state.wakeups.values())
-    state.wake_gpu(None)
+    state.wake_gpu(anything)
     state.wake_all()
     assert not state.take_wakeup("a")
