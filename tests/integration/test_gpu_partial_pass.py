@@ -132,6 +132,9 @@ def test_an_allocation_change_makes_one_status_write_and_touches_nothing_else(
     assert gpu.SCOPES.depends_on(on, changed, snapshot(cached).node)
     assert not gpu.SCOPES.depends_on(off, changed, snapshot(cached).node)
 
+    last = cached.get(constants.API_VERSION, constants.KIND, on)
+    assert last is not None
+    before_full[on] = last["status"]  # as the last full pass left it
     before = requests(control_plane)
     outcome = run(cached, on, only=handlers.GPU_ONLY)
     delta = requests(control_plane) - before
