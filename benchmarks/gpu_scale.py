@@ -375,7 +375,7 @@ def run_child(kubeconfig: str, stats_path: str, debounce: float) -> None:
         since = cluster.SNAPSHOT.changes  # changes during the first pass trigger the next one
         refresh(name)
         handlers_gpu.gpu_refresher(
-            stopped=stopped, refresh=lambda: refresh(name), debounce=settings.gpu_debounce, since=since
+            stopped=stopped, refresh=lambda _changes: refresh(name), debounce=settings.gpu_debounce, since=since
         )
 
     # The operator's startup handler starts the same watches (handlers.start_cluster_watches);

@@ -7,13 +7,21 @@ Reports, as counts and ratios rather than pass/fail timings:
   - API requests per no-op resync (writes must be 0), with the number of passes taken from the
     operator's own tenant_platform_reconcile_step_duration_seconds_count.
 
+With ``--sizes 50,500`` the platforms are added in stages on one operator (side by side in one
+run): per stage the seconds until all are Ready, then, after ``--settle`` seconds, API requests
+per minute in steady state over ``--window`` seconds (default: one drift interval) and the
+operator's VmRSS. ``--kubectl`` first times ``kubectl apply --server-side`` of the manifests
+``tenant-platform render`` prints for one platform, on a control plane of its own.
+
     .venv/bin/python -m benchmarks.reconcile_bench [--platforms 50] [--json]
+    .venv/bin/python -m benchmarks.reconcile_bench --sizes 50,500 --drift-interval 300 --kubectl
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import tempfile
 import time
@@ -23,7 +31,7 @@ from typing import Any
 import yaml
 
 from benchmarks import apimetrics
-from tenant_platform import devmode
+from tenant_platform import cli, devmode
 from tenant_platform.api import constants
 from tenant_platform.kube.client import Kube
 from tenant_platform.testing import seed
@@ -90,11 +98,21 @@ def wait_ready(kube: Kube, names: list[str], timeout: float) -> tuple[float, int
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--platforms", type=int, default=50)
+    parser.add_argument("--sizes", help="comma-separated platform counts, added in stages (e.g. 50,500)")
     parser.add_argument("--drift-interval", type=float, default=10.0)
     parser.add_argument("--settle", type=float, default=160.0, help="seconds to wait before the idle window")
+    parser.add_argument("--window", type=float, help="steady-state window in seconds (default: one drift interval)")
+    parser.add_argument("--kubectl", action="store_true", help="also time kubectl apply --server-side")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    results: dict[str, Any] = {"platforms": args.platforms, "driftIntervalSeconds": args.drift_interval}
+    sizes = [int(n) for n in args.sizes.split(",")] if args.sizes else [args.platforms]
+    results: dict[str, Any] = {
+        "sizes": sizes,
+        "driftIntervalSeconds": args.drift_interval,
+        "machine": machine(),
+    }
+    if args.kubectl:
+        results["kubectlApplyServerSide"] = kubectl_apply()
     with ControlPlane() as cp, tempfile.TemporaryDirectory() as work:
         admin = Kube.from_kubeconfig(str(cp.kubeconfig_path))
         devmode.install_crd(admin)
@@ -112,47 +130,87 @@ def main() -> None:
                 "converge": {"reads": converge.reads - polls - 1, "writes": converge.writes - 1},
                 "passes": passes(operator.metrics()),
             }
-            # N platforms at once.
-            names = [f"bench-{i:03d}" for i in range(args.platforms)]
-            before = apimetrics.parse(cp.metrics_text())
-            passes_before = passes(operator.metrics())
-            for name in names:
-                admin.apply(platform(name))
-            seconds, polls = wait_ready(admin, names, 900)
-            time.sleep(2)
-            converge = apimetrics.parse(cp.metrics_text()) - before
-            n_passes = passes(operator.metrics()) - passes_before
-            results["many"] = {
-                "secondsToAllReady": round(seconds, 2),
-                "readsPerPlatform": round((converge.reads - polls) / args.platforms, 1),
-                "writesPerPlatform": round((converge.writes - args.platforms) / args.platforms, 1),
-                "passesPerPlatform": round(n_passes / args.platforms, 2),
-            }
-            # No-op resyncs: let time-driven transitions settle first (DNS reports ReloadPending for
-            # 150 s after a Corefile change), then watch a few drift intervals with nothing changing.
-            time.sleep(max(args.drift_interval, args.settle))
-            before = apimetrics.parse(cp.metrics_text())
-            passes_before = passes(operator.metrics())
-            time.sleep(args.drift_interval * 2 + 1)
-            idle = apimetrics.parse(cp.metrics_text()) - before
-            n_passes = passes(operator.metrics()) - passes_before
-            results["noOpResync"] = {
-                "passes": n_passes,
-                "writes": idle.writes,
-                "controlPlaneComponentWrites": idle.control_plane_writes,
-                "readsPerPass": round(idle.reads / max(n_passes, 1), 1),
-                "writeRequests": {
-                    f"{v} {r}": c for (v, r), c in idle.by_verb_resource.items() if v in apimetrics.WRITE_VERBS
-                },
-            }
-            rss = _rss_kib(operator.process.pid)
-            results["operatorRssMiB"] = round(rss / 1024, 1) if rss else None
+            names: list[str] = []
+            results["stages"] = []
+            for size in sizes:
+                results["stages"].append(stage(cp, admin, operator, names, size=size, args=args))
+                print(yaml.safe_dump(results["stages"][-1], sort_keys=False), flush=True)
+            if len(sizes) == 1:  # the single-size report, as before
+                results["many"] = results["stages"][0]["converge"]
+                results["noOpResync"] = results["stages"][0]["steadyState"]
+                results["operatorRssMiB"] = results["stages"][0]["operatorRssMiB"]
         finally:
             operator.stop()
+    results["machine"]["loadAverageAtEnd"] = os.getloadavg()
     if args.json:
         print(json.dumps(results, indent=2))
     else:
         print(yaml.safe_dump(results, sort_keys=False))
+
+
+def stage(cp: ControlPlane, admin: Kube, operator: Any, names: list[str], *, size: int, args: Any) -> dict[str, Any]:
+    """Add platforms up to ``size`` at once; time until all Ready; then the steady state."""
+    new = [f"bench-{i:03d}" for i in range(len(names), size)]
+    names.extend(new)
+    before = apimetrics.parse(cp.metrics_text())
+    passes_before = passes(operator.metrics())
+    for name in new:
+        admin.apply(platform(name))
+    seconds, polls = wait_ready(admin, names, 3600)
+    time.sleep(2)
+    converge = apimetrics.parse(cp.metrics_text()) - before
+    n_passes = passes(operator.metrics()) - passes_before
+    out: dict[str, Any] = {"platforms": size, "added": len(new)}
+    out["converge"] = {
+        "secondsToAllReady": round(seconds, 2),
+        "readsPerPlatform": round((converge.reads - polls) / len(new), 1),
+        "writesPerPlatform": round((converge.writes - len(new)) / len(new), 1),
+        "passesPerPlatform": round(n_passes / len(new), 2),
+    }
+    # Steady state: let time-driven transitions settle first (DNS reports ReloadPending for 150 s
+    # after a Corefile change), then count over a window with nothing changing.
+    time.sleep(max(args.drift_interval if args.window is None else 0.0, args.settle))
+    window = args.window or args.drift_interval
+    before = apimetrics.parse(cp.metrics_text())
+    passes_before = passes(operator.metrics())
+    time.sleep(window)
+    idle = apimetrics.parse(cp.metrics_text()) - before
+    n_passes = passes(operator.metrics()) - passes_before
+    per_minute = 60.0 / window
+    out["steadyState"] = {
+        "windowSeconds": window,
+        "passes": n_passes,
+        "requestsPerMinute": round((idle.reads + idle.writes) * per_minute, 1),
+        "readsPerMinute": round(idle.reads * per_minute, 1),
+        "writesPerMinute": round(idle.writes * per_minute, 1),
+        "readsPerPass": round(idle.reads / max(n_passes, 1), 1),
+        "writes": idle.writes,
+        "controlPlaneComponentWrites": idle.control_plane_writes,
+        "requests": {f"{v} {r}": c for (v, r), c in sorted(idle.by_verb_resource.items()) if v != "WATCH" and c},
+    }
+    rss = _rss_kib(operator.process.pid)
+    out["operatorRssMiB"] = round(rss / 1024, 1) if rss else None
+    out["loadAverage"] = os.getloadavg()
+    return out
+
+
+def kubectl_apply() -> dict[str, Any]:
+    """``kubectl apply --server-side`` of what ``tenant-platform render`` prints for one platform
+    (on a seeded control plane of its own, so its CoreDNS ConfigMap clobbers nothing measured)."""
+    manifests = cli.render_manifests(platform("bench-kubectl"))
+    text = yaml.safe_dump_all(manifests, sort_keys=False)
+    with ControlPlane() as cp:
+        admin = Kube.from_kubeconfig(str(cp.kubeconfig_path))
+        devmode.install_crd(admin)
+        seed.seed_cluster(str(cp.kubeconfig_path))
+        started = time.monotonic()
+        cp.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=text, timeout=300)
+        seconds = time.monotonic() - started
+    return {"manifests": len(manifests), "seconds": round(seconds, 2)}
+
+
+def machine() -> dict[str, Any]:
+    return {"cpus": os.cpu_count(), "loadAverageAtStart": os.getloadavg()}
 
 
 def _rss_kib(pid: int) -> int | None:

@@ -7,7 +7,9 @@ Design (see docs/architecture.md):
 - one async daemon per TenantPlatform runs the level-triggered reconcile loop, so passes of one
   object are serialised by construction; each pass runs in a bounded thread pool. The loop wakes
   on spec/annotation changes (watch events), on requests from steps (``requeue_after``), on
-  watched cluster changes (``wake_all``), and on the drift interval;
+  watched cluster changes (``wake_all``), and on the drift interval; a change to the GPU
+  snapshot wakes only the platforms whose GPU result depends on it, for a GPU-only pass
+  (``wake_gpu``: reconcile.run(only=GPU_ONLY));
 - the watch handler never writes: kopf stores no progress or diff-base annotations for us;
 - deletion runs ``reconcile.cleanup`` behind our finalizer (every step's cleanup, reverse order;
   it reports what blocks in status and gives up after a deadline); this module only turns its
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import logging
 import random
 import threading
@@ -42,6 +45,7 @@ from tenant_platform.kube.backoff import Backoff
 from tenant_platform.kube.client import Kube
 from tenant_platform.kube.events import EventRecorder
 from tenant_platform.observe import cluster
+from tenant_platform.reconcile import gpu
 from tenant_platform.reconcile.target import TargetConnection
 
 log = logging.getLogger("tenant_platform.handlers")
@@ -76,6 +80,9 @@ def retry_backoffs() -> tuple[Backoff, Backoff]:
 
 
 REPORTING_CONTROLLER = f"{constants.GROUP}/tenant-platform-operator"
+GPU_ONLY: frozenset[str] = frozenset({gpu.COMPONENT})
+"""The steps of the pass a GPU snapshot change asks for (the pipeline adds the hand-off when the
+recorded GPU facts changed)."""
 
 
 class OperatorState:
@@ -85,6 +92,8 @@ class OperatorState:
         self.settings = settings
         self.kube = kube
         self.wakeups: dict[str, threading.Event] = {}
+        # Platforms whose pending wakeup asks for a GPU-only pass (any other wakeup: a full one).
+        self.gpu_only: set[str] = set()
         self.seen: dict[str, tuple[int, str]] = {}
         self.lock = threading.Lock()
         # Returns the watched-cluster snapshot steps read (GPU nodes and HAMi pods); set by the
@@ -142,18 +151,49 @@ class OperatorState:
             return self.wakeups.setdefault(name, threading.Event())
 
     def wake(self, name: str) -> None:
-        self.wakeup(name).set()
+        """Ask for a full pass of ``name``."""
+        with self.lock:
+            self.gpu_only.discard(name)
+            self.wakeups.setdefault(name, threading.Event()).set()
 
     def wake_all(self) -> None:
         with self.lock:
-            events = list(self.wakeups.values())
-        for event in events:
-            event.set()
+            self.gpu_only.clear()
+            for event in self.wakeups.values():
+                event.set()
+
+    def wake_gpu(self, changes: cluster.Changes) -> int:
+        """The GPU snapshot changed: wake each platform whose GPU result depends on the nodes the
+        changes touched for it (``changes.nodes(name)``) for a GPU-only pass (a full pass already
+        asked for stays full). Returns how many were woken."""
+        with self.lock:
+            names = list(self.wakeups)
+        lookup = changes.snapshot.node
+        woken = [name for name in names if gpu.SCOPES.depends_on(name, changes.nodes(name), lookup)]
+        with self.lock:
+            for name in woken:
+                event = self.wakeups.get(name)
+                if event is None:
+                    continue
+                if not event.is_set():
+                    self.gpu_only.add(name)
+                event.set()
+        return len(woken)
+
+    def take_wakeup(self, name: str) -> bool:
+        """Clear ``name``'s wakeup; True when what woke it asked only for a GPU-only pass."""
+        with self.lock:
+            event = self.wakeups.setdefault(name, threading.Event())
+            gpu_only = event.is_set() and name in self.gpu_only
+            self.gpu_only.discard(name)
+            event.clear()
+            return gpu_only
 
     def forget(self, name: str) -> None:
         """Drop a deleted platform's wakeup and fingerprint."""
         with self.lock:
             self.wakeups.pop(name, None)
+            self.gpu_only.discard(name)
             self.seen.pop(name, None)
             self._pass_locks.pop(name, None)
         self.targets.release(name)
@@ -183,14 +223,15 @@ def current() -> OperatorState:
 
 @kopf.on.startup()
 def start_cluster_watches(**_: Any) -> None:
-    """Watch Nodes and Pods into the GPU snapshot; any change wakes every platform (debounced).
+    """Watch Nodes and Pods into the GPU snapshot; a change wakes the platforms it concerns for a
+    GPU-only pass (debounced, ``OperatorState.wake_gpu``).
 
     NB: plain list-and-watch threads, not kopf handlers: at 2,000 nodes and 20,000 pods kopf's
     per-object machinery did not get through the initial listing (docs/gpu.md).
     """
     state = current()
     state.observed_provider = lambda: cluster.SNAPSHOT
-    handlers_gpu.start(state.client(), on_change=state.wake_all, debounce=state.settings.gpu_debounce)
+    handlers_gpu.start(state.client(), on_change=state.wake_gpu, debounce=state.settings.gpu_debounce)
 
 
 @kopf.on.cleanup()
@@ -237,27 +278,28 @@ def on_platform_event(name: str, body: kopf.Body, **_: Any) -> None:
         state.wake(name)
 
 
-def reconcile_once(name: str) -> float:
-    """One pass for one platform (fresh read, under its pass lock); returns seconds until the next."""
+def reconcile_once(name: str, *, gpu_only: bool = False) -> tuple[float, bool]:
+    """One pass for one platform (fresh read, under its pass lock): (seconds until the next pass,
+    whether it was a partial, GPU-only one)."""
     state = current()
     with state.pass_lock(name):
         started = time.monotonic()
         with state.lock:
             state.running[name] = started
         try:
-            return _pass(state, name)
+            return _pass(state, name, gpu_only=gpu_only)
         finally:
             with state.lock:
                 state.running.pop(name, None)
                 state.last_pass_end = time.monotonic()
 
 
-def _pass(state: OperatorState, name: str) -> float:
+def _pass(state: OperatorState, name: str, *, gpu_only: bool) -> tuple[float, bool]:
     kube = state.client()
     settings = state.settings
     body = kube.get(constants.API_VERSION, constants.KIND, name)
     if body is None or body.get("metadata", {}).get("deletionTimestamp"):
-        return settings.drift_interval
+        return settings.drift_interval, False
     outcome = reconcile.run(
         body,
         kube=kube,
@@ -265,12 +307,13 @@ def _pass(state: OperatorState, name: str) -> float:
         now=state.clock(),
         observed=state.observed_provider(),
         observe_target=state.observe_target,
+        only=GPU_ONLY if gpu_only else None,
     )
     _post_events(state, body, outcome.transitions, outcome.events)
     wait = settings.drift_interval
     if outcome.requeue_after is not None:
         wait = min(wait, max(outcome.requeue_after, 1.0))
-    return wait
+    return wait, outcome.partial
 
 
 def _post_events(
@@ -302,21 +345,30 @@ async def platform_loop(name: str, stopped: kopf.DaemonStopped, logger: Logger, 
     """
     state = current()
     wakeup = state.wakeup(name)
-    wakeup.set()
+    state.wake(name)
     loop = asyncio.get_running_loop()
     # The next pass comes at a wakeup or after ``wait``: the drift interval, or sooner when the
     # last pass asked (a step's requeue_after) or failed. The first pass runs at once; later
     # waits look at the wakeup only after one poll, so a burst of changes costs one more pass.
+    # A GPU-only pass keeps the time the last full pass set for the next one (``due``), so GPU
+    # churn never postpones the drift check.
     wait = state.settings.drift_interval
+    due = time.monotonic()
     first = True
     on_error, on_crash = retry_backoffs()
     while not stopped:
         if not await _wait(wakeup, stopped, wait, first_check=first):
             break
         first = False
-        wakeup.clear()
+        gpu_only = state.take_wakeup(name) and time.monotonic() < due
         try:
-            wait = await loop.run_in_executor(state.executor(), reconcile_once, name)
+            wait, partial = await loop.run_in_executor(
+                state.executor(), functools.partial(reconcile_once, name, gpu_only=gpu_only)
+            )
+            if partial:
+                wait = min(wait, max(0.0, due - time.monotonic()))
+            else:
+                due = time.monotonic() + wait
             on_error.reset()
             on_crash.reset()
         except errors.KubeError as exc:

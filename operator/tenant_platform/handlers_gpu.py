@@ -12,9 +12,11 @@ through the initial listing within several minutes of CPU time. A plain list-and
 tells exactly when the first listing is complete (``SNAPSHOT.synced``), and relists after a
 watch gap so deleted objects cannot linger. kopf still runs everything about TenantPlatforms.
 
-``gpu_refresher`` runs in one thread for the whole operator: it waits for snapshot changes and
-wakes every platform's loop at most once per debounce window, so a busy cluster causes one pass
-(and at most one status write) per window per platform, not one per pod event.
+``gpu_refresher`` runs in one thread for the whole operator: it waits for snapshot changes and,
+at most once per debounce window, hands the nodes they touched to ``on_change``
+(handlers.OperatorState.wake_gpu wakes the platforms that depend on them for a GPU-only pass), so
+a busy cluster causes one partial pass (and at most one status write) per window per affected
+platform, not one per pod event.
 """
 
 from __future__ import annotations
@@ -28,9 +30,12 @@ from typing import Any
 
 from tenant_platform.kube.client import Kube
 from tenant_platform.observe import cluster
-from tenant_platform.observe.cluster import ClusterSnapshot, Reflector
+from tenant_platform.observe.cluster import Changes, ClusterSnapshot, Reflector
 
 log = logging.getLogger("tenant_platform.gpu")
+
+Refresh = Callable[[Changes], object]
+"""Called with the snapshot's changes since the last call (``Changes.nodes``: the nodes touched)."""
 
 
 @dataclass
@@ -67,8 +72,9 @@ def start_watches(kube: Kube, snapshot: ClusterSnapshot | None = None, *, watch_
 _RUNNING: list[GpuWatches] = []
 
 
-def start(kube: Kube, *, on_change: Callable[[], None], debounce: float) -> GpuWatches:
-    """Start the Node and Pod watches and one refresher thread calling ``on_change`` (debounced).
+def start(kube: Kube, *, on_change: Refresh, debounce: float) -> GpuWatches:
+    """Start the Node and Pod watches and one refresher thread calling ``on_change`` (debounced)
+    with the snapshot's changes.
 
     Called from the operator's startup handler (handlers.py); ``stop_all`` undoes it.
     """
@@ -110,14 +116,15 @@ def _sleep(stopped: Any, seconds: float) -> bool:
 def gpu_refresher(
     *,
     stopped: Any,
-    refresh: Callable[[], None],
+    refresh: Refresh,
     debounce: float,
     snapshot: ClusterSnapshot | None = None,
     poll: float = 1.0,
     since: int | None = None,
     sleep: Callable[[Any, float], bool] = _sleep,
 ) -> None:
-    """Call ``refresh()`` after the GPU snapshot changed, at most once per ``debounce`` seconds.
+    """Call ``refresh(changes)`` after the GPU snapshot changed, at most once per ``debounce``
+    seconds; ``changes.nodes(platform)``: the nodes those changes touched (None for any).
 
     ``stopped``: kopf's DaemonStopped flag, a threading.Event, or anything truthy when done.
     After a change it waits ``debounce`` seconds (more changes are gathered meanwhile), then
@@ -126,7 +133,8 @@ def gpu_refresher(
     bounds how long a stop request can go unnoticed. ``since``: the change counter already
     handled (default: the current one). ``sleep`` is injectable for tests.
 
-    The operator runs one, started by ``start`` with ``refresh`` waking every platform.
+    The operator runs one, started by ``start`` with ``refresh`` waking the platforms whose GPU
+    result depends on the changed nodes for a GPU-only pass (handlers.py).
 
     A caller that runs a first pass itself should read ``snapshot.changes`` before that pass and
     pass it as ``since``, so changes made during the pass trigger the next one.
@@ -139,9 +147,9 @@ def gpu_refresher(
             continue
         if sleep(stopped, debounce):
             return
-        seen = snap.changes
+        previous, seen = seen, snap.changes
         try:
-            refresh()
+            refresh(Changes(snap, previous, seen))
         except Exception:
             log.exception("GPU status refresh failed; will retry on the next change")
 

@@ -229,7 +229,7 @@ def test_refresher_coalesces_a_burst_into_one_refresh() -> None:
             snap.ingest_pod(pod(f"burst-{i}"))
         return False
 
-    def refresh() -> None:
+    def refresh(changes: cluster.Changes) -> None:
         calls.append(snap.changes)
         stopped.set()
 
@@ -258,7 +258,7 @@ def test_refresher_survives_a_failing_refresh_and_stops() -> None:
     stopped = threading.Event()
     attempts: list[int] = []
 
-    def refresh() -> None:
+    def refresh(changes: cluster.Changes) -> None:
         attempts.append(1)
         if len(attempts) == 2:
             stopped.set()

@@ -20,6 +20,16 @@ from tenant_platform.hami.locks import PodLookup
 from tenant_platform.hami.names import DEFAULT_NAMES, ResourceNames, hami_annotation
 
 
+def detect(node: NodeLike, names: ResourceNames, selectors: Sequence[Selector]) -> tuple[str, ...]:
+    """Every source that makes ``node`` a GPU node (none: it is not one)."""
+    advertised = advertised_by(
+        labels=node.labels, annotations=node.annotations, capacity=node.capacity, count_resource=names.count
+    )
+    return detected_by(
+        advertised=advertised, labels=node.labels, runtime_handlers=node.runtime_handlers, selectors=tuple(selectors)
+    )
+
+
 @dataclass(frozen=True)
 class GpuFacts:
     """What the gpu step read: the snapshot's nodes and HAMi pods, HAMi's resource names, the
@@ -45,18 +55,7 @@ class GpuFacts:
         """GPU node -> every source that makes it one (hami/health.py SOURCES)."""
         out: dict[str, tuple[str, ...]] = {}
         for node in self.nodes.values():
-            advertised = advertised_by(
-                labels=node.labels,
-                annotations=node.annotations,
-                capacity=node.capacity,
-                count_resource=self.names.count,
-            )
-            sources = detected_by(
-                advertised=advertised,
-                labels=node.labels,
-                runtime_handlers=node.runtime_handlers,
-                selectors=self.selectors,
-            )
+            sources = detect(node, self.names, self.selectors)
             if sources:
                 out[node.name] = sources
         return out

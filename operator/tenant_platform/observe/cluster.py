@@ -15,7 +15,12 @@ come from hami/names.py):
   HAMi placed them, what they hold, bind phase, container counts and init exit codes.
 
 ``changes`` counts relevant changes (a node heartbeat that changes nothing we keep does not
-count), so a refresher can wait with ``wait_for_change`` and debounce status writes. ``synced``
+count), so a refresher can wait with ``wait_for_change`` and debounce status writes;
+``changed_nodes(since)`` says which nodes those changes touched (a pod counts for the node HAMi
+placed it on), or None for "any": a complete listing, or more changes than the bounded log keeps.
+A node change that only moved which label keys platforms' field managers own is kept apart: it
+touches the node only for those platforms (``changed_nodes(..., platform=)``), so one platform
+labelling a node does not wake every other platform. ``synced``
 is True once both kinds had a complete listing; ``stale_since`` is when a kind last stopped being
 current (no complete listing yet, a relist in progress, a watch failing), None while both are.
 
@@ -30,8 +35,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, TypeVar
@@ -56,6 +62,8 @@ KINDS: Final = frozenset({"nodes", "pods"})
 # Pods that ended are of no interest; the API server filters them out of lists and watches (a
 # pod that ends arrives as DELETED).
 LIVE_PODS: Final = "status.phase!=Succeeded,status.phase!=Failed"
+# How many changes ``changed_nodes`` can look back over (older ones read as "any node").
+CHANGE_LOG: Final = 10_000
 
 __all__ = [
     "KINDS",
@@ -63,6 +71,7 @@ __all__ = [
     "LIVE_PODS",
     "MAX_NODE_NAME",
     "SNAPSHOT",
+    "Changes",
     "ClusterSnapshot",
     "ClusterView",
     "NodeInfo",
@@ -104,6 +113,9 @@ class ClusterSnapshot:
         self._pods: dict[tuple[str, str], PodInfo] = {}
         self._by_node: dict[str, dict[tuple[str, str], PodInfo]] = {}
         self._changes = 0
+        # (change number, nodes it touched or None for any, the platforms it concerns or None for
+        # all), one entry per change.
+        self._log: deque[tuple[int, tuple[str, ...] | None, frozenset[str] | None]] = deque(maxlen=CHANGE_LOG)
         self._synced_kinds: set[str] = set()
         self._clock = clock or (lambda: datetime.now(UTC))
         started = self._clock()
@@ -168,9 +180,36 @@ class ClusterSnapshot:
         with self._cond:
             return len(self._nodes) + len(self._pods)
 
-    def _bump(self) -> None:
+    def _bump(self, *nodes: str, only: frozenset[str] | None = None) -> None:
+        """One more change, touching ``nodes`` (none named: any node); ``only``: it concerns only
+        these platforms (their label ownership moved)."""
         self._changes += 1
+        self._log.append((self._changes, nodes or None, only))
         self._cond.notify_all()
+
+    def changed_nodes(
+        self, since: int, upto: int | None = None, *, platform: str | None = None
+    ) -> frozenset[str] | None:
+        """The nodes the changes after ``since`` (up to ``upto``) touched; None when any may have
+        changed (a listing replaced a kind, the snapshot became synced, or the log no longer
+        reaches back to ``since``). With ``platform``: leaving out changes that only moved other
+        platforms' label ownership."""
+        with self._cond:
+            last = self._changes if upto is None else upto
+            if last <= since:
+                return frozenset()
+            if not self._log or self._log[0][0] > since + 1:
+                return None
+            touched: set[str] = set()
+            for number, nodes, only in reversed(self._log):
+                if number <= since:
+                    break
+                if number > last or (platform is not None and only is not None and platform not in only):
+                    continue
+                if nodes is None:
+                    return None
+                touched.update(nodes)
+            return frozenset(touched)
 
     # ---- feeding -------------------------------------------------------------------------------
 
@@ -191,10 +230,11 @@ class ClusterSnapshot:
         with self._cond:
             if info is None:
                 return self._forget_node(name)
-            if self._nodes.get(name) == info:
+            old = self._nodes.get(name)
+            if old == info:
                 return False
             self._nodes[name] = info
-            self._bump()
+            self._bump(name, only=_owners_moved(old, info))
             return True
 
     def forget_node(self, name: str) -> bool:
@@ -205,7 +245,7 @@ class ClusterSnapshot:
     def _forget_node(self, name: str) -> bool:
         if self._nodes.pop(name, None) is None:
             return False
-        self._bump()
+        self._bump(name)
         return True
 
     def ingest_pod(self, body: Mapping[str, Any]) -> bool:
@@ -223,7 +263,7 @@ class ClusterSnapshot:
                 self._unindex(old, key)
             self._pods[key] = info
             self._by_node.setdefault(info.node, {})[key] = info
-            self._bump()
+            self._bump(info.node, *((old.node,) if old is not None and old.node != info.node else ()))
             return True
 
     def forget_pod(self, namespace: str, name: str) -> bool:
@@ -235,7 +275,7 @@ class ClusterSnapshot:
         if old is None:
             return False
         self._unindex(old, key)
-        self._bump()
+        self._bump(old.node)
         return True
 
     def _unindex(self, old: PodInfo, key: tuple[str, str]) -> None:
@@ -302,6 +342,11 @@ class ClusterSnapshot:
                 stale_why=stale[1] if stale else "",
             )
 
+    def node(self, name: str) -> NodeInfo | None:
+        """One node as kept now (no copy of the rest)."""
+        with self._cond:
+            return self._nodes.get(name)
+
     def wait_for_change(self, since: int, timeout: float) -> int:
         """Block until ``changes`` exceeds ``since`` or ``timeout`` passes; return ``changes``."""
         deadline = time.monotonic() + max(0.0, timeout)
@@ -312,6 +357,28 @@ class ClusterSnapshot:
                     break
                 self._cond.wait(remaining)
             return self._changes
+
+
+def _owners_moved(old: NodeInfo | None, new: NodeInfo) -> frozenset[str] | None:
+    """The platforms whose label ownership is all that differs between ``old`` and ``new``; None
+    when anything else differs."""
+    if old is None or replace(old, label_managers=new.label_managers) != new:
+        return None
+    before, after = old.label_managers, new.label_managers
+    return frozenset(p for p in before.keys() | after.keys() if before.get(p) != after.get(p))
+
+
+@dataclass(frozen=True)
+class Changes:
+    """The snapshot's changes between two change numbers (what the GPU refresher hands on)."""
+
+    snapshot: ClusterSnapshot
+    since: int
+    upto: int
+
+    def nodes(self, platform: str | None = None) -> frozenset[str] | None:
+        """The nodes they touched (for ``platform``: see ``ClusterSnapshot.changed_nodes``)."""
+        return self.snapshot.changed_nodes(self.since, self.upto, platform=platform)
 
 
 # The operator process's snapshot, fed by handlers_gpu.py.

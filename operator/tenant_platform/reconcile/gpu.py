@@ -47,21 +47,24 @@ ConfigMap in ``spec.gpu.hami.configMapNamespace`` when it exists.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
 from tenant_platform import metrics
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.hami import capacity, config, health, names
-from tenant_platform.hami.health import HealthFacts
+from tenant_platform.hami.facts import detect
+from tenant_platform.hami.health import HealthFacts, Selector
 from tenant_platform.hami.labels import plan_labels
 from tenant_platform.hami.names import ResourceNames
 from tenant_platform.hami.verdict import GpuFacts, GpuVerdict, evaluate, wanted_labels
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube, Obj
 from tenant_platform.observe import cluster
-from tenant_platform.observe.cluster import ClusterSnapshot, ClusterView
+from tenant_platform.observe.cluster import ClusterSnapshot, ClusterView, NodeInfo
 from tenant_platform.reconcile.base import CleanupResult, StepContext, StepResult, api_error_condition
 from tenant_platform.reconcile.gpu_health import read_health, read_selectors
 from tenant_platform.reconcile.gpu_labels import LabelWrites, apply_labels, apply_node_labels, label_manager, node_gone
@@ -230,6 +233,77 @@ def report(ctx: StepContext, decided: GpuVerdict, writes: LabelWrites) -> StepRe
     )
 
 
+# -- what a platform's GPU result depends on (for GPU-only passes) ------------------------------------
+
+
+@dataclass(frozen=True)
+class GpuScope:
+    """What one platform's last GPU pass depended on: whether its GPU part is on, its GPU nodes, and
+    what made them GPU nodes (HAMi's resource names, the selectors). The operator's GPU refresher
+    (handlers.py) asks ``depends_on`` before waking a platform for a GPU-only pass."""
+
+    enabled: bool
+    gpu_nodes: frozenset[str]
+    names: ResourceNames
+    selectors: tuple[Selector, ...]
+
+    def depends_on(self, platform: str, changed: frozenset[str] | None, node: Callable[[str], NodeInfo | None]) -> bool:
+        """True when a change to the ``changed`` nodes (None: any) may change this platform's GPU
+        result: a node that was a GPU node, is one now, or carries this platform's labels. A
+        HAMi pod counts for the node it is placed on (observe/cluster.py)."""
+        if not self.enabled:
+            return False  # GPUReady is Disabled whatever the nodes say
+        if changed is None or not changed.isdisjoint(self.gpu_nodes):
+            return True
+        for name in changed:
+            info = node(name)
+            if info is not None and (platform in info.label_managers or detect(info, self.names, self.selectors)):
+                return True
+        return False
+
+
+class GpuScopes:
+    """Each platform's ``GpuScope`` as of its last pass (process-wide, like the GPU gauges). Equal
+    node sets are stored once, so 500 platforms over 5,000 nodes hold one set, not 500."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._scopes: dict[str, GpuScope] = {}
+        self._sets: dict[frozenset[str], frozenset[str]] = {}
+
+    def remember(self, platform: str, scope: GpuScope) -> None:
+        with self._lock:
+            shared = self._sets.get(scope.gpu_nodes)
+            if shared is None:
+                if len(self._sets) >= 16:
+                    self._sets.clear()
+                shared = self._sets[scope.gpu_nodes] = scope.gpu_nodes
+            self._scopes[platform] = dataclasses.replace(scope, gpu_nodes=shared)
+
+    def forget(self, platform: str) -> None:
+        with self._lock:
+            self._scopes.pop(platform, None)
+
+    def depends_on(self, platform: str, changed: frozenset[str] | None, node: Callable[[str], NodeInfo | None]) -> bool:
+        """See ``GpuScope.depends_on``; a platform without a pass yet depends on everything."""
+        with self._lock:
+            scope = self._scopes.get(platform)
+        return scope is None or scope.depends_on(platform, changed, node)
+
+
+SCOPES: Final = GpuScopes()
+
+
+def scope_of(platform: TenantPlatform, facts: GpuFacts) -> GpuScope:
+    spec = platform.spec.gpu
+    return GpuScope(
+        enabled=spec.node_labels.enabled or spec.hami.enabled,
+        gpu_nodes=frozenset(facts.gpu_nodes),
+        names=facts.names,
+        selectors=facts.selectors,
+    )
+
+
 # -- the step -------------------------------------------------------------------------------------
 
 
@@ -243,6 +317,8 @@ class GpuStep:
 
     def reconcile(self, ctx: StepContext) -> StepResult:
         facts = gather(ctx)
+        if not ctx.dry_run and facts.synced:
+            SCOPES.remember(ctx.name, scope_of(ctx.platform, facts))
         wanted = wanted_labels(ctx.platform)
         plan = plan_labels(facts.nodes, set(facts.gpu_nodes), wanted, platform=ctx.name, dry_run=ctx.dry_run)
         writes = apply_labels(ctx.kube, plan, platform=ctx.name, nodes=facts.nodes, wanted=wanted)
@@ -251,6 +327,7 @@ class GpuStep:
     def cleanup(self, ctx: StepContext) -> CleanupResult:
         """Release every node label this platform's field manager owns (others' stay)."""
         metrics.forget_gpu(ctx.name)
+        SCOPES.forget(ctx.name)
         nodes = ctx.kube.list("v1", "Node")
         snapshot = ClusterSnapshot()
         snapshot.replace_all(nodes, ())

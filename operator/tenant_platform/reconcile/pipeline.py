@@ -2,15 +2,16 @@
 
 Both parse the body once, run every step (``registry.STEPS``, then the ``HANDOFF``; ``cleanup`` in reverse order),
 never let one step abort another, compute the new status once and write it through
-``statuswriter.write``. Neither imports kopf: the handlers turn an outcome into events, the next
-wakeup, or kopf's retry.
+``statuswriter.write``. ``run(only=...)`` is a partial pass: only the named steps run (the
+hand-off too when the recorded facts changed), the other concerns keep their conditions.
+Neither imports kopf: the handlers turn an outcome into events, the next wakeup, or kopf's retry.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -20,7 +21,7 @@ import pydantic
 from tenant_platform import metrics
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
-from tenant_platform.api.reasons import Common, Summary
+from tenant_platform.api.reasons import Common, Summary, allowed, member
 from tenant_platform.api.status.recorded import Recorded
 from tenant_platform.config import Settings
 from tenant_platform.kube import errors
@@ -47,6 +48,8 @@ Event = tuple[str, str, str]
 ObserveTarget = Callable[[TenantPlatform, "targets.TargetConnection"], Any]
 """Returns the watched snapshot of a reached target (handlers_gpu), or None: steps read per pass."""
 
+# Status sections several steps contribute to (a partial pass merges them with the old ones).
+SHARED_SECTIONS = ("checks", "managed")
 # Give up on cleanup after this long and release the finalizer (saying what was left behind).
 DELETION_DEADLINE_SECONDS = 600.0
 
@@ -61,6 +64,8 @@ class Outcome:
     transitions: list[Transition] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
     results: dict[str, StepResult] = field(default_factory=dict)
+    partial: bool = False
+    """Only the steps named by ``run(only=...)`` ran (and the hand-off, if the facts changed)."""
 
 
 @dataclass
@@ -105,12 +110,16 @@ def run(
     dry_run: bool = False,
     write_status: bool = True,
     observe_target: ObserveTarget | None = None,
+    only: Collection[str] | None = None,
 ) -> Outcome:
     """Reconcile one TenantPlatform body; write its status when it changed (unless dry_run).
 
     With ``spec.target`` every step works in the target cluster (``reconcile.target.connect``)
     and ``observed`` (this cluster's snapshot) is not used: ``observe_target`` gives the target's,
     if any. Status is written here, in the cluster ``kube`` talks to.
+
+    ``only``: step names for a partial pass (see ``carried_conditions`` for when it falls back to
+    a full one); ``Outcome.partial`` says which it was.
     """
     old_status: dict[str, Any] = dict(body.get("status") or {})
     old_conditions: list[dict[str, Any]] = list(old_status.get("conditions") or [])
@@ -166,18 +175,23 @@ def run(
         claims=claims,
         management=kube if connection is not None else None,
     )
+    carried = carried_conditions(old_status, generation, only) if only is not None else None
+    if carried is not None:  # a partial pass starts from the facts every step recorded last time
+        ctx.recorded = Recorded.parse(old_status.get("recorded"))
     results: dict[str, StepResult] = {}
     if connection is not None and connection.verdict.recorded is not None:
         ctx.target_uid = connection.verdict.recorded.cluster_uid
         ctx.record({"target": connection.verdict.recorded.dump()})
         results["target"] = StepResult(conditions=[connection.verdict.condition])
     for step in registry.STEPS:
-        results[step.name] = _run_timed(step, ctx)
+        if carried is None or step.name in (only or ()):
+            results[step.name] = _run_timed(step, ctx)
     # The hand-off is a phase of its own, after every concern: it reads all they recorded
     # (ctx.recorded, typed), whatever the order of registry.STEPS.
-    results[registry.HANDOFF.name] = _run_timed(registry.HANDOFF, ctx)
+    if carried is None or ctx.recorded.dump() != old_status.get("recorded"):
+        results[registry.HANDOFF.name] = _run_timed(registry.HANDOFF, ctx)
 
-    new_status, summary = status_and_summary(platform, old_status, results, ctx.recorded, now=now)
+    new_status, summary = status_and_summary(platform, old_status, results, ctx.recorded, now=now, carried=carried)
     _note_unknown_fields(platform, new_status)
     new_conditions = new_status["conditions"]
     requeues = [r.requeue_after for r in results.values() if r.requeue_after]
@@ -196,7 +210,35 @@ def run(
         statuswriter.transitions(old_conditions, new_conditions),
         ctx.events,
         results,
+        partial=carried is not None,
     )
+
+
+def carried_conditions(old_status: dict[str, Any], generation: int, only: Collection[str]) -> list[Condition] | None:
+    """The old conditions of the concerns a partial pass running ``only`` does not run, or None
+    when only a full pass gives a faithful status: the last full pass saw another generation, or
+    left the platform in progress (Reconciling True: which concerns were converging on their own
+    is not in status, and the summary needs it), or a concern condition is missing or carries a
+    reason the catalogue lacks (another operator version wrote it)."""
+    old = list(old_status.get("conditions") or [])
+    reconciling = conditions.get(old, constants.RECONCILING) or {}
+    if old_status.get("observedGeneration") != generation or reconciling.get("status") != "False":
+        return None
+    if reconciling.get("reason") not in (Summary.RECONCILED, Summary.PROGRESS_DEADLINE_EXCEEDED):
+        return None
+    running = {t for step in registry.STEPS if step.name in only for t in step.condition_types}
+    carried = []
+    for type_ in constants.CONCERN_TYPES:
+        cond = conditions.get(old, type_)
+        if type_ in running:
+            continue
+        if cond is None or cond.get("status") not in ("True", "False", "Unknown"):
+            return None
+        reason = str(cond.get("reason") or "")
+        if reason not in allowed(type_):
+            return None
+        carried.append(Condition(type_, cond["status"], member(reason), str(cond.get("message") or "")))
+    return carried
 
 
 def unknown_fields_note(platform: TenantPlatform) -> str:
@@ -294,9 +336,15 @@ def compute_status(
     recorded: Recorded,
     *,
     now: datetime,
+    carried: Sequence[Condition] | None = None,
 ) -> dict[str, Any]:
-    """The whole new status: conditions (with the summary), recorded facts, step sections."""
-    return status_and_summary(platform, old_status, results, recorded, now=now)[0]
+    """The whole new status: conditions (with the summary), recorded facts, step sections.
+
+    ``carried`` (a partial pass): the conditions of the concerns whose steps did not run, kept as
+    they are; the summary is computed over them and ``results`` together, and the status
+    sections of the steps that did not run are kept too.
+    """
+    return status_and_summary(platform, old_status, results, recorded, now=now, carried=carried)[0]
 
 
 def status_and_summary(
@@ -306,10 +354,11 @@ def status_and_summary(
     recorded: Recorded,
     *,
     now: datetime,
+    carried: Sequence[Condition] | None = None,
 ) -> tuple[dict[str, Any], conditions.Summary]:
     """``compute_status`` and the summary it used (whose ``stalls_in`` schedules the next pass)."""
     generation = platform.generation
-    concerns: dict[str, Condition] = {}
+    concerns: dict[str, Condition] = {cond.type: cond for cond in carried or ()}
     progressing: list[str] = []
     for result in results.values():
         for cond in result.conditions:
@@ -353,6 +402,13 @@ def status_and_summary(
                 status[section] = {**status[section], **value}
             else:
                 status[section] = value
+    if carried is not None:  # a partial pass: the sections of the steps that did not run stay
+        kept = {k: v for k, v in old_status.items() if k not in ("conditions", "recorded", "observedGeneration")}
+        for section, value in kept.items():
+            if section in SHARED_SECTIONS and isinstance(value, dict) and isinstance(status.get(section), dict):
+                status[section] = {**value, **status[section]}
+            else:
+                status.setdefault(section, value)
     status["recorded"] = recorded.dump()
     status["conditions"] = updated["conditions"]
     all_ran = not any(r.failed for r in results.values())
