@@ -213,7 +213,8 @@ class TargetSnapshots:
     def _start(self, key: tuple[str, str, str], kube: Kube) -> GpuWatches:
         watches = start_watches(kube.sibling(), ClusterSnapshot(), watch_timeout=self._watch_timeout)
 
-        def wake_users() -> None:
+        def wake_users(_changes: object = None) -> None:
+            """Every platform on this target runs a full pass (no partial passes across clusters)."""
             with self._lock:
                 entry = self._targets.get(key)
                 names = sorted(entry.users) if entry is not None else []
