@@ -201,6 +201,8 @@ def deployment_env(namespace: str) -> dict[str, str]:
             env[item["name"]] = str(item["value"])
         elif item.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == "metadata.namespace":
             env[item["name"]] = namespace
+        elif item.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == "metadata.name":
+            env[item["name"]] = "tenant-platform-operator-image-test"  # the pod's name (the Lease identity)
         else:
             raise AssertionError(f"unexpected env source in {DEPLOYMENT.name}: {item}")
     return env
