@@ -236,6 +236,9 @@ def test_hami_not_ready_and_two_device_plugins_on_one_node(world: tuple[World, l
         }
     )
     # HAMi's plugin selects the labelled node; NVIDIA's (the GPU operator's) selects it too.
+    # DaemonSets are cluster-wide facts for every later test's GPU step: removed after this test.
+    w.track("apps/v1", "DaemonSet", "hami-device-plugin", hami_ns)
+    w.track("apps/v1", "DaemonSet", "nvidia-device-plugin-daemonset", operator_ns)
     w.kube.create(
         daemonset(
             "hami-device-plugin",
