@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from tests.hami_support import Pod, no_owner
 
 from tenant_platform.api import reasons
 from tenant_platform.api.models import TenantPlatform
@@ -34,24 +35,6 @@ V210 = (
 ONE_CARD = json.dumps(
     [{"id": "GPU-lab", "count": 10, "devmem": 24576, "devcore": 100, "type": "NVIDIA L4", "health": True}]
 )
-
-
-@dataclass(frozen=True)
-class Pod:
-    """A PodLike for tests."""
-
-    namespace: str = "ml"
-    name: str = "p"
-    phase: str = "Pending"
-    bind_phase: str = "allocating"
-    allocated: str = ""
-    init_containers: int = 0
-    app_containers: int = 1
-    init_exit_codes: tuple[int | None, ...] = ()
-
-
-def no_owner(namespace: str, name: str) -> None:
-    return None
 
 
 def lab_node(*pods: Pod) -> capacity.NodeCapacity:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
+from tests.hami_support import Pod, no_owner
 
 from tenant_platform.hami import allocations, capacity, config, fit, locks, names, register
 from tenant_platform.hami.allocations import CardUse, ContainerDevice
@@ -50,24 +50,6 @@ def card(
 
 def register_json(*cards: dict[str, object]) -> str:
     return json.dumps(list(cards))
-
-
-@dataclass(frozen=True)
-class Pod:
-    """A PodLike for tests."""
-
-    namespace: str = "ml"
-    name: str = "p"
-    phase: str = "Pending"
-    bind_phase: str = "allocating"
-    allocated: str = ""
-    init_containers: int = 0
-    app_containers: int = 1
-    init_exit_codes: tuple[int | None, ...] = ()
-
-
-def no_owner(namespace: str, name: str) -> None:
-    return None
 
 
 # -- register --------------------------------------------------------------------------------------

@@ -5,11 +5,13 @@ exception), the pod or node is named in a bounded note, and what reaches status 
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from tests.hami_support import HamiPod, no_owner
 
 from tenant_platform.api import reasons
 from tenant_platform.api.models import TenantPlatform
@@ -51,20 +53,8 @@ HOSTILE_ALLOCATIONS = [
 ]
 
 
-@dataclass(frozen=True)
-class Pod:
-    namespace: str = "attacker"
-    name: str = "evil"
-    phase: str = "Pending"
-    bind_phase: str = "allocating"
-    allocated: str = ""
-    init_containers: int = 0
-    app_containers: int = 1
-    init_exit_codes: tuple[int | None, ...] = ()
-
-
-def no_owner(namespace: str, name: str) -> None:
-    return None
+# Pods default to the attacker's namespace here.
+Pod = functools.partial(HamiPod, namespace="attacker", name="evil")
 
 
 @pytest.mark.parametrize(("value", "fragment"), [pytest.param(v, f, id=i) for i, v, f in HOSTILE_ALLOCATIONS])
