@@ -17,12 +17,24 @@ echo "== mypy --strict" >&2
 .venv/bin/mypy
 echo "== import layering" >&2
 .venv/bin/lint-imports
+
+# The oldest supported control plane builds in the background, at the lowest CPU priority, while
+# the main suite runs (the suite mostly waits on the API server and the operator; a cold build of
+# Kubernetes takes minutes of CPU that would otherwise come after it). Cached, it returns at once.
+OLDEST=1.30
+oldest_log=$(mktemp)
+start=$(date +%s)
+setsid -w bash -c "TENANT_PLATFORM_K8S=$OLDEST TENANT_PLATFORM_PROGRESS_SECONDS=60 exec nice -n 19 hack/build-control-plane.sh" \
+  >/dev/null 2>"$oldest_log" &
+oldest_build=$!
+# A failing suite ends this script: take the background build (its process group) with it.
+trap 'kill -- -"$oldest_build" 2>/dev/null || true; rm -f "$oldest_log"' EXIT
+
 echo "== pytest (Kubernetes $(hack/build-control-plane.sh --versions | head -1), the whole suite)" >&2
 .venv/bin/pytest "$@"
 
 # The oldest supported minor: CRD CEL rules, admission policies (the pod guard battery and its
 # type checking, the node guard), server-side apply ownership and drift, the operator end to end.
-OLDEST=1.30
 VERSION_SENSITIVE=(
   tests/integration/test_controlplane.py
   tests/integration/test_crd_validation.py
@@ -32,10 +44,14 @@ VERSION_SENSITIVE=(
   tests/integration/test_gpu.py
   tests/e2e/test_operator.py
 )
-start=$(date +%s)
-echo "== control plane for Kubernetes $OLDEST (built once, then cached)" >&2
-TENANT_PLATFORM_K8S=$OLDEST hack/build-control-plane.sh >/dev/null
+echo "== control plane for Kubernetes $OLDEST (built once, then cached; started beside the suite)" >&2
+if ! wait "$oldest_build"; then
+  cat "$oldest_log" >&2
+  echo "building the Kubernetes $OLDEST control plane failed (log above)" >&2
+  exit 1
+fi
+grep -v 'still running' "$oldest_log" >&2 || true
 built=$(date +%s)
 echo "== pytest (Kubernetes $OLDEST, the version-sensitive part)" >&2
 TENANT_PLATFORM_K8S=$OLDEST .venv/bin/pytest -p no:cacheprovider "${VERSION_SENSITIVE[@]}"
-echo "== Kubernetes $OLDEST: control plane $((built - start))s, tests $(($(date +%s) - built))s" >&2
+echo "== Kubernetes $OLDEST: control plane ready $((built - start))s after the suite began, tests $(($(date +%s) - built))s" >&2

@@ -7,12 +7,15 @@ sharing istio-system.
 from __future__ import annotations
 
 import copy
+import json
+import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from networking_support import body, delete_namespace, only, run, writes
 from tests.support import create_namespace
 
@@ -22,6 +25,7 @@ from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube
 from tenant_platform.reconcile import gateway, installer, mesh, namespaces
 from tenant_platform.status import gateway as check
+from tenant_platform.testing import tools
 from tenant_platform.testing.controlplane import ControlPlane
 
 GW = ("networking.istio.io/v1", "Gateway")
@@ -235,6 +239,74 @@ def test_a_virtualservice_from_another_namespace_does_not_bind_the_domain(
 
 
 VS = ("networking.istio.io/v1", "VirtualService")
+
+
+def istioctl_unbound_routes(istioctl: Path, objects: list[dict[str, Any]]) -> set[str]:
+    """``namespace/name`` of the VirtualServices istioctl's analyzer finds no Gateway host for (IST0132)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "objects.yaml"
+        path.write_text(yaml.safe_dump_all(objects))
+        proc = subprocess.run(
+            [str(istioctl), "analyze", "--use-kube=false", "--all-namespaces", "-o", "json", str(path)],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
+        )
+    # analyze exits non-zero when it reports warnings; the JSON on stdout is the verdict.
+    assert proc.stdout.strip().startswith("["), proc.stderr
+    messages = json.loads(proc.stdout)
+    return {m["origin"].removeprefix("VirtualService ") for m in messages if m["code"] == "IST0132"}
+
+
+def test_istioctl_analyze_binds_only_the_tenants_route(
+    kube: Kube, unique_name: str, make_platform: Callable[..., dict[str, Any]], gateways: list[str]
+) -> None:
+    """Istio's own analyzer (istioctl, built from the Go module proxy) judges the Gateway the
+    operator served on the real API server: a route for the platform's domain binds from the
+    tenant's namespace only. Against the bare-host rendering the same attacker route binds, so the
+    judge tells the two apart. Runs when istioctl is already built (`hack/build-tools.sh
+    istioctl`), as the injected-pod fixtures' regeneration does: its cold build takes many minutes.
+    """
+    istioctl = tools.cached_tool_path("istioctl")
+    if istioctl is None:
+        pytest.skip("istioctl is not built; `hack/build-tools.sh istioctl` builds it (then this test runs)")
+    gateways.append(unique_name)
+    attacker_ns = f"{unique_name}-x"
+    platform = make_platform(unique_name, unique_name, gateway={"name": unique_name})
+    domain = platform["spec"]["domain"]
+    assert only(run(gateway.STEP, kube, platform))[:2] == ("True", Reason.PROGRAMMED)
+    for ns in (unique_name, attacker_ns):
+        create_namespace(kube, ns)
+    try:
+        for ns in (unique_name, attacker_ns):
+            kube.create(virtual_service(ns, domain, f"{ISTIO}/{unique_name}"))
+        stored = [
+            kube.get(*GW, unique_name, ISTIO),
+            kube.get(*VS, "route", unique_name),
+            kube.get(*VS, "route", attacker_ns),
+        ]
+        objects = [strip_server_fields(o) for o in stored if o is not None]
+        assert len(objects) == 3
+        assert istioctl_unbound_routes(istioctl, objects) == {f"{attacker_ns}/route"}
+        bare = copy.deepcopy(objects)
+        for server in bare[0]["spec"]["servers"]:
+            server["hosts"] = [domain]
+        assert istioctl_unbound_routes(istioctl, bare) == set()
+    finally:
+        for ns in (unique_name, attacker_ns):
+            delete_namespace(kube, ns)
+
+
+def strip_server_fields(obj: dict[str, Any]) -> dict[str, Any]:
+    """The object as a user would write it: what the API server added (managedFields, uid...) removed."""
+    meta = obj["metadata"]
+    return {
+        "apiVersion": obj["apiVersion"],
+        "kind": obj["kind"],
+        "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
+        "spec": obj["spec"],
+    }
 
 
 def virtual_service(namespace: str, host: str, gateway_ref: str) -> dict[str, Any]:
