@@ -480,7 +480,8 @@ def cleanup(
         metrics.record_deletion_started(name, started)
     if started is not None and (now - started).total_seconds() > deadline:
         logger.error("giving up cleanup of %s after the deadline: %s", name, message)
-        give_up = ("Warning", Summary.DELETION_BLOCKED.value, "Gave up cleanup: " + message)
+        left = f" {targets.left_behind(platform)}" if connection is not None and connection.kube is None else ""
+        give_up = ("Warning", Summary.DELETION_BLOCKED.value, "Gave up cleanup: " + message + left)
         return _finished(name, message=message, gave_up=True, events=[give_up], results=results)
 
     old_status: dict[str, Any] = dict(body.get("status") or {})
