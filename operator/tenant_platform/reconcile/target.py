@@ -49,6 +49,17 @@ class TargetConnection:
         return (self.secret.namespace, self.secret.name, self.secret.key)
 
 
+@dataclass(frozen=True)
+class TargetObservation:
+    """What the operator watches in a reached target (handlers_gpu.TargetSnapshots): the GPU
+    snapshot (``StepContext.observed``) and the target's read cache, a client for the same
+    target whose watched facts (GPUReady's health reads) are served from its own watches. None
+    where not watched: the pass reads from the target's API."""
+
+    observed: Any
+    kube: Kube | None
+
+
 def gather(
     platform: TenantPlatform, management: Kube, clients: remote.TargetClients
 ) -> tuple[TargetFacts, Kube | None, str]:
