@@ -10,7 +10,8 @@ platform remains; a hand-made Gateway, Secret, ConfigMap and policy labelled lik
 managed by us) stay, and so does everything of a second platform on the same tenant. A deletion
 interrupted between requests (an admission policy in the tenant refuses one delete) resumes on the
 next attempt from what the objects' labels say. A target not reached at deletion blocks it, then
-gives up after the deadline with an event naming what may be left.
+gives up after the deadline with an event naming what may be left. A hand-made policy carrying
+our pod guard's exact name (but not our labels) survives cleanup.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from tenant_platform.config import Settings
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube
 from tenant_platform.reconcile import pipeline
+from tenant_platform.render import podguard as render_pg
 from tenant_platform.testing import seed
 from tenant_platform.testing.controlplane import ControlPlane
 from tenant_platform.testing.tenants import TenantAPIServer
@@ -384,3 +386,32 @@ def test_unreachable_target_blocks_deletion_then_gives_up_naming_what_is_left(
         f"CoreDNS rewrite of {unique_name}.example.com",
     ):
         assert named in message, (named, message)
+
+
+def test_cleanup_leaves_a_hand_made_policy_with_our_exact_name(crd: Kube, make_platform: Any, unique_name: str) -> None:
+    """The pod guard's names are known, but a policy of that name without our labels is not ours."""
+    make_platform(unique_name, unique_name)
+    names = render_pg.guard_names(unique_name)
+    policy = {
+        "apiVersion": ADMISSION,
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": names.pod_guard, "labels": {constants.LABEL_PLATFORM: unique_name}},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "resourceRules": [
+                    {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}
+                ]
+            },
+            "validations": [{"expression": "true"}],
+        },
+    }
+    crd.create(policy)
+    try:
+        body = crd.get(constants.API_VERSION, constants.KIND, unique_name)
+        assert body is not None
+        outcome = reconcile.cleanup(body, kube=crd, settings=SETTINGS, now=datetime.now(UTC), write_status=False)
+        assert outcome.finished, outcome.message
+        assert crd.get(ADMISSION, "ValidatingAdmissionPolicy", names.pod_guard) is not None
+    finally:
+        crd.delete(ADMISSION, "ValidatingAdmissionPolicy", names.pod_guard)
