@@ -311,7 +311,7 @@ def test_deleting_a_target_platform_leaves_nothing_of_it_in_the_target(
 
 
 def test_local_cleanup_deletes_the_gateway_and_certificate_too(
-    crd: Kube, make_platform: Any, unique_name: str, seeded: ControlPlane
+    crd: Kube, make_platform: Any, unique_name: str, seeded: ControlPlane, as_operator: Kube
 ) -> None:
     """Belt and braces: locally the explicit delete runs as well (garbage collection would follow
     the ownerReference only after the platform is gone, and not at all once it was stripped)."""
@@ -335,7 +335,8 @@ def test_local_cleanup_deletes_the_gateway_and_certificate_too(
     crd.merge_patch(*GATEWAY, f"{unique_name}-gw", {"metadata": {"ownerReferences": None}}, namespace="istio-system")
     body = crd.get(constants.API_VERSION, constants.KIND, unique_name)
     assert body is not None
-    outcome = reconcile.cleanup(body, kube=crd, settings=SETTINGS, now=datetime.now(UTC), write_status=False)
+    # As the operator's own ServiceAccount under deploy/base/rbac.yaml (RBAC and the fences).
+    outcome = reconcile.cleanup(body, kube=as_operator, settings=SETTINGS, now=datetime.now(UTC), write_status=False)
     assert outcome.finished, outcome.message
     assert crd.get(*GATEWAY, f"{unique_name}-gw", "istio-system") is None
     assert crd.get("v1", "Secret", f"{unique_name}-tls", "istio-system") is None
