@@ -111,7 +111,12 @@ class OperatorState:
         # Set to stop the operator (main.run passes it to kopf as its stop flag).
         self.stopping = threading.Event()
         # spec.target: the Node and Pod watches of each target cluster (docs/fleet.md).
-        self.targets = handlers_gpu.TargetSnapshots(wake=self.wake, debounce=settings.gpu_debounce)
+        self.targets = handlers_gpu.TargetSnapshots(
+            wake=self.wake,
+            debounce=settings.gpu_debounce,
+            hami_namespaces=settings.cache_hami_namespaces,
+            mesh_namespace=settings.cache_mesh_namespace,
+        )
 
     def events(self) -> EventRecorder:
         """The recorder every pass and deletion posts its events through."""
@@ -199,10 +204,11 @@ class OperatorState:
         self.targets.release(name)
 
     def observe_target(self, platform: TenantPlatform, connection: TargetConnection) -> Any:
-        """The watched snapshot of a platform's target cluster (reconcile.run's ``observe_target``)."""
+        """The watched snapshot and read cache of a platform's target cluster (reconcile.run's
+        ``observe_target``)."""
         if connection.kube is None:
             return None
-        return self.targets.snapshot(platform.name, connection.key, connection.resource_version, connection.kube)
+        return self.targets.observe(platform.name, connection.key, connection.resource_version, connection.kube)
 
 
 _installed: list[OperatorState] = []

@@ -78,6 +78,7 @@ class CachedKube(Kube):
         node_sample_ttl: float = 600.0,
         watch_timeout: int = 300,
         clock: Callable[[], float] = time.monotonic,
+        watcher: Kube | None = None,
     ) -> None:
         super().__init__(base.api)
         self.counter = base.counter
@@ -88,10 +89,14 @@ class CachedKube(Kube):
         self.clock = clock
         # NB: each informer holds one pooled connection for its long-poll watch; they get a client
         # of their own with room for all, so reconcile requests never wait for (or evict) them.
-        configuration = copy.copy(base.api.configuration)
-        configuration.connection_pool_maxsize = len(scopes) + 2
-        watcher = Kube(kubernetes.client.ApiClient(configuration))
-        watcher.counter = base.counter
+        # ``watcher``: such a client built by the caller (a target's, whose TLS context is not in
+        # its configuration: kube/remote.py ``watch_client``).
+        if watcher is None:
+            configuration = copy.copy(base.api.configuration)
+            configuration.connection_pool_maxsize = len(scopes) + 2
+            watcher = Kube(kubernetes.client.ApiClient(configuration))
+            watcher.counter = base.counter
+        self.watcher = watcher
         self.informers = [Informer(watcher, s, listener=self._listener(s), watch_timeout=watch_timeout) for s in scopes]
         self._lock = threading.Lock()
         self._reviews: dict[tuple[Any, ...], tuple[bool, str]] = {}

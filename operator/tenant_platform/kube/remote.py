@@ -219,6 +219,20 @@ class _BoundedPool(urllib3.PoolManager):
         return super().urlopen(method, url, redirect, **kw)
 
 
+def watch_client(kube: Kube, maxsize: int) -> Kube:
+    """A client with the same credentials as ``kube`` (a client this module built) and a pool of
+    its own holding ``maxsize`` connections, for long-poll watches (a per-target read cache): the
+    TLS context (CA, client certificate) is the one already loaded, nothing is read again."""
+    pool = kube.api.rest_client.pool_manager
+    api = kubernetes.client.ApiClient(kube.api.configuration)
+    if isinstance(pool, _BoundedPool):
+        kw = {**pool.connection_pool_kw, "maxsize": maxsize}
+        api.rest_client.pool_manager = _BoundedPool(num_pools=2, **kw)
+    watcher = Kube(api)
+    watcher.counter = kube.counter
+    return watcher
+
+
 def close(kube: Kube) -> None:
     """Close a client's connections (a rotated or forgotten target)."""
     with contextlib.suppress(Exception):  # closing is best effort

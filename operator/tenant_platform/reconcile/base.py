@@ -245,7 +245,42 @@ def owner_of(obj: Obj) -> str:
 
 
 def selector(platform_name: str, component: str) -> str:
-    return f"{constants.LABEL_PLATFORM}={platform_name},{constants.LABEL_COMPONENT}={component}"
+    """Our three labels: a hand-made object labelled with the platform (and component) but not
+    managed by us never matches, so pruning and cleanup never touch it."""
+    return (
+        f"{constants.LABEL_MANAGED_BY}={constants.MANAGED_BY_VALUE},"
+        f"{constants.LABEL_PLATFORM}={platform_name},{constants.LABEL_COMPONENT}={component}"
+    )
+
+
+def delete_outside_namespaces(ctx: StepContext, component: str, api_version: str, kind: str) -> list[str]:
+    """Delete this platform's ``component`` children of one kind outside its own namespaces, in
+    every namespace (cleanup). Locally these carry an ownerReference and garbage collection would
+    remove them too, but only once the TenantPlatform is gone; in a target cluster (spec.target)
+    nothing owns them, so this delete is the only one. Selected by our three labels, checked again
+    on each object, deleted with its uid as precondition: a hand-made object, another platform's,
+    or one recreated meanwhile is never deleted. Children inside the platform's namespaces follow
+    its deletionPolicy (the namespaces step). Idempotent: a kind not served, or nothing left, is
+    done. Returns what was deleted ("Kind namespace/name"); raises KubeError."""
+    try:
+        listed = ctx.kube.list(api_version, kind, label_selector=selector(ctx.name, component))
+    except errors.NotFound:  # the kind is not served: nothing of ours can exist
+        return []
+    deleted: list[str] = []
+    own = set(ctx.platform.spec.all_namespaces)
+    for item in listed:
+        meta = item.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        if owner_of(item) != ctx.name or labels.get(constants.LABEL_COMPONENT) != component:
+            continue
+        if meta.get("namespace") in own or meta.get("deletionTimestamp"):
+            continue
+        if ctx.dry_run:
+            deleted.append(f"{kind} {meta.get('namespace') or '-'}/{meta['name']} (dry run)")
+            continue
+        if ctx.kube.delete(api_version, kind, meta["name"], meta.get("namespace"), uid=meta.get("uid")):
+            deleted.append(f"{kind} {meta.get('namespace') or '-'}/{meta['name']}")
+    return deleted
 
 
 def stamp(obj: Obj, ctx: StepContext, component: str, *, owned: bool = True) -> Obj:

@@ -10,9 +10,10 @@ or prunes the trust ConfigMap, sets the seconds-to-expiry gauge and reports. Rea
 ``issuer: SelfSigned``: the operator issues an ECDSA P-256 certificate for the domain (and
 ``*.domain``, tenant_platform/issuance.py) when the Secret is missing or unusable, and re-issues
 it once it is within ``renewBefore`` of expiry. The Secret carries our labels and an
-ownerReference; a Secret of that name that is not ours is never overwritten (Conflict). The
-write is conditional on the Secret as read (create, or apply with its resourceVersion), so a
-stale pass never replaces a newer certificate and a repeated pass issues nothing new.
+ownerReference (none in a target cluster; cleanup deletes it by name and labels, locally too);
+a Secret of that name that is not ours is never overwritten (Conflict). The write is conditional
+on the Secret as read (create, or apply with its resourceVersion), so a stale pass never replaces
+a newer certificate and a repeated pass issues nothing new.
 ``issuer: External``: verify only.
 
 When the certificate is not publicly trusted, its CA (or the self-signed certificate itself) is
@@ -38,12 +39,24 @@ from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Obj
-from tenant_platform.reconcile.base import CleanupResult, StepContext, StepResult, apply_children, owner_of, stamp
+from tenant_platform.reconcile.base import (
+    CleanupResult,
+    StepContext,
+    StepResult,
+    apply_children,
+    owner_of,
+    selector,
+    stamp,
+)
 from tenant_platform.render import certs as render_certs
+from tenant_platform.render import gateway as render_gateway
 from tenant_platform.status import edgecert
 
 COMPONENT = "edgecert"
 CONFIG_MAP = ("v1", "ConfigMap")
+GATEWAY = (render_gateway.API_VERSION, render_gateway.KIND)
+GATEWAY_COMPONENT = "gateway"
+"""The gateway step's component label (steps do not import each other)."""
 
 
 def gather(ctx: StepContext) -> edgecert.EdgeCertFacts:
@@ -65,6 +78,26 @@ def gather(ctx: StepContext) -> edgecert.EdgeCertFacts:
     )
 
 
+def issued_secret_names(ctx: StepContext) -> set[tuple[str, str]]:
+    """(namespace, name) of every Secret this platform may have issued (read by name, never listed)."""
+    spec = ctx.platform.spec
+    names = {(spec.gateway.namespace, spec.edge_certificate.secret_name)}
+    recorded = (ctx.platform.status.get("recorded") or {}).get("edgeCertificate") or {}
+    if recorded.get("namespace") and recorded.get("secretName"):
+        names.add((str(recorded["namespace"]), str(recorded["secretName"])))
+    try:
+        gateways = ctx.kube.list(*GATEWAY, label_selector=selector(ctx.name, GATEWAY_COMPONENT))
+    except errors.NotFound:  # Gateways not served
+        gateways = []
+    for gateway in gateways:
+        namespace = str((gateway.get("metadata") or {}).get("namespace") or "")
+        for server in (gateway.get("spec") or {}).get("servers") or []:
+            credential = str(((server or {}).get("tls") or {}).get("credentialName") or "")
+            if namespace and credential:
+                names.add((namespace, credential))
+    return names
+
+
 class EdgeCertStep:
     name = COMPONENT
     condition_types: tuple[str, ...] = (constants.EDGE_CERTIFICATE_READY,)
@@ -74,10 +107,32 @@ class EdgeCertStep:
         return [render_certs.render_trust_config_map(platform, None)]
 
     def cleanup(self, ctx: StepContext) -> CleanupResult:
-        # The Secret we issued is owned (garbage collection removes it); the trust ConfigMap lives
-        # in the tenant namespace and follows deletionPolicy with the namespace's contents.
+        """Delete the self-signed certificate Secrets we issued outside the platform's namespaces.
+
+        Locally they are owned (garbage collection would remove them once the platform is gone);
+        in a target cluster nothing owns them. Secrets are read by name only (the operator may not
+        list them): the spec's, the one status.recorded names, and every ``credentialName`` of our
+        Gateways (cleanup runs in reverse step order, so they are still there; a name the spec no
+        longer gives is found through them). Deleted only when it carries our three labels (uid
+        precondition). The trust ConfigMap lives in the tenant namespace and follows
+        deletionPolicy with the namespace's contents."""
         metrics.record_edge_certificate_expiry(ctx.name, ctx.platform.spec.edge_certificate.secret_name, None)
-        return CleanupResult(True)
+        deleted: list[str] = []
+        own = set(ctx.platform.spec.all_namespaces)
+        for namespace, name in sorted(issued_secret_names(ctx)):
+            if namespace in own:
+                continue
+            live = ctx.kube.get("v1", "Secret", name, namespace)
+            if live is None or owner_of(live) != ctx.name:
+                continue
+            meta = live["metadata"]
+            if (meta.get("labels") or {}).get(constants.LABEL_COMPONENT) != COMPONENT or meta.get("deletionTimestamp"):
+                continue
+            if ctx.dry_run:
+                deleted.append(f"Secret {namespace}/{name} (dry run)")
+            elif ctx.kube.delete("v1", "Secret", name, namespace, uid=meta.get("uid")):
+                deleted.append(f"Secret {namespace}/{name}")
+        return CleanupResult(True, "Deleted " + ", ".join(deleted) if deleted else "")
 
     def action(self, platform: TenantPlatform) -> str:
         return "check the edge certificate"

@@ -5,11 +5,14 @@ it, the gateway Service), ``status.gateway.evaluate`` (pure) decides the Gateway
 condition and what to record, and ``reconcile`` applies and reports.
 
 ``Managed``: the Gateway (render/gateway.py) is applied with server-side apply, owned by the
-TenantPlatform (a cluster-scoped owner may own a namespaced child in any namespace), and restored
-when someone edits it. After the apply the step evaluates again with what the API server
-returned, so a field another manager added is still caught. A Gateway of that name that does not
-carry our labels, or carries another platform's, is reported as Conflict and never overwritten.
-Gateways of ours that the spec no longer names (a rename or namespace move) are pruned.
+TenantPlatform (a cluster-scoped owner may own a namespaced child in any namespace; not in a
+target cluster), and restored when someone edits it. After the apply the step evaluates again
+with what the API server returned, so a field another manager added is still caught. A Gateway
+of that name that does not carry our labels, or carries another platform's, is reported as
+Conflict and never overwritten.
+Gateways of ours that the spec no longer names (a rename or namespace move) are pruned. Cleanup
+deletes ours outside the platform's namespaces by our labels, locally and in a target cluster
+(where no ownerReference exists for garbage collection to follow).
 
 ``External``: nothing is written; the existing Gateway is verified and every missing piece is
 named. Switching from Managed to External leaves the Gateway we wrote in place.
@@ -30,7 +33,14 @@ from dataclasses import replace
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.kube.client import Obj
-from tenant_platform.reconcile.base import CleanupResult, StepContext, StepResult, apply_children, owner_of
+from tenant_platform.reconcile.base import (
+    CleanupResult,
+    StepContext,
+    StepResult,
+    apply_children,
+    delete_outside_namespaces,
+    owner_of,
+)
 from tenant_platform.render import gateway as render_gateway
 from tenant_platform.status import dnsguard
 from tenant_platform.status import gateway as check
@@ -47,9 +57,11 @@ def gather(ctx: StepContext) -> check.GatewayFacts:
     if not ctx.kube.served(*GATEWAY):
         return check.GatewayFacts(kind_served=False)
     live = ctx.kube.get(*GATEWAY, gw.name, gw.namespace)
-    # Who holds the domain (status/dnsguard.py): every platform's claim, and the Gateways of ours
-    # that serve it. Both lists come from the read cache (TenantPlatforms; children by our label).
-    claims = dnsguard.claims_of(ctx.kube.list(constants.API_VERSION, constants.KIND))
+    # Who holds the domain (status/dnsguard.py): the claim of every platform preparing this
+    # cluster (with spec.target they live in the management cluster, not in ``ctx.kube``), and the
+    # Gateways of ours that serve it. Both lists come from the read cache (TenantPlatforms;
+    # children by our label).
+    claims = dnsguard.claims_of(ctx.platforms())
     serving = tuple(
         (owner_of(g), f"{g['metadata'].get('namespace', '')}/{g['metadata'].get('name', '')}")
         for g in ctx.kube.list(*GATEWAY, label_selector=constants.LABEL_PLATFORM)
@@ -76,8 +88,11 @@ class GatewayStep:
         return render_gateway.render(platform)
 
     def cleanup(self, ctx: StepContext) -> CleanupResult:
-        # The Gateway is owned through its ownerReference: garbage collection removes it.
-        return CleanupResult(True)
+        """Delete our Gateways outside the platform's namespaces (every namespace: a renamed or
+        moved one too). Locally garbage collection would remove them through the ownerReference
+        once the platform is gone; in a target cluster nothing owns them (docs/fleet.md)."""
+        deleted = delete_outside_namespaces(ctx, COMPONENT, *GATEWAY)
+        return CleanupResult(True, "Deleted " + ", ".join(deleted) if deleted else "")
 
     def action(self, platform: TenantPlatform) -> str:
         return f"reconcile Gateway {platform.spec.gateway.namespace}/{platform.spec.gateway.name}"

@@ -46,7 +46,8 @@ Event = tuple[str, str, str]
 """(type "Normal"|"Warning", reason, message) for an event on the TenantPlatform."""
 
 ObserveTarget = Callable[[TenantPlatform, "targets.TargetConnection"], Any]
-"""Returns the watched snapshot of a reached target (handlers_gpu), or None: steps read per pass."""
+"""Returns what is watched of a reached target (handlers_gpu): a ``targets.TargetObservation``
+(its GPU snapshot and read cache) or the snapshot alone, or None: steps read per pass."""
 
 # Status sections several steps contribute to (a partial pass merges them with the old ones).
 SHARED_SECTIONS = ("checks", "managed")
@@ -163,6 +164,9 @@ def run(
             return Outcome(new_status, written, requeue, moved, [], failed)
         work = connection.kube
         observed = observe_target(platform, connection) if observe_target is not None else None
+        if isinstance(observed, targets.TargetObservation):  # the target's snapshot and read cache
+            work = observed.kube or work
+            observed = observed.observed
     claims = NamespaceClaims(platform, work)
     ctx = StepContext(
         platform=platform,
@@ -480,7 +484,8 @@ def cleanup(
         metrics.record_deletion_started(name, started)
     if started is not None and (now - started).total_seconds() > deadline:
         logger.error("giving up cleanup of %s after the deadline: %s", name, message)
-        give_up = ("Warning", Summary.DELETION_BLOCKED.value, "Gave up cleanup: " + message)
+        left = f" {targets.left_behind(platform)}" if connection is not None and connection.kube is None else ""
+        give_up = ("Warning", Summary.DELETION_BLOCKED.value, "Gave up cleanup: " + message + left)
         return _finished(name, message=message, gave_up=True, events=[give_up], results=results)
 
     old_status: dict[str, Any] = dict(body.get("status") or {})

@@ -47,6 +47,7 @@ from tenant_platform.reconcile.base import (
     apply_children,
     child_labels,
     key,
+    owner_of,
     selector,
 )
 from tenant_platform.render import podguard as render_pg
@@ -330,22 +331,26 @@ class PodGuardStep:
     # ---- cleanup --------------------------------------------------------------------------------
 
     def cleanup(self, ctx: StepContext) -> CleanupResult:
-        """Delete both bindings, then both policies (ours by name and by label)."""
+        """Delete both bindings, then both policies: every one carrying our three labels (by
+        label, and by name; a hand-made object of our name is left alone), uid as precondition."""
         if ctx.dry_run:
             return CleanupResult(True, "dry run: nothing deleted")
         names = render_pg.guard_names(ctx.name)
         deleted: list[str] = []
         try:
             for kind in (_BINDING, _POLICY):
-                targets = {names.pod_guard, names.exec_guard}
                 try:
                     listed = ctx.kube.list(_API, kind, label_selector=selector(ctx.name, COMPONENT))
                 except errors.NotFound:
-                    listed = []  # not served: nothing of ours can exist
-                    targets = set()
-                targets |= {str(o["metadata"]["name"]) for o in listed}
-                for name in sorted(targets):
-                    if ctx.kube.delete(_API, kind, name):
+                    continue  # not served: nothing of ours can exist
+                found = {str(o["metadata"]["name"]): o for o in listed}
+                for name in (names.pod_guard, names.exec_guard):
+                    if name not in found and (live := ctx.kube.get(_API, kind, name)) is not None:
+                        found[name] = live
+                for name, obj in sorted(found.items()):
+                    if owner_of(obj) != ctx.name:
+                        continue
+                    if ctx.kube.delete(_API, kind, name, uid=obj["metadata"].get("uid")):
                         deleted.append(f"{kind} {name}")
         except errors.KubeError as exc:
             return CleanupResult(False, f"Could not delete the pod guard: {exc.message or exc}")

@@ -22,6 +22,7 @@ from tenant_platform.api.models import SecretRef, TenantPlatform
 from tenant_platform.kube import errors, remote
 from tenant_platform.kube.client import Kube
 from tenant_platform.reconcile import statuswriter
+from tenant_platform.render import podguard as render_pg
 from tenant_platform.status import conditions
 from tenant_platform.status.target import TargetFacts, TargetVerdict, evaluate
 
@@ -46,6 +47,17 @@ class TargetConnection:
     def key(self) -> tuple[str, str, str]:
         """(namespace, name, key) of the kubeconfig Secret: what identifies the target."""
         return (self.secret.namespace, self.secret.name, self.secret.key)
+
+
+@dataclass(frozen=True)
+class TargetObservation:
+    """What the operator watches in a reached target (handlers_gpu.TargetSnapshots): the GPU
+    snapshot (``StepContext.observed``) and the target's read cache, a client for the same
+    target whose watched facts (GPUReady's health reads) are served from its own watches. None
+    where not watched: the pass reads from the target's API."""
+
+    observed: Any
+    kube: Kube | None
 
 
 def gather(
@@ -133,3 +145,26 @@ def report_unreachable(
     if summary.stalls_in is not None:
         requeue = min(requeue, max(1.0, summary.stalls_in + 1.0))
     return new_status, written, requeue
+
+
+def left_behind(platform: TenantPlatform) -> str:
+    """What a platform whose target was not reached at deletion may have left there: every kind
+    and place a step writes, from the spec (and the target recorded last), for the event that
+    releases the finalizer (docs/fleet.md). Nothing is read: the target did not answer."""
+    spec = platform.spec
+    recorded = (platform.status.get("recorded") or {}).get("target") or {}
+    where = str(recorded.get("server") or "the target cluster")
+    guard = render_pg.guard_names(platform.name)
+    parts = [
+        f"namespaces {', '.join(spec.all_namespaces)} (deletionPolicy {spec.deletion_policy}) with the "
+        "installer identity, install values and trust ConfigMap",
+        f"ValidatingAdmissionPolicies and bindings {guard.pod_guard}, {guard.exec_guard}",
+    ]
+    if spec.gateway.management == "Managed":
+        parts.append(f"Gateway {spec.gateway.namespace}/{spec.gateway.name}")
+    if spec.edge_certificate.issuer == "SelfSigned":
+        parts.append(f"Secret {spec.gateway.namespace}/{spec.edge_certificate.secret_name}")
+    if spec.dns.management == "CoreDNS":
+        parts.append(f"the CoreDNS rewrite of {spec.domain}")
+    parts.append("GPU node labels and storage write-test objects, if any")
+    return f"Possibly left in {where} (labelled {constants.LABEL_PLATFORM}={platform.name}): " + "; ".join(parts) + "."

@@ -1,0 +1,65 @@
+"""What a deletion that gave up on an unreachable target names (reconcile.target.left_behind), and
+what a target's read cache holds (handlers_gpu.target_cache_scopes). Pure: no cluster."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tenant_platform.api.models import TenantPlatform
+from tenant_platform.handlers_gpu import target_cache_scopes
+from tenant_platform.reconcile.target import left_behind
+
+
+def platform(**spec: Any) -> TenantPlatform:
+    body = {
+        "apiVersion": "tenancy.dev/v1alpha1",
+        "kind": "TenantPlatform",
+        "metadata": {"name": "lab", "uid": "u"},
+        "spec": {
+            "namespace": "kamiwaza",
+            "domain": "lab.example.com",
+            "target": {"clusterAPI": {"namespace": "capi", "cluster": "lab"}},
+            **spec,
+        },
+        "status": {"recorded": {"target": {"server": "https://10.0.0.1:6443"}}},
+    }
+    return TenantPlatform.from_body(body)
+
+
+@pytest.mark.parametrize(
+    ("spec", "present", "absent"),
+    [
+        (
+            {},
+            ["https://10.0.0.1:6443", "namespaces kamiwaza (deletionPolicy Retain)", "Gateway istio-system/"],
+            ["Secret istio-system/"],
+        ),
+        ({"edgeCertificate": {"issuer": "SelfSigned", "secretName": "tls"}}, ["Secret istio-system/tls"], []),
+        ({"gateway": {"management": "External"}}, [], ["Gateway "]),
+        ({"dns": {"management": "Disabled"}}, [], ["CoreDNS"]),
+        ({"dns": {"management": "CoreDNS"}}, ["the CoreDNS rewrite of lab.example.com"], []),
+        ({"deletionPolicy": "Delete"}, ["(deletionPolicy Delete)"], []),
+        ({}, ["tenant-platform-lab-pod-guard", "tenant-platform-lab-exec-guard", "GPU node labels"], []),
+    ],
+)
+def test_left_behind_names_every_kind_a_step_may_have_written(
+    spec: dict[str, Any], present: list[str], absent: list[str]
+) -> None:
+    text = left_behind(platform(**spec))
+    for part in present:
+        assert part in text, (part, text)
+    for part in absent:
+        assert part not in text, (part, text)
+
+
+def test_target_cache_holds_gpu_health_facts_per_hami_namespace() -> None:
+    scopes = {(s.kind, s.namespace, s.name) for s in target_cache_scopes(("kube-system", "hami"), "istio-system")}
+    assert ("DaemonSet", None, None) in scopes
+    assert ("RuntimeClass", None, None) in scopes
+    assert ("Namespace", None, None) in scopes
+    for ns in ("kube-system", "hami"):
+        assert ("Deployment", ns, None) in scopes
+        assert ("ConfigMap", ns, "hami-scheduler-device") in scopes
+    assert not any(kind == "Secret" for kind, _, _ in scopes)
