@@ -161,7 +161,8 @@ AMEND_ROWS = [
         False,
         reasons.PodGuard.ENFORCING,
         "True",
-        "is still needed: this platform's guard does not yet deny in every namespace the platform names.",
+        "is still needed: this platform's guard does not yet deny in every namespace the platform names, or was "
+        "written only in this pass.",
         id="a namespace not owned: still needed",
     ),
     pytest.param(

@@ -152,8 +152,12 @@ class PodGuardStep:
             hand = gather_hand_made(ctx)
             facts = self._enforce(ctx, facts, hand)
         verdict = pg.evaluate(platform, facts, dry_run=ctx.dry_run)
+        # Redundant only once the guard was already in place when this pass began (nothing of it
+        # written now): the API server has had a whole requeue interval to load it.
+        settled = facts.applied.written == 0 and "podGuard" not in ctx.status_written
         everywhere = (
-            facts.param is not None
+            settled
+            and facts.param is not None
             and set(platform.spec.all_namespaces) <= set(facts.param.namespaces)
             and pg.in_effect(facts, platform_name=platform.name, dry_run=ctx.dry_run) == "Deny"
         )

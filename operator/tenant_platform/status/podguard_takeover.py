@@ -9,7 +9,8 @@ the shared guard's, by name), so nothing hand-made is deleted by it; instead:
 1. while a hand-made binding opted in (or one naming an opted-in policy) denies, this platform's
    guard starts at Deny for ``Staged`` too (``denies``; status/podguard.target), so the guard never
    steps down when the admin deletes the hand-made one;
-2. once this platform's guard denies in every namespace the platform names, PodGuardReady says
+2. once this platform's guard denies in every namespace the platform names, and was in place
+   already when the pass began (the API server has loaded it), PodGuardReady says
    the hand-made objects are redundant (``HandMadeGuardRedundant``, still True) and names the
    command that deletes them; before, the message says why they are still needed. Nothing is
    ever without enforcement: the hand-made guard stays until an admin deletes it.
@@ -131,7 +132,8 @@ def amend(platform: TenantPlatform, verdict: Verdict, hand: HandMade | None, *, 
     """The pod guard verdict with what the hand-made guard and the leftovers call for.
 
     ``denies_everywhere``: this platform's guard is in place at Deny over every namespace the
-    platform names. A condition that reports a problem is kept (a note added).
+    platform names, and nothing of it was written in this pass. A condition that reports a
+    problem is kept (a note added).
     """
     if hand is None:
         return verdict
@@ -166,6 +168,6 @@ def amend(platform: TenantPlatform, verdict: Verdict, hand: HandMade | None, *, 
         return replace(verdict, conditions=[new])
     note = (
         f" The hand-made pod guard opted in for this platform ({objects}) is still needed: this platform's guard "
-        "does not yet deny in every namespace the platform names."
+        "does not yet deny in every namespace the platform names, or was written only in this pass."
     )
     return replace(verdict, conditions=[_noted(cond, note + legacy)])
