@@ -41,7 +41,7 @@ import dataclasses
 import json
 import threading
 from collections.abc import Mapping
-from typing import Final
+from typing import Any, Final
 
 from tenant_platform import metrics
 from tenant_platform.api import constants
@@ -178,10 +178,11 @@ class PodGuardStep:
         promote: the pass's facts."""
         platform = ctx.platform
         namespaces = covered(ctx)
-        value = pg.param(platform, pg.target(platform, hand_made_denies=hand.denies), namespaces)
+        found = self._found(ctx)
+        value = pg.param(platform, pg.target(platform, hand_made_denies=hand.denies, found=found), namespaces)
         outcome = self._apply(ctx, value, facts.live)
         facts = dataclasses.replace(facts, param=value, applied=applied_facts(outcome))
-        facts = self._write_param(ctx, facts)
+        facts = self._write_param(ctx, facts, found)
         check: StagedCheck | None = None
         if platform.spec.pod_guard.enforcement != "Staged":
             forget_violations(platform.name)
@@ -194,13 +195,23 @@ class PodGuardStep:
                 value = dataclasses.replace(value, enforcement="Deny")
                 facts = dataclasses.replace(facts, param=value, promoted=True)
                 if facts.shared:
-                    facts = self._write_param(ctx, facts)
+                    facts = self._write_param(ctx, facts, found)
                 else:
                     live = {**facts.live, **{pg.ref(o): o for o in outcome.applied}}
                     promotion = self._apply(ctx, value, live)
                     promotion.written += outcome.written
                     facts = dataclasses.replace(facts, applied=applied_facts(promotion))
         return facts
+
+    @staticmethod
+    def _found(ctx: StepContext) -> dict[str, Any]:
+        """``status.podGuard`` as the API server (or the read cache) has it now, not as the pass's
+        body had it: a body older than the step's last write must not send a promotion back."""
+        if ctx.management is not None:
+            return pg.previous(ctx.platform)
+        body = ctx.kube.get(constants.API_VERSION, constants.KIND, ctx.name) or {}
+        found = (body.get("status") or {}).get("podGuard")
+        return found if isinstance(found, dict) else pg.previous(ctx.platform)
 
     def _apply(self, ctx: StepContext, value: render_pg.GuardParam, live: Mapping[Ref, Obj | None]) -> ApplyOutcome:
         """The shared objects (each written only when it differs from what was read; never pruned),
@@ -239,13 +250,13 @@ class PodGuardStep:
         return outcome
 
     @staticmethod
-    def _write_param(ctx: StepContext, facts: PodGuardFacts) -> PodGuardFacts:
+    def _write_param(ctx: StepContext, facts: PodGuardFacts, found_live: Mapping[str, Any]) -> PodGuardFacts:
         """Shared: put the parameter into ``status.podGuard`` unless the API server holds it (as
         the pass found it, or as this step last wrote it); a dry run only compares."""
         if not facts.shared or facts.param is None:
             return facts
         written = ctx.status_written.get("podGuard")
-        found = written if isinstance(written, dict) else pg.previous(ctx.platform)
+        found = written if isinstance(written, dict) else dict(found_live)
         if pg.param_written(found, facts.param):
             return dataclasses.replace(facts, param_written=True)
         if ctx.dry_run:

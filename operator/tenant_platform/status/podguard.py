@@ -170,10 +170,10 @@ def previous(platform: TenantPlatform) -> dict[str, Any]:
     return found if isinstance(found, dict) else {}
 
 
-def promoted(platform: TenantPlatform) -> bool:
-    """Staged, and the status says Staged at Deny: promoted by an earlier pass (a change of mode
-    forgets it, since ``requested`` then differs)."""
-    before = previous(platform)
+def promoted(platform: TenantPlatform, found: Mapping[str, Any] | None = None) -> bool:
+    """Staged, and the status (``found``, as read live; else the pass's body) says Staged at Deny:
+    promoted by an earlier pass (a change of mode forgets it, since ``requested`` then differs)."""
+    before = previous(platform) if found is None else found
     return (
         platform.spec.pod_guard.enforcement == "Staged"
         and before.get("requested") == "Staged"
@@ -181,11 +181,13 @@ def promoted(platform: TenantPlatform) -> bool:
     )
 
 
-def target(platform: TenantPlatform, *, hand_made_denies: bool = False) -> render_pg.Enforcement:
+def target(
+    platform: TenantPlatform, *, hand_made_denies: bool = False, found: Mapping[str, Any] | None = None
+) -> render_pg.Enforcement:
     """Deny for Deny, for Staged once promoted, and for Staged while a hand-made guard opted in for
     this platform denies (never less than what is there); Warn otherwise."""
     requested = platform.spec.pod_guard.enforcement
-    if requested == "Deny" or (requested == "Staged" and (promoted(platform) or hand_made_denies)):
+    if requested == "Deny" or (requested == "Staged" and (promoted(platform, found) or hand_made_denies)):
         return "Deny"
     return "Warn"
 
