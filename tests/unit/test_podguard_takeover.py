@@ -105,6 +105,15 @@ HAND_MADE = [
         (f"{VAPB} tenant-platform-demo-pod-guard", f"{VAP} tenant-platform-demo-pod-guard"),
         id="this platform's per-platform guard of an earlier version: reported",
     ),
+    pytest.param(
+        [obj(VAP, render_pg.guard_names("Deny", "demo").pod_guard, adopt=None, labels=LEGACY_LABELS)],
+        [],
+        (),
+        (),
+        False,
+        (),
+        id="a target cluster's current per-platform guard: not a leftover",
+    ),
 ]
 
 

@@ -79,6 +79,7 @@ def _legacy(obj: Obj, platform: TenantPlatform) -> bool:
         and labels.get(constants.LABEL_PLATFORM) == platform.name
         and labels.get(constants.LABEL_COMPONENT) == "podguard"
         and name not in render_pg.SHARED_NAMES
+        and name not in render_pg.all_names(platform.name)  # a target cluster's current ones
     )
 
 
