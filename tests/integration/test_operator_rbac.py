@@ -521,6 +521,24 @@ def test_no_pod_guard_name_is_a_fence_name() -> None:
             assert sorted(rule["resourceNames"]) == sorted(render_pg.SHARED_NAMES), rule
 
 
+def test_only_the_operator_writes_the_pod_guards_parameter() -> None:
+    """The shared pod guard reads each platform's status.podGuard: of the roles deploy/ ships, only
+    the operator's may write tenantplatforms/status (the API roles read it)."""
+    writers = set()
+    for file in ("rbac.yaml", "api-roles.yaml"):
+        for doc in yaml.safe_load_all((REPO / "deploy" / "base" / file).read_text()):
+            if not doc or doc["kind"] not in ("ClusterRole", "Role"):
+                continue
+            for rule in doc.get("rules") or []:
+                if "tenantplatforms/status" in rule.get("resources", []) and set(rule["verbs"]) - {
+                    "get",
+                    "list",
+                    "watch",
+                }:
+                    writers.add(doc["metadata"]["name"])
+    assert writers == {"tenant-platform-operator"}
+
+
 def test_deploy_ships_every_fence_with_a_binding() -> None:
     docs = [d for d in yaml.safe_load_all((REPO / "deploy" / "base" / "rbac.yaml").read_text()) if d]
     policies = {d["metadata"]["name"] for d in docs if d["kind"] == "ValidatingAdmissionPolicy"}

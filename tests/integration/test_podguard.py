@@ -1366,6 +1366,17 @@ def test_a_platform_neither_guards_nor_unguards_another_platforms_namespace(
         lambda: any(WARN.pod_guard in w for w in crd.create_with_warnings(pod("w", second, hostPID=True))[1]),
     )
     assert guard_denies(crd, first, DENY.pod_guard)
+    # A forged parameter naming kube-system at Deny: kube-system carries no claim label, so the
+    # guard never even evaluates requests there.
+    crd.merge_patch(
+        constants.API_VERSION,
+        constants.KIND,
+        second,
+        {"status": {"podGuard": {"namespaces": ["kube-system", second], "enforcement": "Deny"}}},
+        subresource="status",
+    )
+    eventually("the forged Deny to be read", lambda: guard_denies(crd, second, DENY.pod_guard))
+    crd.create(pod("kube-system-untouched", "kube-system", hostPID=True), dry_run=True)
     # The next pass puts the second platform's parameter back to what it owns.
     reconcile.run(fresh(crd, second), kube=crd, settings=SETTINGS, now=NOW)
     assert parameter(crd, second)["namespaces"] == [second]
