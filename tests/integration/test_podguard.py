@@ -1582,6 +1582,39 @@ def test_step_deny_mode_zero_write_resync_and_cleanup(
     crd.delete("v1", "Namespace", unique_name)
 
 
+def test_per_platform_guards_of_earlier_versions_are_named_not_deleted(
+    crd: Kube, make_platform: Callable[..., dict[str, Any]], unique_name: str
+) -> None:
+    """What an earlier version left (per-platform names, our labels with the platform's name) is
+    named in PodGuardReady with the admin's one-liner; the step deletes nothing."""
+    make_namespace(crd, unique_name, claimed_by=unique_name)
+    body = make_platform(unique_name, unique_name, podGuard={"enforcement": "Deny"})
+    old = f"tenant-platform-{unique_name}-pod-guard"
+    labels = {
+        constants.LABEL_MANAGED_BY: constants.MANAGED_BY_VALUE,
+        constants.LABEL_PLATFORM: unique_name,
+        constants.LABEL_COMPONENT: "podguard",
+    }
+    literal = podguard.GuardParam((unique_name,), "Deny", ("docker.io/istio/proxyv2",))
+    policy = podguard.render_pod_guard_policy("Deny", literal, unique_name)
+    policy["metadata"] = {"name": old, "labels": labels}
+    binding = podguard.render_binding(old, "Deny", shared=False)
+    binding["metadata"]["labels"] = labels
+    for obj in (policy, binding):
+        crd.apply(obj)
+    kube = recording(crd)
+    result = pg_step.STEP.reconcile(context(kube, body))
+    (cond,) = result.conditions
+    assert (cond.status, cond.reason) == ("True", "Enforcing"), cond
+    assert f"ValidatingAdmissionPolicy {old}" in cond.message
+    assert f"-l tenancy.dev/component=podguard,tenancy.dev/tenant-platform={unique_name}" in cond.message
+    assert kube.deleted == []
+    for kind in ("ValidatingAdmissionPolicyBinding", "ValidatingAdmissionPolicy"):
+        assert crd.get(VAP, kind, old) is not None
+        crd.delete(VAP, kind, old)
+    crd.delete("v1", "Namespace", unique_name)
+
+
 def test_step_warn_mode(crd: Kube, make_platform: Callable[..., dict[str, Any]], unique_name: str) -> None:
     make_namespace(crd, unique_name, claimed_by=unique_name)
     body = make_platform(unique_name, unique_name, podGuard={"enforcement": "Warn"})
