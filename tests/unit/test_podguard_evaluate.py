@@ -328,7 +328,8 @@ def test_every_reason_has_a_row() -> None:
         ("Staged", None, False, "Warn"),
         ("Staged", {"requested": "Staged", "enforcement": "Warn"}, False, "Warn"),
         ("Staged", {"requested": "Staged", "enforcement": "Deny"}, False, "Deny"),  # promoted earlier: stays
-        ("Staged", {"requested": "Deny", "enforcement": "Deny"}, False, "Warn"),  # a change of mode forgets it
+        ("Staged", {"requested": "Deny", "enforcement": "Deny"}, False, "Deny"),  # from Deny: never steps down
+        ("Staged", {"requested": "Warn", "enforcement": "Warn"}, False, "Warn"),  # from Warn: checks first
         ("Staged", None, True, "Deny"),  # a hand-made guard denies: never below it
     ],
 )

@@ -6,7 +6,7 @@ decides from what it found, one pass at a time. The state lives in the platform'
 remembered:
 
 - ``target``: the enforcement the parameter gets this pass: Deny for ``Deny``, and for ``Staged``
-  once promoted earlier (the status says Staged at Deny: it stays there), or while a hand-made
+  once the parameter is at Deny (promoted earlier, or Deny before: it stays there), or while a hand-made
   guard opted in for this platform denies (status/podguard_takeover.py); Warn otherwise;
 - ``param`` / ``param_fields``: the parameter (namespaces owned, enforcement, validated proxy
   repositories) and its fields in ``status.podGuard``; ``param_written``: whether the API server
@@ -171,14 +171,11 @@ def previous(platform: TenantPlatform) -> dict[str, Any]:
 
 
 def promoted(platform: TenantPlatform, found: Mapping[str, Any] | None = None) -> bool:
-    """Staged, and the status (``found``, as read live; else the pass's body) says Staged at Deny:
-    promoted by an earlier pass (a change of mode forgets it, since ``requested`` then differs)."""
+    """Staged, and the parameter (``found``, as read live; else the pass's body) is at Deny already:
+    promoted by an earlier pass, or Deny before the spec said Staged. It stays there; Warn in
+    between (the spec set to Warn) forgets it."""
     before = previous(platform) if found is None else found
-    return (
-        platform.spec.pod_guard.enforcement == "Staged"
-        and before.get("requested") == "Staged"
-        and before.get("enforcement") == "Deny"
-    )
+    return platform.spec.pod_guard.enforcement == "Staged" and before.get("enforcement") == "Deny"
 
 
 def target(
