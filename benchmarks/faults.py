@@ -9,11 +9,13 @@ Faults (each in a round of its own, on freshly created platforms):
 
 After each fault every platform must converge: Ready (observedGeneration current), exactly one
 Corefile block each and no other block, its namespace claimed and no other, the GPU node labels
-as in a fault-free round, both pod guard policies and bindings at [Deny, Audit] (Staged promoted),
+as in a fault-free round, the shared pod guard in place and each platform's parameter at Deny
+(Staged promoted),
 one kubeconfig Secret and one edge certificate Secret, no storage write test objects but the
 recorded attempt's. Then the platforms are deleted and nothing of theirs may remain (no Corefile
-block, claim, node label, policy or storage test object). A bystander namespace, ConfigMap and
-node label are compared byte for byte after every round. Reported: faults injected, seconds from
+block, claim, node label, per-platform policy or storage test object; the shared pod guard
+stays). A bystander namespace, ConfigMap and node label are compared byte for byte after every
+round. Reported: faults injected, seconds from
 the fault (for outages: from the component's return) to convergence, and leaks found.
 
     .venv/bin/python -m benchmarks.faults [--kills 20] [--outage 20] [--etcd 1] [--platforms 3] [--json]
@@ -214,14 +216,13 @@ def problems(kube: Kube, names: list[str], gpu_nodes: set[str] | None, storage_p
         claims = {n["metadata"]["name"] for n in _labelled(kube, "v1", "Namespace", name)}
         if claims != {name}:
             out.append(f"{name}: namespace claims {sorted(claims)}")
+        guard = ((body or {}).get("status") or {}).get("podGuard") or {}
+        if (guard.get("enforcement"), guard.get("namespaces")) != ("Deny", [name]):
+            out.append(f"{name}: pod guard parameter {guard.get('enforcement')} over {guard.get('namespaces')}")
         for kind in (render_pg.POLICY_KIND, render_pg.BINDING_KIND):
-            objs = _labelled(kube, render_pg.API_VERSION, kind, name)
-            if len(objs) != 2:
-                out.append(f"{name}: {len(objs)} {kind}s")
-            if kind == render_pg.BINDING_KIND:
-                modes = {tuple(o["spec"].get("validationActions") or ()) for o in objs}
-                if modes != {("Deny", "Audit")}:
-                    out.append(f"{name}: bindings at {sorted(modes)}")
+            for shared in render_pg.SHARED_NAMES:
+                if _get(kube, render_pg.API_VERSION, kind, shared) is None:
+                    out.append(f"shared pod guard {kind} {shared} missing")
         kubeconfigs = _labelled(kube, "v1", "Secret", name, name, **{constants.LABEL_COMPONENT: "installer"})
         if len(kubeconfigs) != 1:
             out.append(f"{name}: {len(kubeconfigs)} kubeconfig Secrets")

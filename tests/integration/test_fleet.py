@@ -125,6 +125,11 @@ def test_each_platform_prepares_its_own_tenant(
         selector = f"{constants.LABEL_PLATFORM}={name}"
         policies = kube.list("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy", label_selector=selector)
         assert policies, "no pod guard policy in the tenant"
+        # The TenantPlatform does not live there: the platform's own policies, its parameter inlined.
+        assert all("paramKind" not in p["spec"] for p in policies)
+        assert all(
+            f'request.namespace in ["{namespace}"]' in p["spec"]["matchConditions"][0]["expression"] for p in policies
+        )
         for kind in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"):
             for obj in kube.list("admissionregistration.k8s.io/v1", kind, label_selector=selector):
                 assert not obj["metadata"].get("ownerReferences"), obj["metadata"]

@@ -390,9 +390,10 @@ def test_unreachable_target_blocks_deletion_then_gives_up_naming_what_is_left(
 
 
 def test_cleanup_leaves_a_hand_made_policy_with_our_exact_name(crd: Kube, make_platform: Any, unique_name: str) -> None:
-    """The pod guard's names are known, but a policy of that name without our labels is not ours."""
+    """The pod guard's per-platform names (those rendered in a target cluster) are known, but a
+    policy of that name without our labels is not ours (and locally cleanup deletes no policy)."""
     make_platform(unique_name, unique_name)
-    names = render_pg.guard_names(unique_name)
+    names = render_pg.guard_names("Deny", unique_name)
     policy = {
         "apiVersion": ADMISSION,
         "kind": "ValidatingAdmissionPolicy",

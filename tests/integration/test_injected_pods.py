@@ -20,14 +20,15 @@ from typing import Any
 
 import pytest
 from test_podguard import (
-    VAP,
-    actions,
     apply_guard,
     context,
+    create_platform,
+    delete_platform,
     eventually,
     guard_denies,
     make_installer,
     make_namespace,
+    parameter,
     reconcile_until,
 )
 
@@ -89,7 +90,7 @@ class Env:
 
     @property
     def policy(self) -> str:
-        return podguard.guard_names(self.platform.name).pod_guard
+        return podguard.guard_names("Deny").pod_guard
 
 
 def guarded(admin: Kube, cp: ControlPlane, directory: Path, *, repositories: list[str] | None) -> Env:
@@ -98,33 +99,31 @@ def guarded(admin: Kube, cp: ControlPlane, directory: Path, *, repositories: lis
     pod_guard: dict[str, Any] = {"enforcement": "Deny"}
     if repositories is not None:
         pod_guard["proxyImageRepositories"] = repositories
-    platform = TenantPlatform.from_body(
+    make_namespace(admin, namespace)
+    platform = create_platform(
+        admin,
         {
             "metadata": {"name": namespace},
             "spec": {"namespace": namespace, "domain": "injected.example.com", "podGuard": pod_guard},
-        }
+        },
     )
-    make_namespace(admin, namespace)
     installer = make_installer(admin, cp, namespace, directory)
     apply_guard(admin, platform, "Deny")
     eventually(
-        "the pod guard to deny", lambda: guard_denies(installer, namespace, podguard.guard_names(namespace).pod_guard)
+        "the pod guard to deny", lambda: guard_denies(installer, namespace, podguard.guard_names("Deny").pod_guard)
     )
     return Env(platform, namespace, installer, admin)
 
 
 def teardown(env: Env) -> None:
-    names = podguard.guard_names(env.platform.name)
-    for kind in ("ValidatingAdmissionPolicyBinding", "ValidatingAdmissionPolicy"):
-        for name in (names.pod_guard, names.exec_guard):
-            env.admin.delete(VAP, kind, name)
+    delete_platform(env.admin, env.platform.name)
     env.admin.delete("v1", "Namespace", env.namespace)
 
 
 @pytest.fixture(scope="module")
-def defaults(admin_kube: Kube, control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
+def defaults(crd: Kube, control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     """Guarded at Deny with the default proxy repositories (the CRD's and the model's)."""
-    env = guarded(admin_kube, control_plane, tmp_path_factory.mktemp("inj"), repositories=None)
+    env = guarded(crd, control_plane, tmp_path_factory.mktemp("inj"), repositories=None)
     assert env.platform.spec.pod_guard.proxy_image_repositories == DEFAULT_PROXY_REPOSITORIES
     yield env
     teardown(env)
@@ -238,12 +237,10 @@ def test_forged_injected_pod_is_denied(
 
 
 @pytest.fixture(scope="module")
-def without_mirror(
-    admin_kube: Kube, control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Env]:
+def without_mirror(crd: Kube, control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     """The defaults before Kamiwaza's mirror was added."""
     env = guarded(
-        admin_kube,
+        crd,
         control_plane,
         tmp_path_factory.mktemp("inj"),
         repositories=["registry.istio.io/release/proxyv2", "docker.io/istio/proxyv2"],
@@ -287,8 +284,8 @@ def test_staged_stays_at_warn_while_the_live_injector_would_be_denied(
     crd: Kube, make_platform: Callable[..., dict[str, Any]], unique_name: str
 ) -> None:
     mesh_ns = f"{unique_name}-istio"
-    for ns in (unique_name, mesh_ns):
-        make_namespace(crd, ns)
+    make_namespace(crd, unique_name, claimed_by=unique_name)
+    make_namespace(crd, mesh_ns)
     crd.create(
         {
             "apiVersion": "v1",
@@ -303,7 +300,6 @@ def test_staged_stays_at_warn_while_the_live_injector_would_be_denied(
         mesh={"namespace": mesh_ns},
         podGuard={"enforcement": "Staged", "proxyImageRepositories": ["docker.io/istio/proxyv2"]},
     )
-    names = podguard.guard_names(unique_name)
     result = reconcile_until(
         crd,
         unique_name,
@@ -314,7 +310,7 @@ def test_staged_stays_at_warn_while_the_live_injector_would_be_denied(
     image = f"{MIRROR}:{injectedpods.TAG}"
     assert f"injector in {mesh_ns}/istio-sidecar-injector injects (istio-init image {image}, CNI off)" in message
     assert f"add {MIRROR} to spec.podGuard.proxyImageRepositories" in message
-    assert actions(crd, names.pod_guard) == ["Warn", "Audit"]
+    assert parameter(crd, unique_name)["enforcement"] == "Warn"
     assert result.progressing
 
     crd.merge_patch(
@@ -325,7 +321,7 @@ def test_staged_stays_at_warn_while_the_live_injector_would_be_denied(
     )
     result = reconcile_until(crd, unique_name, lambda r: r.conditions[0].status == "True", "promotion")
     assert result.conditions[0].reason == "Enforcing"
-    assert actions(crd, names.pod_guard) == ["Deny", "Audit"]
+    assert parameter(crd, unique_name)["enforcement"] == "Deny"
     # The real kamiwaza pod is admitted at Deny there.
     crd.create(as_submitted(PODS["kamiwaza-native"], unique_name, "real"), dry_run=True)
     body = crd.get(constants.API_VERSION, constants.KIND, unique_name) or {}
@@ -339,8 +335,8 @@ def test_staged_with_a_cni_injector_promotes(
 ) -> None:
     """CNI on: no istio-init, so even a repository list without the hub promotes."""
     mesh_ns = f"{unique_name}-istio"
-    for ns in (unique_name, mesh_ns):
-        make_namespace(crd, ns)
+    make_namespace(crd, unique_name, claimed_by=unique_name)
+    make_namespace(crd, mesh_ns)
     crd.create(
         {
             "apiVersion": "v1",

@@ -21,6 +21,7 @@ from tenant_platform.api import constants
 from tenant_platform.config import Settings
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube, Obj
+from tenant_platform.reconcile import podguard as pg_step
 from tenant_platform.render import podguard as render_pg
 from tenant_platform.testing.operator import OPERATOR_NAMESPACE, OPERATOR_SA, REPO
 from tenant_platform.testing.wait import wait_for
@@ -178,6 +179,17 @@ MUST_BE_NO = [
     ("patch events in kube-system", "patch", "events", "", "kube-system", "", ""),
     ("delete events in default", "delete", "events", "", "default", "", ""),
     ("anything", "*", "*", "*", "", "", ""),
+    # The fences (and any policy or binding but the shared pod guard's) are out of reach: RBAC is
+    # all that protects these kinds (docs/security.md, "One shared pod guard").
+    *[
+        (f"{verb} {kind} {name}", verb, kind, ADMISSION, "", name, "")
+        for verb in ("delete", "patch", "update")
+        for kind in ("validatingadmissionpolicies", "validatingadmissionpolicybindings")
+        for name in (*FENCES, "some-other-policy", "tenant-platform-demo-pod-guard")
+    ],
+    ("delete every policy", "delete", "validatingadmissionpolicies", ADMISSION, "", "", ""),
+    ("deletecollection policies", "deletecollection", "validatingadmissionpolicies", ADMISSION, "", "", ""),
+    ("patch any binding", "patch", "validatingadmissionpolicybindings", ADMISSION, "", "", ""),
 ]
 
 # What the steps need: RBAC must say yes (the fence judges the writes).
@@ -195,6 +207,15 @@ MUST_BE_YES = [
     ("read kube-public/cluster-info (installer server)", "get", "configmaps", "", "kube-public", "cluster-info", ""),
     ("write TenantPlatform status", "patch", "tenantplatforms", constants.GROUP, "", "x", "status"),
     ("SubjectAccessReviews", "create", "subjectaccessreviews", "authorization.k8s.io", "", "", ""),
+    # The shared pod guard, by name only (create cannot be narrowed by name).
+    *[
+        (f"{verb} {kind} {name}", verb, kind, ADMISSION, "", name, "")
+        for verb in ("patch", "update", "delete", "get")
+        for kind in ("validatingadmissionpolicies", "validatingadmissionpolicybindings")
+        for name in render_pg.SHARED_NAMES
+    ],
+    ("create policies", "create", "validatingadmissionpolicies", ADMISSION, "", "", ""),
+    ("list bindings", "list", "validatingadmissionpolicybindings", ADMISSION, "", "", ""),
     # The read cache's GPU health scopes (main.cache_scopes): DaemonSets anywhere, RuntimeClasses,
     # HAMi's Deployments.
     ("watch DaemonSets (GPU device plugins)", "watch", "daemonsets", "apps", "", "", ""),
@@ -468,23 +489,54 @@ def test_real_pods_only_as_the_storage_test(  # noqa: PLR0917 (fixtures and para
         crd.delete("v1", "Pod", unique_name, namespace)
 
 
-def test_the_fence_does_not_protect_policies_known_gap(as_operator: Kube, crd: Kube) -> None:
+def test_the_operator_cannot_change_or_delete_a_fence(as_operator: Kube, crd: Kube) -> None:
     """The API server exempts ValidatingAdmissionPolicy(Binding) writes from API-based admission
     policies (k8s.io/apiserver pkg/admission/plugin/policy/generic/plugin.go: "admission config
-    resources are skipped by API-based policies"), and the pod guard's per-platform names keep RBAC
-    from excluding the fence's. So the operator's identity can delete the fence (a dry run here).
-    docs/security.md says so; the day this fails, update it there."""
+    resources are skipped by API-based policies"), so RBAC alone protects the fences: the operator
+    changes only the shared pod guard's four names. Tried for real (dry runs) as its identity."""
     for kind in ("ValidatingAdmissionPolicyBinding", "ValidatingAdmissionPolicy"):
-        path = as_operator.path(f"{ADMISSION}/v1", kind, FENCES[2])
-        assert attempt(as_operator, "DELETE", path) is None
+        for name in FENCES:
+            path = as_operator.path(f"{ADMISSION}/v1", kind, name)
+            refusal = attempt(as_operator, "DELETE", path)
+            assert refusal is not None and "forbidden" in refusal.lower(), (kind, name, refusal)
+            refusal = attempt(as_operator, "PATCH", path, {"spec": {"validationActions": ["Audit"]}})
+            assert refusal is not None and "forbidden" in refusal.lower(), (kind, name, refusal)
+        # The shared pod guard's own objects: allowed (the step repairs drift of them).
+        for obj in pg_step.shared_objects():
+            crd.apply(obj)
+        name = render_pg.SHARED_NAMES[0]
+        assert attempt(as_operator, "PATCH", as_operator.path(f"{ADMISSION}/v1", kind, name), {}) is None
 
 
 def test_no_pod_guard_name_is_a_fence_name() -> None:
-    """The pod guard deletes its policies by name: no platform name may produce a fence's."""
-    suffixes = ("-pod-guard", "-exec-guard")
-    assert not [f for f in FENCES if f.endswith(suffixes)]
-    names = render_pg.guard_names("operator")
-    assert not {names.pod_guard, names.exec_guard} & set(FENCES)
+    """The pod guard's names are fixed and none is a fence's (RBAC names them one by one)."""
+    assert not set(render_pg.SHARED_NAMES) & set(FENCES)
+    rules = [d for d in yaml.safe_load_all((REPO / "deploy" / "base" / "rbac.yaml").read_text()) if d]
+    role = next(d for d in rules if d["kind"] == "ClusterRole")
+    named = [r for r in role["rules"] if "validatingadmissionpolicies" in r["resources"]]
+    writes = {v for r in named for v in r["verbs"]} & {"patch", "update", "delete", "deletecollection"}
+    assert writes
+    for rule in named:
+        if set(rule["verbs"]) & {"patch", "update", "delete", "deletecollection"}:
+            assert sorted(rule["resourceNames"]) == sorted(render_pg.SHARED_NAMES), rule
+
+
+def test_only_the_operator_writes_the_pod_guards_parameter() -> None:
+    """The shared pod guard reads each platform's status.podGuard: of the roles deploy/ ships, only
+    the operator's may write tenantplatforms/status (the API roles read it)."""
+    writers = set()
+    for file in ("rbac.yaml", "api-roles.yaml"):
+        for doc in yaml.safe_load_all((REPO / "deploy" / "base" / file).read_text()):
+            if not doc or doc["kind"] not in ("ClusterRole", "Role"):
+                continue
+            for rule in doc.get("rules") or []:
+                if "tenantplatforms/status" in rule.get("resources", []) and set(rule["verbs"]) - {
+                    "get",
+                    "list",
+                    "watch",
+                }:
+                    writers.add(doc["metadata"]["name"])
+    assert writers == {"tenant-platform-operator"}
 
 
 def test_deploy_ships_every_fence_with_a_binding() -> None:
@@ -519,6 +571,17 @@ def test_a_full_pass_as_the_operator_prunes_the_kubeconfig_secret_by_name(
         return bool(found) and found[0]["status"] == "True"
 
     wait_for(installer_ready, "InstallerReady as the operator", 30, interval=1)
+
+    def guard_ready() -> bool:
+        found = [c for c in once().status.get("conditions", []) if c["type"] == constants.POD_GUARD_READY]
+        return bool(found) and found[0]["status"] == "True"
+
+    # The pod guard under the narrowed RBAC: the shared objects applied (or found), the
+    # parameter written to status, staged enforcement promoted.
+    wait_for(guard_ready, "PodGuardReady as the operator", 60, interval=1)
+    body = crd.get(constants.API_VERSION, constants.KIND, unique_name)
+    assert body["status"]["podGuard"]["enforcement"] == "Deny"
+    assert body["status"]["podGuard"]["namespaces"] == [unique_name]
     old = "platform-installer-kubeconfig"
     assert crd.get("v1", "Secret", old, unique_name) is not None
     crd.merge_patch(

@@ -23,7 +23,7 @@ from typing import Any, TypeVar, cast
 import pytest
 import yaml
 
-from tenant_platform import reconcile
+from tenant_platform import devmode, reconcile
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.config import Settings
@@ -33,6 +33,7 @@ from tenant_platform.reconcile import podguard as pg_step
 from tenant_platform.reconcile import registry
 from tenant_platform.reconcile.base import StepContext, StepResult
 from tenant_platform.render import podguard
+from tenant_platform.status import podguard as pg
 from tenant_platform.testing.controlplane import ControlPlane
 from tenant_platform.testing.wait import wait_for
 
@@ -282,7 +283,7 @@ class Guard:
 
     @property
     def names(self) -> podguard.GuardNames:
-        return podguard.guard_names(self.platform.name)
+        return podguard.guard_names("Deny")
 
     @property
     def as_installer(self) -> str:
@@ -290,12 +291,20 @@ class Guard:
 
 
 def make_namespace(
-    admin: Kube, name: str, labels: dict[str, str] | None = None, *, adoptable_by: str | None = None
+    admin: Kube,
+    name: str,
+    labels: dict[str, str] | None = None,
+    *,
+    adoptable_by: str | None = None,
+    claimed_by: str | None = None,
 ) -> None:
-    """A namespace an admin made (``adoptable_by``: opted in for that TenantPlatform to adopt)."""
-    meta: dict[str, Any] = {"name": name, "labels": labels or {}}
+    """A namespace an admin made (``adoptable_by``: opted in for that TenantPlatform to adopt;
+    ``claimed_by``: carrying that platform's claim label, as the namespaces step leaves it)."""
+    meta: dict[str, Any] = {"name": name, "labels": dict(labels or {})}
     if adoptable_by:
         meta["annotations"] = {"tenancy.dev/adoptable-by": adoptable_by}
+    if claimed_by:
+        meta["labels"][constants.LABEL_PLATFORM] = claimed_by
     admin.create({"apiVersion": "v1", "kind": "Namespace", "metadata": meta})
     # Pods need the namespace's default ServiceAccount (the ServiceAccount admission plugin).
     eventually(f"ServiceAccount {name}/default", lambda: admin.get("v1", "ServiceAccount", "default", name))
@@ -330,8 +339,32 @@ def make_installer(admin: Kube, cp: ControlPlane, namespace: str, directory: Pat
 
 
 def apply_guard(admin: Kube, platform: TenantPlatform, enforcement: podguard.Enforcement) -> None:
-    for obj in podguard.render(platform, enforcement=enforcement):
+    """The shared guard applied and ``platform`` (which must exist) made its parameter: its
+    namespaces claimed for it and ``status.podGuard`` as the step writes it."""
+    for obj in pg_step.shared_objects():
         admin.apply(obj)
+    for namespace in platform.spec.all_namespaces:
+        admin.merge_patch(
+            "v1", "Namespace", namespace, {"metadata": {"labels": {constants.LABEL_PLATFORM: platform.name}}}
+        )
+    value = pg.param(platform, enforcement, platform.spec.all_namespaces)
+    admin.merge_patch(
+        constants.API_VERSION,
+        constants.KIND,
+        platform.name,
+        {"status": {"podGuard": pg.param_fields(value)}},
+        subresource="status",
+    )
+
+
+def create_platform(admin: Kube, body: dict[str, Any]) -> TenantPlatform:
+    """``body`` created as a TenantPlatform (no operator runs: no finalizer), read back."""
+    full = {"apiVersion": constants.API_VERSION, "kind": constants.KIND, **body}
+    return TenantPlatform.from_body(admin.create(full))
+
+
+def delete_platform(admin: Kube, name: str) -> None:
+    admin.delete(constants.API_VERSION, constants.KIND, name)
 
 
 def guard_denies(kube: Kube, namespace: str, policy: str) -> bool:
@@ -343,12 +376,19 @@ def guard_denies(kube: Kube, namespace: str, policy: str) -> bool:
     return False
 
 
+DENY = podguard.guard_names("Deny")
+WARN = podguard.guard_names("Warn")
+
+
 @pytest.fixture(scope="module")
-def guard(admin_kube: Kube, control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Guard]:
-    """A guarded namespace with the policies applied in Deny mode, and the installer identity."""
+def guard(crd: Kube, control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Guard]:
+    """A guarded namespace: the shared policies, a TenantPlatform as their parameter at Deny, and
+    the installer identity."""
     suffix = uuid.uuid4().hex[:6]
     namespace = f"pg-battery-{suffix}"
-    platform = TenantPlatform.from_body(
+    make_namespace(crd, namespace)
+    platform = create_platform(
+        crd,
         {
             "metadata": {"name": f"pg-battery-{suffix}"},
             "spec": {
@@ -359,21 +399,14 @@ def guard(admin_kube: Kube, control_plane: ControlPlane, tmp_path_factory: pytes
                     "proxyImageRepositories": ["registry.istio.io/release/proxyv2", "docker.io/istio/proxyv2", MIRROR],
                 },
             },
-        }
+        },
     )
-    make_namespace(admin_kube, namespace)
-    installer = make_installer(admin_kube, control_plane, namespace, tmp_path_factory.mktemp("pg"))
-    apply_guard(admin_kube, platform, "Deny")
-    eventually(
-        "the pod guard to deny",
-        lambda: guard_denies(installer, namespace, podguard.guard_names(platform.name).pod_guard),
-    )
-    yield Guard(platform, namespace, "installer", admin_kube, installer, control_plane)
-    names = podguard.guard_names(platform.name)
-    for kind in ("ValidatingAdmissionPolicyBinding", "ValidatingAdmissionPolicy"):
-        for name in (names.pod_guard, names.exec_guard):
-            admin_kube.delete(VAP, kind, name)
-    admin_kube.delete("v1", "Namespace", namespace)
+    installer = make_installer(crd, control_plane, namespace, tmp_path_factory.mktemp("pg"))
+    apply_guard(crd, platform, "Deny")
+    eventually("the pod guard to deny", lambda: guard_denies(installer, namespace, DENY.pod_guard))
+    yield Guard(platform, namespace, "installer", crd, installer, control_plane)
+    delete_platform(crd, platform.name)
+    crd.delete("v1", "Namespace", namespace)
 
 
 def pod_name(prefix: str, case: str) -> str:
@@ -1279,6 +1312,78 @@ def test_other_namespaces_are_not_guarded(guard: Guard) -> None:
         guard.admin.delete("v1", "Namespace", other)
 
 
+def test_a_tenant_admin_cannot_edit_the_parameter(guard: Guard) -> None:
+    """The parameter is the cluster-scoped TenantPlatform's status: the ``admin`` the installer holds
+    in its namespace does not reach it (RBAC), and the real write is refused."""
+    user = f"system:serviceaccount:{guard.namespace}:{guard.installer_sa}"
+    groups = ["system:serviceaccounts", f"system:serviceaccounts:{guard.namespace}", "system:authenticated"]
+    for verb, sub in (("patch", "status"), ("update", "status"), ("patch", ""), ("update", ""), ("delete", "")):
+        allowed, _ = guard.admin.can_i(
+            user=user,
+            groups=groups,
+            verb=verb,
+            resource="tenantplatforms",
+            group=constants.GROUP,
+            subresource=sub,
+        )
+        assert not allowed, (verb, sub)
+    with pytest.raises(errors.Forbidden):
+        guard.installer.merge_patch(
+            constants.API_VERSION,
+            constants.KIND,
+            guard.platform.name,
+            {"status": {"podGuard": {"namespaces": [], "enforcement": "Warn"}}},
+            subresource="status",
+        )
+    denial(guard.installer, pod("still-denied", guard.namespace, hostPID=True))
+
+
+def test_a_platform_neither_guards_nor_unguards_another_platforms_namespace(
+    crd: Kube, make_platform: Callable[..., dict[str, Any]], unique_name: str
+) -> None:
+    """A full pass writes into a platform's parameter only the namespaces it owns; and whatever a
+    platform's status says (a forged one), another platform's guard still judges its namespaces."""
+    first, second = f"{unique_name}-a", f"{unique_name}-b"
+    make_platform(first, first, podGuard={"enforcement": "Deny"})
+    make_platform(second, second, additionalNamespaces=[first], podGuard={"enforcement": "Warn"})
+    for name in (first, second):
+        reconcile.run(fresh(crd, name), kube=crd, settings=SETTINGS, now=NOW)
+    assert parameter(crd, first)["namespaces"] == [first]
+    assert parameter(crd, second)["namespaces"] == [second]  # not the first one's namespace
+    eventually("the first guard to deny", lambda: guard_denies(crd, first, DENY.pod_guard))
+
+    # A forged parameter for the second platform, at Warn over the first one's namespace: the
+    # first platform's Deny still applies there (evaluated per parameter, any denial wins).
+    crd.merge_patch(
+        constants.API_VERSION,
+        constants.KIND,
+        second,
+        {"status": {"podGuard": {"namespaces": [first, second], "enforcement": "Warn"}}},
+        subresource="status",
+    )
+    eventually(
+        "the forged parameter to be read",
+        lambda: any(WARN.pod_guard in w for w in crd.create_with_warnings(pod("w", second, hostPID=True))[1]),
+    )
+    assert guard_denies(crd, first, DENY.pod_guard)
+    # A forged parameter naming kube-system at Deny: kube-system carries no claim label, so the
+    # guard never even evaluates requests there.
+    crd.merge_patch(
+        constants.API_VERSION,
+        constants.KIND,
+        second,
+        {"status": {"podGuard": {"namespaces": ["kube-system", second], "enforcement": "Deny"}}},
+        subresource="status",
+    )
+    eventually("the forged Deny to be read", lambda: guard_denies(crd, second, DENY.pod_guard))
+    crd.create(pod("kube-system-untouched", "kube-system", hostPID=True), dry_run=True)
+    # The next pass puts the second platform's parameter back to what it owns.
+    reconcile.run(fresh(crd, second), kube=crd, settings=SETTINGS, now=NOW)
+    assert parameter(crd, second)["namespaces"] == [second]
+    for name in (second, first):
+        reconcile.cleanup(fresh(crd, name), kube=crd, settings=SETTINGS, now=NOW)
+
+
 # ---- the checklist's own checks with kubectl ---------------------------------------------------------
 
 
@@ -1381,33 +1486,60 @@ def actions(kube: Kube, name: str) -> list[str]:
     return list(binding["spec"]["validationActions"])
 
 
+def parameter(kube: Kube, name: str) -> dict[str, Any]:
+    """The platform's ``status.podGuard`` on the API server (what the shared policies read)."""
+    body = kube.get(constants.API_VERSION, constants.KIND, name)
+    assert body is not None
+    return dict((body.get("status") or {}).get("podGuard") or {})
+
+
+def fresh(kube: Kube, name: str) -> dict[str, Any]:
+    body = kube.get(constants.API_VERSION, constants.KIND, name)
+    assert body is not None
+    return body
+
+
+DEFAULT_REPOSITORIES = [
+    "registry.istio.io/release/proxyv2",
+    "docker.io/istio/proxyv2",
+    "ghcr.io/kamiwaza-internal/containers/images/istio/proxyv2",
+]
+
+
 def test_step_deny_mode_zero_write_resync_and_cleanup(
     crd: Kube, make_platform: Callable[..., dict[str, Any]], unique_name: str
 ) -> None:
-    make_namespace(crd, unique_name)
+    make_namespace(crd, unique_name, claimed_by=unique_name)
     body = make_platform(unique_name, unique_name, podGuard={"enforcement": "Deny"})
     kube = recording(crd)
-    result = pg_step.STEP.reconcile(context(kube, body))
+    ctx = context(kube, body)
+    result = pg_step.STEP.reconcile(ctx)
     (cond,) = result.conditions
     assert cond.type == "PodGuardReady"
     assert (cond.status, cond.reason) == ("True", "Enforcing"), cond
-    assert result.status["podGuard"] == {"enforcement": "Deny", "requested": "Deny"}
-    names = podguard.guard_names(unique_name)
-    for name in (names.pod_guard, names.exec_guard):
-        assert actions(kube, name) == ["Deny", "Audit"]
+    assert DENY.pod_guard in cond.message and "with this TenantPlatform as their parameter" in cond.message
+    param = {"enforcement": "Deny", "namespaces": [unique_name], "proxyImageRepositories": DEFAULT_REPOSITORIES}
+    assert result.status["podGuard"] == {**param, "requested": "Deny"}
+    # The parameter is on the API server already (written by the step, before any check), and
+    # the end-of-pass status write is told so.
+    assert parameter(crd, unique_name) == param
+    assert ctx.status_written == {"podGuard": param}
+    for name in podguard.SHARED_NAMES:
         for kind in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"):
             live = kube.get(VAP, kind, name)
             assert live is not None
-            assert live["metadata"]["labels"][constants.LABEL_COMPONENT] == "podguard"
-            (owner,) = live["metadata"]["ownerReferences"]
-            assert (owner["kind"], owner["name"], owner["uid"]) == (
-                "TenantPlatform",
-                unique_name,
-                body["metadata"]["uid"],
-            )
-    eventually("the guard to deny", lambda: guard_denies(crd, unique_name, names.pod_guard))
+            labels = live["metadata"]["labels"]
+            assert labels[constants.LABEL_COMPONENT] == "podguard"
+            assert constants.LABEL_PLATFORM not in labels  # everyone's, not this platform's
+            assert not live["metadata"].get("ownerReferences")  # never collected with a platform
+    for name in (DENY.pod_guard, DENY.exec_guard):
+        assert actions(kube, name) == ["Deny", "Audit"]
+    for name in (WARN.pod_guard, WARN.exec_guard):
+        assert actions(kube, name) == ["Warn", "Audit"]
+    eventually("the guard to deny", lambda: guard_denies(crd, unique_name, DENY.pod_guard))
 
-    # A no-op resync writes nothing.
+    # A no-op resync writes nothing (the parameter is found on the API server).
+    body = fresh(crd, unique_name)
     _, writes = kube.counter.snapshot()
     again = pg_step.STEP.reconcile(context(kube, body))
     assert again.conditions[0].status == "True"
@@ -1418,43 +1550,82 @@ def test_step_deny_mode_zero_write_resync_and_cleanup(
     assert checked.conditions[0].status == "True", checked.conditions
     assert kube.counter.snapshot()[1] == writes
 
-    # Drift is repaired.
+    # Drift is repaired: the shared binding, and the parameter.
     kube.merge_patch(
-        VAP, "ValidatingAdmissionPolicyBinding", names.pod_guard, {"spec": {"validationActions": ["Audit"]}}
+        VAP, "ValidatingAdmissionPolicyBinding", DENY.pod_guard, {"spec": {"validationActions": ["Audit"]}}
     )
     drifted = pg_step.STEP.reconcile(context(kube, body, dry_run=True))
     assert (drifted.conditions[0].status, drifted.conditions[0].reason) == ("False", "WouldApply")
     pg_step.STEP.reconcile(context(kube, body))
-    assert actions(kube, names.pod_guard) == ["Deny", "Audit"]
+    assert actions(kube, DENY.pod_guard) == ["Deny", "Audit"]
+    crd.merge_patch(
+        constants.API_VERSION,
+        constants.KIND,
+        unique_name,
+        {"status": {"podGuard": {"namespaces": [], "enforcement": "Warn"}}},
+        subresource="status",
+    )
+    drifted = pg_step.STEP.reconcile(context(kube, fresh(crd, unique_name), dry_run=True))
+    assert drifted.conditions[0].reason == "WouldApply"
+    assert "status.podGuard" in drifted.conditions[0].message
+    pg_step.STEP.reconcile(context(kube, fresh(crd, unique_name)))
+    assert parameter(crd, unique_name) == param
 
+    # Cleanup deletes nothing: the shared objects stay; the parameter goes with the platform.
     cleaned = pg_step.STEP.cleanup(context(kube, body))
     assert cleaned.done, cleaned.message
-    assert kube.deleted[:2] == [
-        f"ValidatingAdmissionPolicyBinding/{names.exec_guard}",
-        f"ValidatingAdmissionPolicyBinding/{names.pod_guard}",
-    ]
-    assert {d.split("/")[0] for d in kube.deleted[2:]} == {"ValidatingAdmissionPolicy"}
-    for kind in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"):
-        for name in (names.pod_guard, names.exec_guard):
-            assert kube.get(VAP, kind, name) is None
-    assert pg_step.STEP.cleanup(context(kube, body)).done  # idempotent
-    eventually("the guard to be gone", lambda: not guard_denies(crd, unique_name, names.pod_guard))
+    assert kube.deleted == []
+    for name in podguard.SHARED_NAMES:
+        assert kube.get(VAP, "ValidatingAdmissionPolicy", name) is not None
+    crd.delete(constants.API_VERSION, constants.KIND, unique_name)
+    eventually("the guard to be gone with the platform", lambda: not guard_denies(crd, unique_name, DENY.pod_guard))
+    crd.delete("v1", "Namespace", unique_name)
+
+
+def test_per_platform_guards_of_earlier_versions_are_named_not_deleted(
+    crd: Kube, make_platform: Callable[..., dict[str, Any]], unique_name: str
+) -> None:
+    """What an earlier version left (per-platform names, our labels with the platform's name) is
+    named in PodGuardReady with the admin's one-liner; the step deletes nothing."""
+    make_namespace(crd, unique_name, claimed_by=unique_name)
+    body = make_platform(unique_name, unique_name, podGuard={"enforcement": "Deny"})
+    old = f"tenant-platform-{unique_name}-pod-guard"
+    labels = {
+        constants.LABEL_MANAGED_BY: constants.MANAGED_BY_VALUE,
+        constants.LABEL_PLATFORM: unique_name,
+        constants.LABEL_COMPONENT: "podguard",
+    }
+    literal = podguard.GuardParam((unique_name,), "Deny", ("docker.io/istio/proxyv2",))
+    policy = podguard.render_pod_guard_policy("Deny", literal, unique_name)
+    policy["metadata"] = {"name": old, "labels": labels}
+    binding = podguard.render_binding(old, "Deny", shared=False)
+    binding["metadata"]["labels"] = labels
+    for obj in (policy, binding):
+        crd.apply(obj)
+    kube = recording(crd)
+    result = pg_step.STEP.reconcile(context(kube, body))
+    (cond,) = result.conditions
+    assert (cond.status, cond.reason) == ("True", "Enforcing"), cond
+    assert f"ValidatingAdmissionPolicy {old}" in cond.message
+    assert f"-l tenancy.dev/component=podguard,tenancy.dev/tenant-platform={unique_name}" in cond.message
+    assert kube.deleted == []
+    for kind in ("ValidatingAdmissionPolicyBinding", "ValidatingAdmissionPolicy"):
+        assert crd.get(VAP, kind, old) is not None
+        crd.delete(VAP, kind, old)
     crd.delete("v1", "Namespace", unique_name)
 
 
 def test_step_warn_mode(crd: Kube, make_platform: Callable[..., dict[str, Any]], unique_name: str) -> None:
-    make_namespace(crd, unique_name)
+    make_namespace(crd, unique_name, claimed_by=unique_name)
     body = make_platform(unique_name, unique_name, podGuard={"enforcement": "Warn"})
     result = pg_step.STEP.reconcile(context(crd, body))
     assert (result.conditions[0].status, result.conditions[0].reason) == ("True", "WarnOnly")
-    assert result.status["podGuard"] == {"enforcement": "Warn", "requested": "Warn"}
-    names = podguard.guard_names(unique_name)
-    assert actions(crd, names.pod_guard) == ["Warn", "Audit"]
-    assert actions(crd, names.exec_guard) == ["Warn", "Audit"]
+    assert result.status["podGuard"]["enforcement"] == "Warn"
+    assert parameter(crd, unique_name)["enforcement"] == "Warn"
 
     def warned() -> list[str] | None:
         _, warnings = crd.create_with_warnings(pod("warned", unique_name, hostIPC=True))
-        return [w for w in warnings if names.pod_guard in w] or None
+        return [w for w in warnings if WARN.pod_guard in w] or None
 
     (warning,) = eventually("the guard to warn", warned)
     assert "host namespaces are not allowed: hostIPC" in warning
@@ -1470,14 +1641,13 @@ def test_staged_waits_for_violators_then_denies(
 ) -> None:
     extra = f"{unique_name}-x"
     for ns in (unique_name, extra):
-        make_namespace(crd, ns, adoptable_by=unique_name)
+        make_namespace(crd, ns, adoptable_by=unique_name, claimed_by=unique_name)
     body = make_platform(unique_name, unique_name, additionalNamespaces=[extra], podGuard={"enforcement": "Warn"})
-    names = podguard.guard_names(unique_name)
     pg_step.STEP.reconcile(context(crd, body))
-    assert actions(crd, names.pod_guard) == ["Warn", "Audit"]
+    assert parameter(crd, unique_name)["enforcement"] == "Warn"
     eventually(
         "the guard to warn",
-        lambda: any(names.pod_guard in w for w in crd.create_with_warnings(pod("w", extra, hostPID=True))[1]),
+        lambda: any(WARN.pod_guard in w for w in crd.create_with_warnings(pod("w", extra, hostPID=True))[1]),
     )
     # Existing pods: one violating (admitted with a warning while the guard only warns), two fine.
     crd.create(pod("bad", extra, volumes=[{"name": "host", "hostPath": {"path": "/var/run"}}]))
@@ -1497,15 +1667,16 @@ def test_staged_waits_for_violators_then_denies(
     assert result.status["podGuard"] == {
         "enforcement": "Warn",
         "requested": "Staged",
+        "namespaces": [unique_name, extra],
+        "proxyImageRepositories": DEFAULT_REPOSITORIES,
         "podsThatWouldBeDenied": 1,
         "examples": [f"{extra}/bad: hostPath volumes are not allowed: host"],
     }
-    assert actions(crd, names.pod_guard) == ["Warn", "Audit"]
-    assert actions(crd, names.exec_guard) == ["Warn", "Audit"]
-    # Still waiting on the next pass (verdicts cached; the binding never promoted).
+    assert parameter(crd, unique_name)["enforcement"] == "Warn"
+    # Still waiting on the next pass (verdicts cached; the parameter never promoted).
     again = pg_step.STEP.reconcile(context(crd, crd.get(constants.API_VERSION, constants.KIND, unique_name) or {}))
     assert again.conditions[0].reason == "ViolatingPodsFound"
-    assert actions(crd, names.pod_guard) == ["Warn", "Audit"]
+    assert parameter(crd, unique_name)["enforcement"] == "Warn"
 
     # The whole reconcile writes the same into the TenantPlatform's status.
     if pg_step.STEP in registry.STEPS:
@@ -1518,7 +1689,7 @@ def test_staged_waits_for_violators_then_denies(
         guard_cond = next(c for c in status["conditions"] if c["type"] == "PodGuardReady")
         assert guard_cond["reason"] == "ViolatingPodsFound"
         assert f"{extra}/bad" in guard_cond["message"]
-        assert actions(crd, names.pod_guard) == ["Warn", "Audit"]
+        assert status["podGuard"]["enforcement"] == "Warn"
 
     crd.delete("v1", "Pod", "bad", extra)
     eventually("pod bad to be gone", lambda: crd.get("v1", "Pod", "bad", extra) is None)
@@ -1528,12 +1699,13 @@ def test_staged_waits_for_violators_then_denies(
     assert result.status["podGuard"] == {
         "enforcement": "Deny",
         "requested": "Staged",
+        "namespaces": [unique_name, extra],
+        "proxyImageRepositories": DEFAULT_REPOSITORIES,
         "podsThatWouldBeDenied": 0,
         "examples": [],
     }
-    assert actions(crd, names.pod_guard) == ["Deny", "Audit"]
-    assert actions(crd, names.exec_guard) == ["Deny", "Audit"]
-    eventually("the guard to deny", lambda: guard_denies(crd, extra, names.pod_guard))
+    assert parameter(crd, unique_name)["enforcement"] == "Deny"  # written by the step itself
+    eventually("the guard to deny", lambda: guard_denies(crd, extra, DENY.pod_guard))
 
     # Promoted: stays at Deny, no more dry runs, keeps recording.
     body = crd.get(constants.API_VERSION, constants.KIND, unique_name) or {}
@@ -1554,7 +1726,9 @@ def test_staged_in_a_namespace_enforcing_pod_security(
     crd: Kube, make_platform: Callable[..., dict[str, Any]], unique_name: str
 ) -> None:
     """The hostPID canary is rejected by Pod Security there; the restricted canary proves the guard live."""
-    make_namespace(crd, unique_name, labels={"pod-security.kubernetes.io/enforce": "restricted"})
+    make_namespace(
+        crd, unique_name, labels={"pod-security.kubernetes.io/enforce": "restricted"}, claimed_by=unique_name
+    )
     crd.create(
         pod(
             "restricted",
@@ -1576,18 +1750,17 @@ def test_staged_in_a_namespace_enforcing_pod_security(
 def test_updates_are_checked_only_when_the_spec_changes(
     crd: Kube, make_platform: Callable[..., dict[str, Any]], unique_name: str
 ) -> None:
-    make_namespace(crd, unique_name)
+    make_namespace(crd, unique_name, claimed_by=unique_name)
     body = make_platform(unique_name, unique_name, podGuard={"enforcement": "Warn"})
-    names = podguard.guard_names(unique_name)
     pg_step.STEP.reconcile(context(crd, body))
     eventually(
         "the guard to warn",
-        lambda: any(names.pod_guard in w for w in crd.create_with_warnings(pod("w", unique_name, hostPID=True))[1]),
+        lambda: any(WARN.pod_guard in w for w in crd.create_with_warnings(pod("w", unique_name, hostPID=True))[1]),
     )
     crd.create(pod("old", unique_name, volumes=[{"name": "host", "hostPath": {"path": "/var/log"}}]))
     crd.merge_patch(constants.API_VERSION, constants.KIND, unique_name, {"spec": {"podGuard": {"enforcement": "Deny"}}})
     pg_step.STEP.reconcile(context(crd, crd.get(constants.API_VERSION, constants.KIND, unique_name) or {}))
-    eventually("the guard to deny", lambda: guard_denies(crd, unique_name, names.pod_guard))
+    eventually("the guard to deny", lambda: guard_denies(crd, unique_name, DENY.pod_guard))
 
     # Metadata-only updates of a pod admitted before the guard still work.
     crd.merge_patch("v1", "Pod", "old", {"metadata": {"labels": {"tier": "legacy"}}}, namespace=unique_name)
@@ -1679,24 +1852,21 @@ def inlined(policy: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+LITERAL = podguard.GuardParam(("tc",), "Deny", ("docker.io/istio/proxyv2",))
+
+
 def test_policies_type_check_without_warnings(type_checking_cluster: Kube) -> None:
-    platform = TenantPlatform.from_body(
-        {
-            "metadata": {"name": f"typecheck-{uuid.uuid4().hex[:6]}"},
-            "spec": {"namespace": "tc", "domain": "tc.example.com"},
-        }
-    )
-    pod_policy, exec_policy, *_ = podguard.render(platform)
-    assert type_check(type_checking_cluster, pod_policy) == []
-    assert type_check(type_checking_cluster, exec_policy) == []
-    assert type_check(type_checking_cluster, inlined(pod_policy)) == []
+    devmode.install_crd(type_checking_cluster)  # the parameter's schema
+    for policy in podguard.render()[:4] + podguard.render(LITERAL, "typecheck")[:4]:
+        policy["metadata"]["name"] += f"-{uuid.uuid4().hex[:6]}"
+        assert type_check(type_checking_cluster, policy) == [], policy["metadata"]["name"]
+        if "-pod-guard-" in policy["metadata"]["name"]:
+            assert type_check(type_checking_cluster, inlined(policy)) == [], policy["metadata"]["name"]
 
 
 def test_the_type_check_harness_catches_a_typo(type_checking_cluster: Kube) -> None:
-    platform = TenantPlatform.from_body(
-        {"metadata": {"name": f"typo-{uuid.uuid4().hex[:6]}"}, "spec": {"namespace": "tc", "domain": "tc.example.com"}}
-    )
-    pod_policy = podguard.render(platform)[0]
+    devmode.install_crd(type_checking_cluster)
+    pod_policy = podguard.render(LITERAL, f"typo-{uuid.uuid4().hex[:6]}")[0]
     for var in pod_policy["spec"]["variables"]:
         var["expression"] = var["expression"].replace(".?subPathExpr", ".?subPathExp")
     warnings = type_check(type_checking_cluster, inlined(pod_policy))

@@ -1,7 +1,8 @@
 """Once staged enforcement promoted the pod guard to Deny, it never falls back to Warn: the
-promotion is recorded on the pod guard policy (an object the operator owns), so a binding
-deleted by someone comes back at Deny, and a violating pod admitted while it was gone does not
-send the guard back to staging. On the real API server."""
+promotion is the platform's own ``status.podGuard`` (the shared guard's parameter, written by the
+step), so a shared binding deleted by someone comes back as it was, and a violating pod admitted
+while it was gone does not send the guard back to staging. A full pass that changes nothing
+writes nothing (the parameter is not flipped back and forth). On the real API server."""
 
 from __future__ import annotations
 
@@ -9,53 +10,98 @@ from collections.abc import Callable
 from typing import Any
 
 from tests.integration.test_podguard import (
+    DENY,
+    NOW,
+    SETTINGS,
     actions,
     context,
     eventually,
+    fresh,
     guard_denies,
     make_namespace,
+    parameter,
     pod,
     reconcile_until,
 )
 
+from tenant_platform import reconcile
 from tenant_platform.api import constants
+from tenant_platform.kube import errors
+from tenant_platform.kube.client import Kube
 from tenant_platform.reconcile import podguard as pg_step
 from tenant_platform.render import podguard
-from tenant_platform.status import podguard as pg
 
 
 def test_promotion_survives_a_deleted_binding_and_a_new_violator(
     crd: Any, make_platform: Callable[..., dict[str, Any]], unique_name: str
 ) -> None:
-    make_namespace(crd, unique_name, adoptable_by=unique_name)
+    make_namespace(crd, unique_name, adoptable_by=unique_name, claimed_by=unique_name)
     make_platform(unique_name, unique_name, podGuard={"enforcement": "Staged"})
-    names = podguard.guard_names(unique_name)
     crd.create(pod("fine", unique_name))
     result = reconcile_until(crd, unique_name, lambda r: r.conditions[0].status == "True", "promotion")
     assert result.conditions[0].reason == "Enforcing"
-    policy = crd.get(podguard.API_VERSION, podguard.POLICY_KIND, names.pod_guard)
-    promoted_at = policy["metadata"]["annotations"][pg.PROMOTED_ANNOTATION]
-    assert promoted_at
+    assert parameter(crd, unique_name)["enforcement"] == "Deny"
+    # What the end-of-pass write would add (the check's record) goes in as a full pass would.
+    crd.merge_patch(constants.API_VERSION, constants.KIND, unique_name, {"status": result.status}, subresource="status")
 
-    # Someone deletes the pod guard's binding; meanwhile a violating pod is admitted.
-    crd.delete(podguard.API_VERSION, podguard.BINDING_KIND, names.pod_guard)
-    crd.create(pod("bad", unique_name, hostPID=True))
-    body = crd.get(constants.API_VERSION, constants.KIND, unique_name) or {}
-    again = pg_step.STEP.reconcile(context(crd, body))
-    assert actions(crd, names.pod_guard) == ["Deny", "Audit"], "re-created at Deny, not Warn"
-    assert actions(crd, names.exec_guard) == ["Deny", "Audit"]
-    assert again.status["podGuard"]["enforcement"] == "Deny"
+    # Someone deletes the pod guard's Deny binding; meanwhile a violating pod is admitted.
+    crd.delete(podguard.API_VERSION, podguard.BINDING_KIND, DENY.pod_guard)
+
+    def admitted() -> bool:
+        try:
+            crd.create(pod("bad", unique_name, hostPID=True))
+        except errors.Forbidden:
+            return False  # the API server has not seen the deletion yet
+        return True
+
+    eventually("a violating pod to be admitted without the binding", admitted)
+    again = pg_step.STEP.reconcile(context(crd, fresh(crd, unique_name)))
+    assert actions(crd, DENY.pod_guard) == ["Deny", "Audit"], "re-created"
+    assert parameter(crd, unique_name)["enforcement"] == "Deny", "not sent back to Warn"
     assert again.conditions[0].reason == "Enforcing", again.conditions[0].message
-    live = crd.get(podguard.API_VERSION, podguard.POLICY_KIND, names.pod_guard)
-    assert live["metadata"]["annotations"][pg.PROMOTED_ANNOTATION] == promoted_at  # kept, not re-stamped
-    eventually("the guard to deny again", lambda: guard_denies(crd, unique_name, names.pod_guard))
+    eventually("the guard to deny again", lambda: guard_denies(crd, unique_name, DENY.pod_guard))
 
     # Back to Warn by the spec: the promotion is forgotten (a later Staged starts over).
     crd.merge_patch(constants.API_VERSION, constants.KIND, unique_name, {"spec": {"podGuard": {"enforcement": "Warn"}}})
-    body = crd.get(constants.API_VERSION, constants.KIND, unique_name) or {}
-    pg_step.STEP.reconcile(context(crd, body))
-    live = crd.get(podguard.API_VERSION, podguard.POLICY_KIND, names.pod_guard)
-    assert pg.PROMOTED_ANNOTATION not in (live["metadata"].get("annotations") or {})
-    assert actions(crd, names.pod_guard) == ["Warn", "Audit"]
-    assert pg_step.STEP.cleanup(context(crd, body)).done
+    pg_step.STEP.reconcile(context(crd, fresh(crd, unique_name)))
+    assert parameter(crd, unique_name)["enforcement"] == "Warn"
+    crd.merge_patch(
+        constants.API_VERSION, constants.KIND, unique_name, {"spec": {"podGuard": {"enforcement": "Staged"}}}
+    )
+    restarted = pg_step.STEP.reconcile(context(crd, fresh(crd, unique_name)))
+    assert restarted.conditions[0].reason == "ViolatingPodsFound"  # the hostPID pod, checked again
+    assert parameter(crd, unique_name)["enforcement"] == "Warn"
     crd.delete("v1", "Namespace", unique_name)
+
+
+def test_a_full_pass_writes_the_parameter_first_and_a_no_op_pass_writes_nothing(
+    crd: Kube, make_platform: Callable[..., dict[str, Any]], unique_name: str
+) -> None:
+    """reconcile.run: the step writes status.podGuard (one field manager, the status subresource)
+    before its check; the end-of-pass write sends only what still differs, so the enforcement is
+    never written back to an older value; a later pass that finds everything in place writes no
+    status at all."""
+    make_platform(unique_name, unique_name, podGuard={"enforcement": "Staged"})
+
+    def passed() -> dict[str, Any] | None:
+        outcome = reconcile.run(fresh(crd, unique_name), kube=crd, settings=SETTINGS, now=NOW)
+        cond = next(c for c in outcome.status["conditions"] if c["type"] == "PodGuardReady")
+        return outcome.status if cond["status"] == "True" else None
+
+    status = eventually("promotion by full passes", passed)
+    assert status["podGuard"]["enforcement"] == "Deny"
+    assert parameter(crd, unique_name) == status["podGuard"]
+    stable = eventually(
+        "a pass that changes nothing",
+        lambda: (
+            None
+            if (o := reconcile.run(fresh(crd, unique_name), kube=crd, settings=SETTINGS, now=NOW)).status_written
+            else o
+        ),
+    )
+    assert not stable.status_written
+    patches = crd.counter.by_verb.get("PATCH", 0)  # status, parameter and server-side applies
+    outcome = reconcile.run(fresh(crd, unique_name), kube=crd, settings=SETTINGS, now=NOW)
+    assert not outcome.status_written
+    assert crd.counter.by_verb.get("PATCH", 0) == patches
+    assert parameter(crd, unique_name)["enforcement"] == "Deny"

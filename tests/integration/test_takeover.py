@@ -18,7 +18,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -34,7 +33,6 @@ from tenant_platform.kube.client import Kube
 from tenant_platform.reconcile import dns, edgecert, gateway, podguard
 from tenant_platform.render import corefile
 from tenant_platform.render import podguard as render_pg
-from tenant_platform.status import podguard_takeover as tk
 from tenant_platform.status.coredns import CoreDNSTarget
 from tenant_platform.testing.controlplane import ControlPlane
 from tenant_platform.testing.seed import STOCK_COREFILE
@@ -134,16 +132,20 @@ def by_hand(kube: Kube, obj: dict[str, Any], adopt_for: str) -> dict[str, Any]:
 
 
 def checklist_guard(kube: Kube, platform_body: dict[str, Any], prefix: str) -> list[tuple[str, str]]:
-    """The checklist's two policies (its rules: the same CEL), named its way, with [Deny] bindings."""
+    """The checklist's two policies (its rules: the same CEL, its namespaces inlined), named its
+    way, with [Deny] bindings."""
     parsed = TenantPlatform.from_body(platform_body)
+    literal = render_pg.GuardParam(
+        tuple(parsed.spec.all_namespaces), "Deny", tuple(parsed.spec.pod_guard.proxy_image_repositories)
+    )
     made = []
     for policy, name in (
-        (render_pg.render_pod_guard_policy(parsed), f"{prefix}-pod-guard"),
-        (render_pg.render_exec_guard_policy(parsed), f"{prefix}-exec-guard"),
+        (render_pg.render_pod_guard_policy("Deny", literal, parsed.name), f"{prefix}-pod-guard"),
+        (render_pg.render_exec_guard_policy("Deny", literal, parsed.name), f"{prefix}-exec-guard"),
     ):
         policy["metadata"]["name"] = name
         by_hand(kube, policy, parsed.name)
-        binding = render_pg.render_binding(name, "Deny")
+        binding = render_pg.render_binding(name, "Deny", shared=False)
         binding["spec"]["validationActions"] = ["Deny"]
         by_hand(kube, binding, parsed.name)
         made += [("ValidatingAdmissionPolicy", name), ("ValidatingAdmissionPolicyBinding", name)]
@@ -255,33 +257,35 @@ def test_hand_prepared_cluster_is_taken_over_without_a_gap(
         unique_name,
     )
 
+    for ns in (tenant, extensions):  # claimed, as the namespaces step leaves them
+        crd.merge_patch("v1", "Namespace", ns, {"metadata": {"labels": {constants.LABEL_PLATFORM: unique_name}}})
     prober = Prober(Kube.from_kubeconfig(str(control_plane.kubeconfig_path)), [tenant, extensions])
     # The hand-made guard is in effect before anything of ours exists.
     wait_for_denial(prober, hand_guard[0][1])
     prober.start()
+    names = render_pg.guard_names("Deny")
     try:
-        # Pass 1: ours applied at Deny (a hand-made binding denies), the switch recorded on our
-        # policy, the Warn-only check binding beside it; nothing hand-made deleted yet.
+        # Pass 1: ours at Deny from the start (a hand-made binding denies, so Staged does not start
+        # at Warn); the hand-made guard is still needed (ours was written in this pass).
         result = podguard.STEP.reconcile(context(crd, platform))
-        assert only(result)[1] == PodGuard.TAKEOVER_IN_PROGRESS, only(result)
-        names = render_pg.guard_names(unique_name)
-        ours = crd.get(VAP, "ValidatingAdmissionPolicy", names.pod_guard)
-        assert ours["metadata"]["annotations"][tk.TAKEOVER_ANNOTATION].startswith("Deny ")
-        assert crd.get(VAP, "ValidatingAdmissionPolicyBinding", names.pod_guard)["spec"]["validationActions"] == [
-            "Deny",
-            "Audit",
-        ]
-        assert all(crd.get(VAP, kind, name) is not None for kind, name in hand_guard)
-        # A fresh step (a restarted operator) resumes from what the objects record.
-        step = podguard.PodGuardStep()
-        deadline = time.monotonic() + 60
-        while True:
-            status, reason, message = only(step.reconcile(context(crd, platform, now=datetime.now(UTC))))
-            if reason != PodGuard.TAKEOVER_IN_PROGRESS or time.monotonic() > deadline:
-                break
-            time.sleep(1)
+        status, reason, message = only(result)
         assert (status, reason) == ("True", PodGuard.ENFORCING), message
-        time.sleep(1)  # the prober keeps going after the hand-made guard is gone
+        assert "is still needed" in message
+        assert result.status["podGuard"]["enforcement"] == "Deny"
+        assert all(crd.get(VAP, kind, name) is not None for kind, name in hand_guard)
+        # Pass 2 (a fresh step, as a restarted operator): ours was in place before it began, so
+        # the hand-made guard is reported redundant with the command that deletes it; the
+        # operator deletes nothing (it may not).
+        body = crd.get(constants.API_VERSION, constants.KIND, unique_name)
+        status, reason, message = only(podguard.PodGuardStep().reconcile(context(crd, body)))
+        assert (status, reason) == ("True", PodGuard.HAND_MADE_GUARD_REDUNDANT), message
+        assert f"kubectl delete validatingadmissionpolicybinding {hand_guard[3][1]} {hand_guard[1][1]}" in message
+        assert all(crd.get(VAP, kind, name) is not None for kind, name in hand_guard)
+        # The admin deletes them, bindings first, while the prober keeps going.
+        for kind, name in sorted(hand_guard, key=lambda ref: ref[0] != "ValidatingAdmissionPolicyBinding"):
+            crd.delete(VAP, kind, name)
+        wait_for_denial(prober, names.pod_guard)
+        time.sleep(1)
     finally:
         prober.stop.set()
         prober.join(10)
@@ -289,15 +293,10 @@ def test_hand_prepared_cluster_is_taken_over_without_a_gap(
     assert len(prober.denied_by) > 20
     assert {hand_guard[0][1], hand_guard[2][1]} & set(prober.denied_by), "the hand-made guard denied first"
     assert {names.pod_guard, names.exec_guard} <= set(prober.denied_by[-4:]), "ours deny at the end"
-
-    # Exactly one guard: ours; the hand-made objects, the check binding and the record are gone.
-    for kind in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"):
-        mine = sorted(o["metadata"]["name"] for o in crd.list(VAP, kind) if unique_name in o["metadata"]["name"])
-        assert mine == sorted([names.exec_guard, names.pod_guard]), (kind, mine)
-    ours = crd.get(VAP, "ValidatingAdmissionPolicy", names.pod_guard)
-    annotations = ours["metadata"].get("annotations") or {}
-    assert tk.TAKEOVER_ANNOTATION not in annotations
-    assert "tenancy.dev/pod-guard-promoted-at" in annotations, "Staged stays at Deny after the takeover"
+    body = crd.get(constants.API_VERSION, constants.KIND, unique_name)
+    status, reason, message = only(podguard.PodGuardStep().reconcile(context(crd, body)))
+    assert (status, reason) == ("True", PodGuard.ENFORCING), message
+    assert "hand-made" not in message
 
     # One Gateway (the same object), one trust ConfigMap (the same object, now ours).
     assert only(run(gateway.STEP, crd, platform))[1] == "Programmed"

@@ -41,7 +41,7 @@ def platform(**spec: Any) -> TenantPlatform:
         ({"dns": {"management": "Disabled"}}, [], ["CoreDNS"]),
         ({"dns": {"management": "CoreDNS"}}, ["the CoreDNS rewrite of lab.example.com"], []),
         ({"deletionPolicy": "Delete"}, ["(deletionPolicy Delete)"], []),
-        ({}, ["tenant-platform-lab-pod-guard", "tenant-platform-lab-exec-guard", "GPU node labels"], []),
+        ({}, ["tenant-platform-lab-pod-guard-deny", "tenant-platform-lab-exec-guard-warn", "GPU node labels"], []),
     ],
 )
 def test_left_behind_names_every_kind_a_step_may_have_written(

@@ -133,7 +133,7 @@ ROWS = [
             GOOD,
             probe=StyleProbe(
                 rejected='pods "tenant-platform-sidecar-probe-x" is forbidden: ValidatingAdmissionPolicy '
-                "'tenant-platform-demo-pod-guard' with binding 'tenant-platform-demo-pod-guard' denied request: "
+                "'tenant-platform-pod-guard-deny' with binding 'tenant-platform-pod-guard-deny' denied request: "
                 "the init container istio-init may add NET_ADMIN and NET_RAW only in the exact shape Istio "
                 "injects: its image must start with one of the allowed prefixes"
             ),

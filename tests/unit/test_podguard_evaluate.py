@@ -12,11 +12,19 @@ from tenant_platform.api import reasons
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.render import podguard as render_pg
 from tenant_platform.status import podguard as pg
-from tenant_platform.status.podguard import Applied, PodGuardFacts, StagedCheck
+from tenant_platform.status.podguard import Applied, PodGuardFacts
+from tenant_platform.status.podguard_check import InjectedCheck, StagedCheck
 
-NAMES = render_pg.guard_names("demo")
-POD, EXEC = NAMES.pod_guard, NAMES.exec_guard
+DENY, WARN = render_pg.guard_names("Deny"), render_pg.guard_names("Warn")
+POD, EXEC = DENY.pod_guard, DENY.exec_guard
 VAP, VAPB = render_pg.POLICY_KIND, render_pg.BINDING_KIND
+NAMESPACES = ("kamiwaza", "kamiwaza-extensions")
+REPOSITORIES = (
+    "registry.istio.io/release/proxyv2",
+    "docker.io/istio/proxyv2",
+    "ghcr.io/kamiwaza-internal/containers/images/istio/proxyv2",
+)
+PARAM_FIELDS = {"namespaces": list(NAMESPACES), "proxyImageRepositories": list(REPOSITORIES)}
 
 
 def platform(status: dict[str, Any] | None = None, **pod_guard: Any) -> TenantPlatform:
@@ -45,25 +53,33 @@ def binding(name: str, mode: str) -> pg.Obj:
     return {"kind": VAPB, "metadata": {"name": name}, "spec": {"validationActions": render_pg.ACTIONS[mode]}}
 
 
-def objects(mode: str, **policy_kw: Any) -> tuple[pg.Obj, ...]:
-    """Both policies, then both bindings at ``mode``."""
-    return (policy(POD, **policy_kw), policy(EXEC), binding(POD, mode), binding(EXEC, mode))
+def objects(**policy_kw: Any) -> tuple[pg.Obj, ...]:
+    """The four shared policies, then their bindings (each at its own actions)."""
+    policies = [policy(POD, **policy_kw), policy(EXEC), policy(WARN.pod_guard), policy(WARN.exec_guard)]
+    bindings = [binding(n.pod_guard, m) for n, m in ((DENY, "Deny"), (WARN, "Warn"))]
+    bindings += [binding(n.exec_guard, m) for n, m in ((DENY, "Deny"), (WARN, "Warn"))]
+    return (*policies, *bindings)
 
 
-def live(mode: str | None) -> dict[pg.Ref, pg.Obj | None]:
-    found = dict.fromkeys([(VAP, POD), (VAPB, POD), (VAP, EXEC), (VAPB, EXEC)])
-    if mode is not None:
-        for obj in objects(mode):
+def live(present: bool = True) -> dict[pg.Ref, pg.Obj | None]:
+    found: dict[pg.Ref, pg.Obj | None] = {(kind, name): None for name in render_pg.SHARED_NAMES for kind in (VAP, VAPB)}
+    if present:
+        for obj in objects():
             found[pg.ref(obj)] = obj
     return found
 
 
-def facts(mode: str, *, target: render_pg.Enforcement | None = None, **changes: Any) -> PodGuardFacts:
-    """One pass that applied cleanly at ``mode`` (and, unless given, targeted it)."""
+def param(mode: render_pg.Enforcement) -> render_pg.GuardParam:
+    return render_pg.GuardParam(NAMESPACES, mode, REPOSITORIES)
+
+
+def facts(mode: render_pg.Enforcement, **changes: Any) -> PodGuardFacts:
+    """One pass that applied cleanly, its parameter at ``mode`` on the API server."""
     base: dict[str, Any] = {
-        "live": live(mode),
-        "target": target or ("Deny" if mode == "Deny" else "Warn"),
-        "applied": Applied(objects=objects(mode)),
+        "live": live(),
+        "param": param(mode),
+        "param_written": True,
+        "applied": Applied(objects=objects()),
     }
     return PodGuardFacts(**{**base, **changes})
 
@@ -84,7 +100,7 @@ def injector(**values: Any) -> render_pg.Injector:
 
 
 def injected(reasons_: tuple[str, ...] = (IMAGE_DENIAL,), **values: Any) -> StagedCheck:
-    check = pg.InjectedCheck(source=SOURCE, injector=injector(**values), reasons=reasons_)
+    check = InjectedCheck(source=SOURCE, injector=injector(**values), reasons=reasons_)
     return StagedCheck(checked=1, injected=check)
 
 
@@ -109,7 +125,8 @@ ROWS = [
         {"enforcement": "Deny"},
         "True",
         reasons.PodGuard.ENFORCING,
-        f"deny violating requests in kamiwaza, kamiwaza-extensions (bindings {POD} and {EXEC} at [Deny, Audit]).",
+        f"deny violating requests in kamiwaza, kamiwaza-extensions (policies {POD} and {EXEC}, with this "
+        "TenantPlatform as their parameter, bound with [Deny, Audit]).",
     ),
     Row(
         "warn in place",
@@ -117,15 +134,16 @@ ROWS = [
         {"enforcement": "Warn"},
         "True",
         reasons.PodGuard.WARN_ONLY,
-        "bound with [Warn, Audit] in kamiwaza, kamiwaza-extensions: violating requests are admitted with a warning",
+        f"warn in kamiwaza, kamiwaza-extensions (policies {WARN.pod_guard} and {WARN.exec_guard}, with this "
+        "TenantPlatform as their parameter, bound with [Warn, Audit]): violating requests are admitted with a warning",
     ),
     Row(
-        "bindings not yet at the requested actions",
-        facts("Warn", target="Deny"),
+        "parameter not on the API server yet",
+        facts("Deny", param_written=False),
         {"enforcement": "Deny"},
         "False",
         reasons.PodGuard.ENFORCEMENT_PENDING,
-        f"The bindings {POD} and {EXEC} are at Warn, not yet at the requested Deny.",
+        "The pod guard is at None, not yet at the requested Deny.",
         progressing=True,
     ),
     Row(
@@ -172,7 +190,7 @@ ROWS = [
     ),
     Row(
         "the live injector's pod could not be checked",
-        facts("Warn", check=StagedCheck(injected=pg.InjectedCheck(source=SOURCE, error="its data.values is bad"))),
+        facts("Warn", check=StagedCheck(injected=InjectedCheck(source=SOURCE, error="its data.values is bad"))),
         {},
         "False",
         reasons.PodGuard.PODS_NOT_CHECKED,
@@ -203,7 +221,7 @@ ROWS = [
     ),
     Row(
         "type-checking warnings on a policy",
-        facts("Deny", applied=Applied(objects=objects("Deny", warnings=("undefined field 'x'\nmore",)))),
+        facts("Deny", applied=Applied(objects=objects(warnings=("undefined field 'x'\nmore",)))),
         {"enforcement": "Deny"},
         "False",
         reasons.PodGuard.TYPE_CHECKING_WARNINGS,
@@ -228,7 +246,7 @@ ROWS = [
     ),
     Row(
         "dry run: a binding differs",
-        facts("Deny", applied=Applied(objects=objects("Deny"), would_apply=(f"{VAPB} {POD}",))),
+        facts("Deny", applied=Applied(objects=objects(), would_apply=(f"{VAPB} {POD}",))),
         {"enforcement": "Deny"},
         "False",
         reasons.PodGuard.WOULD_APPLY,
@@ -262,6 +280,16 @@ ROWS = [
         f"Could not apply the pod guard policies: {VAP} {POD}: webhook said no.",
         progressing=True,
     ),
+    Row(
+        "writing the parameter failed",
+        facts("Deny", param_written=False, param_error="the server is busy"),
+        {"enforcement": "Deny"},
+        "False",
+        reasons.Common.API_ERROR,
+        "Could not write the pod guard's parameter (status.podGuard), which the shared policies read: the server "
+        "is busy.",
+        progressing=True,
+    ),
 ]
 
 
@@ -277,7 +305,7 @@ def test_condition(row: Row) -> None:
 
 
 # The takeover's reasons: their rows are in tests/unit/test_podguard_takeover.py (TAKEOVER_ROWS).
-TAKEOVER_REASONS = [reasons.PodGuard.TAKEOVER_IN_PROGRESS, reasons.PodGuard.TAKEOVER_BLOCKED]
+TAKEOVER_REASONS = [reasons.PodGuard.HAND_MADE_GUARD_REDUNDANT, reasons.PodGuard.TAKEOVER_BLOCKED]
 
 
 def test_every_reason_has_a_row() -> None:
@@ -290,39 +318,39 @@ def test_every_reason_has_a_row() -> None:
 
 
 @pytest.mark.parametrize(
-    ("requested", "bindings", "expected"),
+    ("requested", "previous", "hand_made_denies", "expected"),
     [
-        ("Deny", None, "Deny"),
-        ("Deny", "Warn", "Deny"),
-        ("Warn", None, "Warn"),
-        ("Warn", "Deny", "Warn"),
-        ("Staged", None, "Warn"),
-        ("Staged", "Warn", "Warn"),
-        ("Staged", "Deny", "Deny"),  # promoted earlier: stays
+        ("Deny", None, False, "Deny"),
+        ("Deny", {"requested": "Deny", "enforcement": "Warn"}, False, "Deny"),
+        ("Warn", None, False, "Warn"),
+        ("Warn", {"requested": "Warn", "enforcement": "Deny"}, False, "Warn"),
+        ("Warn", None, True, "Warn"),  # never above what the spec asks (TakeoverBlocked says so)
+        ("Staged", None, False, "Warn"),
+        ("Staged", {"requested": "Staged", "enforcement": "Warn"}, False, "Warn"),
+        ("Staged", {"requested": "Staged", "enforcement": "Deny"}, False, "Deny"),  # promoted earlier: stays
+        ("Staged", {"requested": "Deny", "enforcement": "Deny"}, False, "Deny"),  # from Deny: never steps down
+        ("Staged", {"requested": "Warn", "enforcement": "Warn"}, False, "Warn"),  # from Warn: checks first
+        ("Staged", None, True, "Deny"),  # a hand-made guard denies: never below it
     ],
 )
-def test_target(requested: str, bindings: str | None, expected: str) -> None:
-    assert pg.target(platform(enforcement=requested), live(bindings)) == expected
-
-
-def test_target_needs_both_bindings_to_deny() -> None:
-    found = live("Warn")
-    found[(VAPB, POD)] = binding(POD, "Deny")
-    assert pg.target(platform(enforcement="Staged"), found) == "Warn"
+def test_target(requested: str, previous: dict[str, Any] | None, hand_made_denies: bool, expected: str) -> None:
+    status = {"podGuard": previous} if previous else None
+    assert pg.target(platform(status, enforcement=requested), hand_made_denies=hand_made_denies) == expected
 
 
 @pytest.mark.parametrize(
-    ("requested", "target", "applied", "expected"),
+    ("requested", "changes", "expected"),
     [
-        ("Staged", "Warn", Applied(), True),
-        ("Staged", "Deny", Applied(), False),
-        ("Warn", "Warn", Applied(), False),
-        ("Staged", "Warn", Applied(errors=("x",)), False),
-        ("Staged", "Warn", Applied(would_apply=("x",)), False),
+        ("Staged", {}, True),
+        ("Staged", {"param": param("Deny")}, False),
+        ("Warn", {}, False),
+        ("Staged", {"applied": Applied(errors=("x",))}, False),
+        ("Staged", {"applied": Applied(would_apply=("x",))}, False),
+        ("Staged", {"param_written": False}, False),  # the API server must read the parameter first
     ],
 )
-def test_wants_check(requested: str, target: render_pg.Enforcement, applied: Applied, expected: bool) -> None:
-    assert pg.wants_check(platform(enforcement=requested), target, applied) is expected
+def test_wants_check(requested: str, changes: dict[str, Any], expected: bool) -> None:
+    assert pg.wants_check(platform(enforcement=requested), facts("Warn", **changes)) is expected
 
 
 def test_promotes_only_a_clean_check_and_never_in_a_dry_run() -> None:
@@ -336,9 +364,7 @@ def test_promotes_only_a_clean_check_and_never_in_a_dry_run() -> None:
 
 
 def test_promotion_is_enforcing_with_an_event_and_the_check_recorded() -> None:
-    passed = facts(
-        "Deny", check=StagedCheck(checked=2), promoted=True, applied=Applied(objects=objects("Deny"), written=2)
-    )
+    passed = facts("Deny", check=StagedCheck(checked=2), promoted=True, applied=Applied(objects=objects(), written=2))
     verdict = pg.evaluate(platform(), passed, dry_run=False)
     assert verdict.condition.reason == reasons.PodGuard.ENFORCING
     assert "Staged enforcement found no pod that would be denied." in verdict.condition.message
@@ -352,13 +378,21 @@ def test_promotion_is_enforcing_with_an_event_and_the_check_recorded() -> None:
         )
     ]
     assert verdict.sections == {
-        "podGuard": {"enforcement": "Deny", "requested": "Staged", "podsThatWouldBeDenied": 0, "examples": []}
+        "podGuard": {
+            "enforcement": "Deny",
+            "requested": "Staged",
+            **PARAM_FIELDS,
+            "podsThatWouldBeDenied": 0,
+            "examples": [],
+        }
     }
 
 
 def test_no_event_when_the_promotion_failed() -> None:
-    failed = facts("Warn", promoted=True, target="Deny", applied=Applied(errors=("x",)))
+    failed = facts("Deny", promoted=True, applied=Applied(errors=("x",)))
     assert pg.evaluate(platform(), failed, dry_run=False).events == []
+    unwritten = facts("Deny", promoted=True, param_written=False, param_error="x")
+    assert pg.evaluate(platform(), unwritten, dry_run=False).events == []
 
 
 # ---- status.podGuard ------------------------------------------------------------------------------
@@ -370,6 +404,7 @@ def test_section_after_a_check() -> None:
     assert verdict.sections["podGuard"] == {
         "enforcement": "Warn",
         "requested": "Staged",
+        **PARAM_FIELDS,
         "podsThatWouldBeDenied": 7,
         "examples": [f"ns/p{i}: reason {i}" for i in range(5)],
         "podsNotChecked": 1,
@@ -384,22 +419,44 @@ def test_section_once_promoted_keeps_the_last_check_only_for_staged() -> None:
     assert staged.sections["podGuard"] == {
         "enforcement": "Deny",
         "requested": "Staged",
+        **PARAM_FIELDS,
         "podsThatWouldBeDenied": 0,
         "examples": [],
     }
     deny = pg.evaluate(platform(previous, enforcement="Deny"), facts("Deny"), dry_run=False)
-    assert deny.sections["podGuard"] == {"enforcement": "Deny", "requested": "Deny"}
+    assert deny.sections["podGuard"] == {"enforcement": "Deny", "requested": "Deny", **PARAM_FIELDS}
 
 
-def test_dry_run_reads_the_enforcement_from_the_live_bindings() -> None:
+def test_in_effect_in_a_dry_run_is_what_was_found() -> None:
     # In a dry run nothing is applied: what is in effect is what was found.
     found = facts("Deny", applied=Applied())
-    assert pg.evaluate(platform(enforcement="Deny"), found, dry_run=True).sections["podGuard"]["enforcement"] == "Deny"
-    assert pg.evaluate(platform(enforcement="Deny"), found, dry_run=False).sections["podGuard"]["enforcement"] == "None"
+    assert pg.in_effect(found, platform_name="demo", dry_run=True) == "Deny"
+    assert pg.in_effect(found, platform_name="demo", dry_run=False) == "None"
+    assert pg.in_effect(facts("Deny", live=live(False)), platform_name="demo", dry_run=True) == "None"
+
+
+def test_a_failed_apply_never_switches_the_parameter_off() -> None:
+    """status.podGuard.enforcement is what the shared policies read: it stays the parameter's."""
+    failed = facts("Deny", applied=Applied(errors=("x",)))
+    verdict = pg.evaluate(platform(enforcement="Deny"), failed, dry_run=False)
+    assert verdict.condition.status == "False"
+    assert verdict.sections["podGuard"]["enforcement"] == "Deny"
+
+
+def test_the_parameter_is_the_owned_namespaces_and_the_valid_repositories() -> None:
+    spec = platform(enforcement="Staged", proxyImageRepositories=["proxyv2", "docker.io/istio/proxyv2"])
+    value = pg.param(spec, "Warn", ["kamiwaza"])
+    assert pg.param_fields(value) == {
+        "namespaces": ["kamiwaza"],
+        "enforcement": "Warn",
+        "proxyImageRepositories": ["docker.io/istio/proxyv2"],
+    }
+    assert pg.param_written({**pg.param_fields(value), "requested": "Staged"}, value)
+    assert not pg.param_written({**pg.param_fields(value), "namespaces": []}, value)
 
 
 def test_type_checking_not_reported_yet_is_noted() -> None:
-    pending = facts("Deny", applied=Applied(objects=objects("Deny", generation=2, observed=1)))
+    pending = facts("Deny", applied=Applied(objects=objects(generation=2, observed=1)))
     verdict = pg.evaluate(platform(enforcement="Deny"), pending, dry_run=False)
     assert verdict.condition.reason == reasons.PodGuard.ENFORCING
     assert verdict.condition.message.endswith(" The API server has not reported type checking for the policies yet.")

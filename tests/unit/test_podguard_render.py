@@ -31,29 +31,37 @@ def variables(policy: dict[str, Any]) -> dict[str, str]:
     return {v["name"]: v["expression"] for v in policy["spec"]["variables"]}
 
 
-def test_render_returns_two_policies_then_two_bindings_in_stable_order() -> None:
-    objs = podguard.render(platform())
-    assert [(o["kind"], o["metadata"]["name"]) for o in objs] == [
-        ("ValidatingAdmissionPolicy", "tenant-platform-demo-pod-guard"),
-        ("ValidatingAdmissionPolicy", "tenant-platform-demo-exec-guard"),
-        ("ValidatingAdmissionPolicyBinding", "tenant-platform-demo-pod-guard"),
-        ("ValidatingAdmissionPolicyBinding", "tenant-platform-demo-exec-guard"),
-    ]
+SHARED = ["tenant-platform-pod-guard-deny", "tenant-platform-pod-guard-warn"]
+SHARED += ["tenant-platform-exec-guard-deny", "tenant-platform-exec-guard-warn"]
+LITERAL = podguard.GuardParam(("kamiwaza", "kamiwaza-extensions"), "Deny", ("mirror.example.com:5000/istio/proxyv2",))
+
+
+def test_render_returns_four_policies_then_four_bindings_in_stable_order() -> None:
+    objs = podguard.render()
+    kinds = ["ValidatingAdmissionPolicy"] * 4 + ["ValidatingAdmissionPolicyBinding"] * 4
+    assert [(o["kind"], o["metadata"]["name"]) for o in objs] == list(zip(kinds, SHARED * 2, strict=True))
+    assert list(podguard.SHARED_NAMES) == SHARED
     assert all(o["apiVersion"] == "admissionregistration.k8s.io/v1" for o in objs)
-    assert podguard.render(platform()) == objs
+    assert podguard.render() == objs
 
 
-def test_policies_fail_closed_and_match_namespaces_by_name() -> None:
-    pod_policy, exec_policy, *_ = podguard.render(platform())
-    for policy in (pod_policy, exec_policy):
+def test_shared_policies_fail_closed_take_the_platform_as_parameter_and_match_claimed_namespaces() -> None:
+    policies = podguard.render()[:4]
+    for policy in policies:
         spec = policy["spec"]
         assert spec["failurePolicy"] == "Fail"
+        assert spec["paramKind"] == {"apiVersion": "tenancy.dev/v1alpha1", "kind": "TenantPlatform"}
         assert spec["matchConstraints"]["namespaceSelector"] == {
-            "matchExpressions": [
-                {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["kamiwaza", "kamiwaza-extensions"]}
-            ]
+            "matchExpressions": [{"key": "tenancy.dev/tenant-platform", "operator": "Exists"}]
         }
-        assert "paramKind" not in spec
+        guarded = spec["matchConditions"][0]
+        variant = "Deny" if policy["metadata"]["name"].endswith("-deny") else "Warn"
+        assert guarded == {
+            "name": "guarded",
+            "expression": "request.namespace in params.?status.?podGuard.?namespaces.orValue([]) && "
+            f'params.?status.?podGuard.?enforcement.orValue("") == "{variant}"',
+        }
+    pod_policy, exec_policy = policies[0], policies[2]
     assert pod_policy["spec"]["matchConstraints"]["resourceRules"] == [
         {
             "apiGroups": [""],
@@ -65,27 +73,42 @@ def test_policies_fail_closed_and_match_namespaces_by_name() -> None:
     assert exec_policy["spec"]["matchConstraints"]["resourceRules"] == [
         {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CONNECT"], "resources": ["pods/exec", "pods/attach"]}
     ]
-    (condition,) = pod_policy["spec"]["matchConditions"]
-    assert "oldObject.spec" in condition["expression"]
+    assert "oldObject.spec" in pod_policy["spec"]["matchConditions"][1]["expression"]
 
 
-@pytest.mark.parametrize(
-    ("enforcement", "actions"),
-    [("Deny", ["Deny", "Audit"]), ("Warn", ["Warn", "Audit"]), ("Staged", ["Warn", "Audit"])],
-)
-def test_bindings_bind_everyone_with_the_mode_actions(enforcement: str, actions: list[str]) -> None:
-    bindings = podguard.render(platform(enforcement=enforcement))[2:]
-    for binding, policy in zip(bindings, ("pod-guard", "exec-guard"), strict=True):
-        assert binding["spec"] == {"policyName": f"tenant-platform-demo-{policy}", "validationActions": actions}
+def test_shared_bindings_bind_everyone_with_their_actions_and_every_platform_as_parameter() -> None:
+    for binding in podguard.render()[4:]:
+        name = binding["metadata"]["name"]
+        actions = ["Deny", "Audit"] if name.endswith("-deny") else ["Warn", "Audit"]
+        assert binding["spec"] == {
+            "policyName": name,
+            "validationActions": actions,
+            "paramRef": {"selector": {}, "parameterNotFoundAction": "Allow"},
+        }
 
 
-def test_explicit_enforcement_overrides_the_initial_actions() -> None:
-    bindings = podguard.render(platform(enforcement="Staged"), enforcement="Deny")[2:]
-    assert {tuple(b["spec"]["validationActions"]) for b in bindings} == {("Deny", "Audit")}
+def test_a_target_clusters_guard_inlines_the_parameter() -> None:
+    objs = podguard.render(LITERAL, "demo")
+    assert [o["metadata"]["name"] for o in objs[:4]] == [n.replace("platform-", "platform-demo-") for n in SHARED]
+    for policy in objs[:4]:
+        spec = policy["spec"]
+        assert "paramKind" not in spec
+        assert spec["matchConstraints"]["namespaceSelector"] == {
+            "matchExpressions": [
+                {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["kamiwaza", "kamiwaza-extensions"]}
+            ]
+        }
+        variant = "Deny" if policy["metadata"]["name"].endswith("-deny") else "Warn"
+        assert spec["matchConditions"][0]["expression"] == (
+            f'request.namespace in ["kamiwaza", "kamiwaza-extensions"] && "Deny" == "{variant}"'
+        )
+    assert json.loads(variables(objs[0])["proxyImageRepositories"]) == ["mirror.example.com:5000/istio/proxyv2"]
+    for binding in objs[4:]:
+        assert "paramRef" not in binding["spec"]
 
 
 def test_every_validation_is_forbidden_with_a_message_naming_what_is_wrong() -> None:
-    for policy in podguard.render(platform())[:2]:
+    for policy in podguard.render()[:4]:
         for validation in policy["spec"]["validations"]:
             assert validation["reason"] == "Forbidden"
             assert validation["message"].endswith(".")
@@ -93,7 +116,7 @@ def test_every_validation_is_forbidden_with_a_message_naming_what_is_wrong() -> 
 
 
 def test_variables_only_reference_earlier_variables() -> None:
-    policy = podguard.render(platform())[0]
+    policy = podguard.render()[0]
     defined: list[str] = []
     for var in policy["spec"]["variables"]:
         for ref in re.findall(r"variables\.([A-Za-z0-9_]+)", var["expression"]):
@@ -104,29 +127,15 @@ def test_variables_only_reference_earlier_variables() -> None:
         assert set(re.findall(r"variables\.([A-Za-z0-9_]+)", text)) <= set(defined)
 
 
-def test_constants_are_rendered_as_cel_list_literals() -> None:
-    policy = podguard.render(platform(proxyImageRepositories=["mirror.example.com:5000/istio/proxyv2"]))[0]
-    found = variables(policy)
+def test_constants_are_rendered_as_cel_list_literals_and_the_repositories_read_from_the_parameter() -> None:
+    found = variables(podguard.render()[0])
     assert json.loads(found["baselineCapabilities"]) == list(podguard.BASELINE_CAPABILITIES)
     assert json.loads(found["safeSysctls"]) == list(podguard.SAFE_SYSCTLS)
     assert json.loads(found["istioInitCapabilities"]) == ["NET_ADMIN", "NET_RAW"]
-    assert json.loads(found["proxyImagePrefixes"]) == [
-        "mirror.example.com:5000/istio/proxyv2:",
-        "mirror.example.com:5000/istio/proxyv2@",
-    ]
+    assert found["proxyImageRepositories"] == "params.?status.?podGuard.?proxyImageRepositories.orValue([])"
     assert json.loads(found["tokenMountPath"]) == "/var/run/secrets/kubernetes.io/serviceaccount"
-
-
-def test_default_proxy_repositories_give_two_prefixes_each() -> None:
-    found = variables(podguard.render(platform())[0])
-    assert json.loads(found["proxyImagePrefixes"]) == [
-        "registry.istio.io/release/proxyv2:",
-        "registry.istio.io/release/proxyv2@",
-        "docker.io/istio/proxyv2:",
-        "docker.io/istio/proxyv2@",
-        "ghcr.io/kamiwaza-internal/containers/images/istio/proxyv2:",
-        "ghcr.io/kamiwaza-internal/containers/images/istio/proxyv2@",
-    ]
+    problems = found["istioInitProblems"]
+    assert 'startsWith(r + ":") || c.?image.orValue("").startsWith(r + "@")' in problems
 
 
 @pytest.mark.parametrize(
@@ -146,9 +155,9 @@ def test_default_proxy_repositories_give_two_prefixes_each() -> None:
 def test_unsafe_proxy_repositories_are_left_out_and_reported(repository: str) -> None:
     repos = ["docker.io/istio/proxyv2", repository]
     assert podguard.invalid_proxy_repositories(repos) == [repository]
-    assert podguard.proxy_image_prefixes(repos) == ["docker.io/istio/proxyv2:", "docker.io/istio/proxyv2@"]
-    found = variables(podguard.render(platform(proxyImageRepositories=repos))[0])
-    assert json.loads(found["proxyImageRepositories"]) == ["docker.io/istio/proxyv2"]
+    assert podguard.valid_proxy_repositories(repos) == ["docker.io/istio/proxyv2"]
+    value = verdicts.param(platform(proxyImageRepositories=repos), "Deny", ["kamiwaza"])
+    assert value.proxy_image_repositories == ("docker.io/istio/proxyv2",)
 
 
 @pytest.mark.parametrize(
@@ -159,26 +168,24 @@ def test_full_repository_names_are_accepted(repository: str) -> None:
     assert podguard.invalid_proxy_repositories([repository]) == []
 
 
-def test_no_valid_repository_means_no_prefix_at_all() -> None:
-    found = variables(podguard.render(platform(proxyImageRepositories=["proxyv2"]))[0])
-    assert json.loads(found["proxyImagePrefixes"]) == []
+def test_no_valid_repository_means_no_repository_at_all() -> None:
+    assert verdicts.param(platform(proxyImageRepositories=["proxyv2"]), "Deny", []).proxy_image_repositories == ()
 
 
 def test_long_platform_names_give_valid_stable_distinct_names() -> None:
     long = "p" + "a" * 240
-    names = podguard.guard_names(long)
-    assert names == podguard.guard_names(long)
-    assert len(names.pod_guard) <= 253
-    assert len(names.exec_guard) <= 253
-    assert names.pod_guard != names.exec_guard
-    assert names != podguard.guard_names(long[:-1] + "b")
+    names = podguard.all_names(long)
+    assert names == podguard.all_names(long)
+    assert all(len(n) <= 253 for n in names)
+    assert len(set(names)) == 4
+    assert names != podguard.all_names(long[:-1] + "b")
+    assert not set(names) & set(podguard.SHARED_NAMES)
 
 
-def test_step_render_adds_our_labels() -> None:
+def test_step_render_adds_our_labels_and_no_platform() -> None:
     for obj in step.STEP.render(platform()):
         assert obj["metadata"]["labels"] == {
             "app.kubernetes.io/managed-by": "tenant-platform-operator",
-            "tenancy.dev/tenant-platform": "demo",
             "tenancy.dev/component": "podguard",
         }
 
@@ -191,12 +198,13 @@ def test_actions_in_effect() -> None:
     assert verdicts.actions_in_effect({"spec": {"validationActions": ["Warn", "Audit"]}}) == "Warn"
     assert verdicts.actions_in_effect({"spec": {"validationActions": ["Deny"]}}) is None
     assert verdicts.actions_in_effect(None) is None
-    deny = {"spec": {"validationActions": ["Deny", "Audit"]}}
-    warn = {"spec": {"validationActions": ["Warn", "Audit"]}}
-    assert verdicts.mode_of([deny, deny]) == "Deny"
-    assert verdicts.mode_of([deny, warn]) == "None"
-    assert verdicts.mode_of([deny, None]) == "None"
-    assert verdicts.mode_of([deny]) == "None"
+    objs = podguard.render()
+    assert verdicts.guard_in_place(objs, "Deny")
+    assert verdicts.guard_in_place(objs, "Warn")
+    assert not verdicts.guard_in_place(objs[1:], "Deny")  # a policy missing
+    wrong = [*objs[:4], {**objs[4], "spec": {**objs[4]["spec"], "validationActions": ["Audit"]}}, *objs[5:]]
+    assert not verdicts.guard_in_place(wrong, "Deny")
+    assert verdicts.guard_in_place(wrong, "Warn")
 
 
 def test_guard_warnings_keeps_only_this_policys_messages() -> None:

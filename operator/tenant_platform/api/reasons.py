@@ -85,8 +85,8 @@ class PodGuard(StrEnum):
     INVALID_PROXY_IMAGE_REPOSITORY = "InvalidProxyImageRepository"
     INJECTED_POD_WOULD_BE_DENIED = "InjectedPodWouldBeDenied"
     UNSUPPORTED_KUBERNETES_VERSION = "UnsupportedKubernetesVersion"
-    TAKEOVER_IN_PROGRESS = "TakeoverInProgress"
     TAKEOVER_BLOCKED = "TakeoverBlocked"
+    HAND_MADE_GUARD_REDUNDANT = "HandMadeGuardRedundant"
     # Dry run (`check`): the operator does it itself when it runs.
     WOULD_APPLY = "WouldApply"
     WOULD_ENFORCE = "WouldEnforce"
@@ -254,7 +254,6 @@ class Event(StrEnum):
     TOKEN_MINTED = "TokenMinted"
     CERTIFICATE_ISSUED = "CertificateIssued"
     POD_GUARD_ENFORCING = "PodGuardEnforcing"
-    POD_GUARD_TAKEN_OVER = "PodGuardTakenOver"
     GATEWAY_APPLIED = "GatewayApplied"
     COREFILE_UPDATED = "CorefileUpdated"
     COREDNS_CUSTOM_UPDATED = "CorednsCustomUpdated"

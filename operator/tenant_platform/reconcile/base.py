@@ -58,6 +58,10 @@ class StepContext:
     management: Kube | None = None
     target_uid: str = ""
     """The target's kube-system namespace uid (spec.target only)."""
+    status_written: dict[str, Any] = field(default_factory=dict)
+    """Status sections a step already wrote to the API server in this pass (the pod guard's
+    parameter, ``podGuard``, must be there before its check): the end-of-pass write starts from
+    them, so it sends only what still differs."""
 
     @property
     def name(self) -> str:

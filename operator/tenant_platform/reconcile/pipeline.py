@@ -203,7 +203,8 @@ def run(
         requeues.append(10.0)
     if summary.stalls_in is not None:  # come back when the progress deadline passes
         requeues.append(max(1.0, summary.stalls_in + 1.0))
-    written = statuswriter.write(kube, name, old_status, new_status) if write else False
+    on_server = {**old_status, **ctx.status_written}  # what steps already wrote (the guard's parameter)
+    written = statuswriter.write(kube, name, on_server, new_status) if write else False
     metrics.record_conditions(platform.name, new_conditions)
     if not any(r.failed for r in results.values()):
         metrics.record_success(platform.name, now)

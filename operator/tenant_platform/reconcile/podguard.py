@@ -1,29 +1,37 @@
-"""PodGuardReady: the pod guard and exec guard admission policies, their bindings, enforcement.
+"""PodGuardReady: the shared pod guard and exec guard admission policies, their bindings, and
+this platform's parameter (docs/pod-guard.md, docs/security.md "One shared pod guard").
 
-Each pass gathers, applies, and for staged enforcement checks and applies again; every decision
-and every message is made by status/podguard.py (pure), the manifests by render/podguard.py:
+Each pass gathers, applies, writes the parameter and for staged enforcement checks and writes it
+again; every decision and every message is made by status/podguard.py (pure), the manifests by
+render/podguard.py:
 
 1. ``gather``: whether the API server serves admissionregistration.k8s.io/v1
    ValidatingAdmissionPolicy (Kubernetes 1.30+; otherwise the condition says to use Kyverno or
-   Gatekeeper and nothing is written), and both live policies and bindings;
-2. apply both policies, then both bindings (server-side apply, written only when they differ)
-   with the actions ``target`` chose, and prune stale ones (bindings first); in a dry run
-   (``check``) only compare them;
-3. for ``Staged`` while the bindings still warn (``wants_check``): prove the policy is live with a
+   Gatekeeper and nothing is written), the four policies and bindings, and every policy and
+   binding (hand-made ones opted in, our leftovers of earlier versions: status/podguard_takeover.py);
+2. apply the shared policies and bindings (server-side apply, written only when they differ; the
+   same for every platform, with no ownerReference and no platform label, never pruned), then
+   write the parameter into ``status.podGuard`` (namespaces owned, enforcement, validated proxy
+   repositories) when the API server does not hold it yet: the API server reads it from the
+   TenantPlatform, so it must be there before the check (``StepContext.status_written`` tells the
+   end-of-pass status write). In a dry run (``check``) only compare. With ``spec.target`` the
+   TenantPlatform is not in the target cluster: the platform's own policies are applied there,
+   the parameter inlined (and pruned by label);
+3. for ``Staged`` while the parameter says Warn (``wants_check``): prove the policy is live with a
    canary dry run, re-submit every existing pod in the covered namespaces as a server-side dry run
    and read the guard's warnings; also dry-run a pod injected the way the live injector would inject
    (istiod's ``istio-sidecar-injector`` ConfigMap in ``spec.mesh.namespace``: hub, tag, image, CNI),
    so an injector whose istio-init the guard would deny keeps the guard at Warn; when ``promotes``
-   (no pod would be denied, the injected one included, and every pod could be checked), apply
-   both bindings again with ``[Deny, Audit]``. Once promoted it stays at Deny (no further
-   checks): the promotion is recorded on the pod guard policy (an annotation, see
-   status/podguard.PROMOTED_ANNOTATION), so a deleted binding comes back at Deny;
+   (no pod would be denied, the injected one included, and every pod could be checked), write the
+   parameter at Deny. Once promoted it stays at Deny (the status says so; no further checks);
 4. ``evaluate`` the condition (type-checking warnings the API server recorded on the policies
    included), ``status.podGuard``, the requeue and the PodGuardEnforcing event, and report.
 
 Dry-run verdicts are cached per pod (uid, resourceVersion) and policy content, so while violators
 remain only new or changed pods are re-submitted on each requeue. Failed writes and pod checks
-become facts (and so conditions); any other API error escapes to reconcile._run_step.
+become facts (and so conditions); any other API error escapes to reconcile._run_step. Deleting a
+platform deletes its parameter with it, so its guard goes; the shared objects stay (inert
+without parameters) and the operator may not delete them.
 """
 
 from __future__ import annotations
@@ -33,33 +41,49 @@ import dataclasses
 import json
 import threading
 from collections.abc import Mapping
-from typing import Final
+from typing import Any, Final
 
 from tenant_platform import metrics
+from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.kube import errors
-from tenant_platform.kube.client import Kube, Obj, intent_hash
+from tenant_platform.kube.client import Kube, Obj, intent_hash, is_subset
 from tenant_platform.reconcile.base import (
     ApplyOutcome,
     CleanupResult,
     StepContext,
     StepResult,
     apply_children,
-    child_labels,
+    describe,
     key,
     owner_of,
     selector,
 )
 from tenant_platform.render import podguard as render_pg
 from tenant_platform.status import podguard as pg
+from tenant_platform.status import podguard_check as pgc
 from tenant_platform.status import podguard_takeover as tk
-from tenant_platform.status.podguard import PodGuardFacts, PodVerdict, Ref, StagedCheck
+from tenant_platform.status.podguard import PodGuardFacts, Ref
+from tenant_platform.status.podguard_check import PodVerdict, StagedCheck
 
 COMPONENT: Final = "podguard"
 
 _API: Final = render_pg.API_VERSION
 _POLICY: Final = render_pg.POLICY_KIND
 _BINDING: Final = render_pg.BINDING_KIND
+
+
+def shared_labels() -> dict[str, str]:
+    """The shared objects' labels: ours and the component, no platform (they are everyone's)."""
+    return {constants.LABEL_MANAGED_BY: constants.MANAGED_BY_VALUE, constants.LABEL_COMPONENT: COMPONENT}
+
+
+def shared_objects() -> list[Obj]:
+    """The shared policies and bindings with our labels, as the step applies them."""
+    objs = render_pg.render()
+    for obj in objs:
+        obj.setdefault("metadata", {}).setdefault("labels", {}).update(shared_labels())
+    return objs
 
 
 def applied_facts(outcome: ApplyOutcome) -> pg.Applied:
@@ -73,40 +97,35 @@ def applied_facts(outcome: ApplyOutcome) -> pg.Applied:
     )
 
 
+def owner_name(ctx: StepContext) -> str:
+    """ "" for the shared guard; the platform's name for its own guard in a target cluster."""
+    return "" if ctx.management is None else ctx.name
+
+
 def gather(ctx: StepContext) -> PodGuardFacts:
-    """Whether the kinds are served (else the server's version), and the four live objects."""
+    """Whether the kinds are served (else the server's version), and the eight live objects."""
     kube = ctx.kube
     if not kube.served(_API, _POLICY):
         _, _, version = kube.server_version()
         return PodGuardFacts(served=False, server_version=version)
-    names = render_pg.guard_names(ctx.name)
     live: dict[Ref, Obj | None] = {}
-    for name in (names.pod_guard, names.exec_guard):
+    for name in render_pg.all_names(owner_name(ctx)):
         for kind in (_POLICY, _BINDING):
             live[(kind, name)] = kube.get(_API, kind, name)
-    check = render_pg.takeover_check_name(names.pod_guard)
-    live[(_BINDING, check)] = kube.get(_API, _BINDING, check)
-    return PodGuardFacts(live=live)
+    return PodGuardFacts(live=live, shared=ctx.management is None)
 
 
 def gather_hand_made(ctx: StepContext) -> tk.HandMade:
-    """The hand-made policies and bindings an admin opted in for this platform (docs/migration.md)."""
+    """The hand-made policies and bindings an admin opted in for this platform (docs/migration.md),
+    and this platform's per-platform leftovers of earlier versions."""
     return tk.hand_made(ctx.platform, ctx.kube.list(_API, _POLICY), ctx.kube.list(_API, _BINDING))
 
 
 def covered(ctx: StepContext) -> list[str]:
-    """The namespaces the guard covers: those the platform owns (the write gate knows them).
-
-    The policies are cluster-scoped, so the gate cannot see that they name namespaces; a
-    platform that owns none of its namespaces writes no policy at all (the gate's refusal, for
-    the primary namespace, becomes this step's NamespaceNotOwned condition).
-    """
+    """The namespaces the guard covers: those the platform owns (the write gate knows them)."""
     if ctx.claims is None:
         return list(ctx.platform.spec.all_namespaces)
-    namespaces = ctx.claims.covered()
-    if not namespaces and not ctx.dry_run:
-        ctx.claims.check(ctx.platform.spec.namespace)  # raises errors.NotOwned
-    return namespaces
+    return ctx.claims.covered()
 
 
 class PodGuardStep:
@@ -121,112 +140,142 @@ class PodGuardStep:
     # ---- render ---------------------------------------------------------------------------------
 
     def render(self, platform: TenantPlatform) -> list[Obj]:
-        """The four manifests with our labels (bindings with the mode's initial actions)."""
-        objs = render_pg.render(platform)
-        for obj in objs:
-            obj.setdefault("metadata", {}).setdefault("labels", {}).update(child_labels(platform.name, COMPONENT))
-        return objs
+        """The shared policies and bindings with our labels (the same for every platform)."""
+        return shared_objects()
 
     # ---- reconcile ------------------------------------------------------------------------------
 
     def reconcile(self, ctx: StepContext) -> StepResult:
         platform = ctx.platform
         facts = gather(ctx)
-        takeover: tk.TakeoverFacts | None = None
+        hand: tk.HandMade | None = None
         if facts.served:
-            facts, takeover = self._enforce(ctx, facts, gather_hand_made(ctx))
-        verdict = tk.amend(platform, pg.evaluate(platform, facts, dry_run=ctx.dry_run), takeover)
+            hand = gather_hand_made(ctx)
+            facts = self._enforce(ctx, facts, hand)
+        verdict = pg.evaluate(platform, facts, dry_run=ctx.dry_run)
+        # Redundant only once the guard was already in place when this pass began (nothing of it
+        # written now): the API server has had a whole requeue interval to load it.
+        settled = facts.applied.written == 0 and "podGuard" not in ctx.status_written
+        everywhere = (
+            settled
+            and facts.param is not None
+            and set(platform.spec.all_namespaces) <= set(facts.param.namespaces)
+            and pg.in_effect(facts, platform_name=platform.name, dry_run=ctx.dry_run) == "Deny"
+        )
+        verdict = tk.amend(platform, verdict, hand, denies_everywhere=everywhere)
         ctx.events.extend(verdict.events)
+        if ctx.claims is not None and facts.param is not None and not facts.param.namespaces and not ctx.dry_run:
+            ctx.claims.check(platform.spec.namespace)  # owns none: the gate's refusal is the condition
         return StepResult(
             verdict.conditions,
             status=verdict.sections,
             progressing=verdict.progressing,
             requeue_after=verdict.requeue_after,
-            failed=not facts.applied.ok,
+            failed=not facts.applied.ok or bool(facts.param_error),
         )
 
-    def _enforce(
-        self, ctx: StepContext, facts: PodGuardFacts, hand: tk.HandMade
-    ) -> tuple[PodGuardFacts, tk.TakeoverFacts | None]:
-        """Apply at the target actions; for Staged, check the pods and promote; take over a hand-made
-        guard opted in (status/podguard_takeover.py): the pass's facts."""
+    def _enforce(self, ctx: StepContext, facts: PodGuardFacts, hand: tk.HandMade) -> PodGuardFacts:
+        """Apply the guard, write the parameter at the target; for Staged, check the pods and
+        promote: the pass's facts."""
         platform = ctx.platform
         namespaces = covered(ctx)
-        now = ctx.now.strftime("%Y-%m-%dT%H:%M:%SZ")
-        plan = tk.plan(platform, hand, tk.live_policy(platform, facts.live), namespaces, now)
-        target = tk.target(pg.target(platform, facts.live), plan)
-        desired = self._recorded(
-            ctx, render_pg.render(platform, enforcement=target, namespaces=namespaces), target, facts.live, plan
-        )
-        outcome = self._apply(ctx, desired, facts.live)
+        found = self._found(ctx)
+        value = pg.param(platform, pg.target(platform, hand_made_denies=hand.denies, found=found), namespaces)
+        outcome = self._apply(ctx, value, facts.live)
+        facts = dataclasses.replace(facts, param=value, applied=applied_facts(outcome))
+        facts = self._write_param(ctx, facts, found)
         check: StagedCheck | None = None
-        promoted = False
         if platform.spec.pod_guard.enforcement != "Staged":
             forget_violations(platform.name)
-        if pg.wants_check(platform, target, applied_facts(outcome)):
-            check = self._check_pods(ctx, render_pg.guard_names(platform.name).pod_guard, intent_hash(desired[0]))
+        if pg.wants_check(platform, facts):
+            policy = render_pg.guard_names("Warn", owner_name(ctx)).pod_guard
+            check = self._check_pods(ctx, namespaces, policy, intent_hash({"param": pg.param_fields(value)}))
             metrics.METRICS.pod_guard_violations.labels(platform.name).set(len(check.violators))
+            facts = dataclasses.replace(facts, check=check)
             if pg.promotes(check, dry_run=ctx.dry_run):
-                target, promoted = "Deny", True
-                live = {**facts.live, **{pg.ref(o): o for o in outcome.applied}}
-                promoted_intent = self._recorded(
-                    ctx, render_pg.render(platform, enforcement=target, namespaces=namespaces), target, live, plan
-                )
-                promotion = self._apply(ctx, promoted_intent, live)
-                promotion.written += outcome.written
-                outcome = promotion
-        takeover: tk.TakeoverFacts | None = None
-        if plan is not None:
-            takeover = take_over(ctx, plan, outcome, namespaces)
-            if takeover.done:  # the check binding and the annotation go (pruned by this apply)
-                live = {**facts.live, **{pg.ref(o): o for o in outcome.applied}}
-                final_intent = self._recorded(
-                    ctx, render_pg.render(platform, enforcement=target, namespaces=namespaces), target, live, None
-                )
-                final = self._apply(ctx, final_intent, live)
-                final.written += outcome.written
-                outcome = final
-        applied = applied_facts(outcome)
-        facts = dataclasses.replace(facts, target=target, applied=applied, check=check, promoted=promoted)
-        return facts, takeover
+                value = dataclasses.replace(value, enforcement="Deny")
+                facts = dataclasses.replace(facts, param=value, promoted=True)
+                if facts.shared:
+                    facts = self._write_param(ctx, facts, found)
+                else:
+                    live = {**facts.live, **{pg.ref(o): o for o in outcome.applied}}
+                    promotion = self._apply(ctx, value, live)
+                    promotion.written += outcome.written
+                    facts = dataclasses.replace(facts, applied=applied_facts(promotion))
+        return facts
 
     @staticmethod
-    def _recorded(
-        ctx: StepContext,
-        desired: list[Obj],
-        target: render_pg.Enforcement,
-        live: Mapping[Ref, Obj | None],
-        plan: tk.Plan | None,
-    ) -> list[Obj]:
-        """``desired`` with the promotion and a running takeover recorded on the pod guard policy
-        (status/podguard.py, status/podguard_takeover.py), plus the takeover's check binding."""
-        record = pg.promotion_record(ctx.platform, target, live, ctx.now.strftime("%Y-%m-%dT%H:%M:%SZ"))
-        record |= tk.record(plan)
-        desired = desired + tk.check_binding(ctx.platform, plan)
-        if record:
-            policy_name = render_pg.guard_names(ctx.name).pod_guard
-            for obj in desired:
-                if obj.get("kind") == _POLICY and obj["metadata"]["name"] == policy_name:
-                    obj["metadata"].setdefault("annotations", {}).update(record)
-        return desired
+    def _found(ctx: StepContext) -> dict[str, Any]:
+        """``status.podGuard`` as the API server (or the read cache) has it now, not as the pass's
+        body had it: a body older than the step's last write must not send a promotion back."""
+        if ctx.management is not None:
+            return pg.previous(ctx.platform)
+        body = ctx.kube.get(constants.API_VERSION, constants.KIND, ctx.name) or {}
+        found = (body.get("status") or {}).get("podGuard")
+        return found if isinstance(found, dict) else pg.previous(ctx.platform)
+
+    def _apply(self, ctx: StepContext, value: render_pg.GuardParam, live: Mapping[Ref, Obj | None]) -> ApplyOutcome:
+        """The shared objects (each written only when it differs from what was read; never pruned),
+        or in a target cluster the platform's own with ``value`` inlined (stale ones pruned). In
+        dry-run mode only compared (``would_apply``)."""
+        if ctx.management is not None:
+            desired = render_pg.render(value, ctx.name)
+            known = {key(obj): live.get(pg.ref(obj)) for obj in desired}
+            return apply_children(
+                ctx,
+                COMPONENT,
+                desired,
+                live=known,
+                prune_kinds=[(_API, _BINDING), (_API, _POLICY)],
+                prune_namespaces=[None],
+            )
+        outcome = ApplyOutcome()
+        for obj in shared_objects():
+            current = live.get(pg.ref(obj))
+            if ctx.dry_run:
+                if not isinstance(current, dict) or not is_subset(obj, current):
+                    outcome.would_apply.append(f"{obj['kind']} {obj['metadata']['name']}")
+                if isinstance(current, dict):
+                    outcome.applied.append(current)
+                continue
+            try:
+                applied, wrote = ctx.kube.ensure(obj, live=current)
+            except errors.KubeError as exc:
+                outcome.errors.append(f"{describe(obj)}: {exc.message or exc}")
+                outcome.forbidden = outcome.forbidden or isinstance(exc, errors.Forbidden)
+                continue
+            applied.setdefault("apiVersion", obj["apiVersion"])
+            applied.setdefault("kind", obj["kind"])
+            outcome.applied.append(applied)
+            outcome.written += int(wrote)
+        return outcome
 
     @staticmethod
-    def _apply(ctx: StepContext, desired: list[Obj], live: Mapping[Ref, Obj | None]) -> ApplyOutcome:
-        """Policies then bindings, each written only when it differs from what was read; stale
-        ones pruned. In dry-run mode only compared (``would_apply``)."""
-        known = {key(obj): live.get(pg.ref(obj)) for obj in desired}
-        return apply_children(
-            ctx,
-            COMPONENT,
-            desired,
-            live=known,
-            prune_kinds=[(_API, _BINDING), (_API, _POLICY)],
-            prune_namespaces=[None],
-        )
+    def _write_param(ctx: StepContext, facts: PodGuardFacts, found_live: Mapping[str, Any]) -> PodGuardFacts:
+        """Shared: put the parameter into ``status.podGuard`` unless the API server holds it (as
+        the pass found it, or as this step last wrote it); a dry run only compares."""
+        if not facts.shared or facts.param is None:
+            return facts
+        written = ctx.status_written.get("podGuard")
+        found = written if isinstance(written, dict) else dict(found_live)
+        if pg.param_written(found, facts.param):
+            return dataclasses.replace(facts, param_written=True)
+        if ctx.dry_run:
+            would = (*facts.applied.would_apply, "status.podGuard (the guard's parameter)")
+            return dataclasses.replace(facts, applied=dataclasses.replace(facts.applied, would_apply=would))
+        fields = pg.param_fields(facts.param)
+        try:
+            ctx.kube.merge_patch(
+                constants.API_VERSION, constants.KIND, ctx.name, {"status": {"podGuard": fields}}, subresource="status"
+            )
+        except errors.KubeError as exc:
+            return dataclasses.replace(facts, param_error=exc.message or str(exc))
+        ctx.status_written["podGuard"] = {**found, **fields}
+        return dataclasses.replace(facts, param_written=True)
 
     # ---- staged enforcement: the pod check ------------------------------------------------------
 
-    def _check_pods(self, ctx: StepContext, policy_name: str, policy_hash: str) -> StagedCheck:
+    def _check_pods(self, ctx: StepContext, namespaces: list[str], policy_name: str, policy_hash: str) -> StagedCheck:
         """Re-submit every pod in the covered namespaces as a server-side dry run."""
         kube = ctx.kube
         result = StagedCheck()
@@ -235,7 +284,7 @@ class PodGuardStep:
         if cached_hash != policy_hash:
             cache = {}
         seen: dict[tuple[str, str], PodVerdict] = {}
-        for namespace in covered(ctx):
+        for namespace in namespaces:
             try:
                 pods = kube.list("v1", "Pod", namespace)
             except errors.NotFound:
@@ -271,7 +320,7 @@ class PodGuardStep:
         result.injected = self._check_injector(ctx, policy_name, result)
         return result
 
-    def _check_injector(self, ctx: StepContext, policy_name: str, result: StagedCheck) -> pg.InjectedCheck | None:
+    def _check_injector(self, ctx: StepContext, policy_name: str, result: StagedCheck) -> pgc.InjectedCheck | None:
         """Dry-run a pod injected the way istiod's injection ConfigMap says it injects, in the tenant
         namespace; None when there is no such ConfigMap (no Istio there: the mesh step says so)."""
         spec = ctx.platform.spec
@@ -286,14 +335,14 @@ class PodGuardStep:
             if not isinstance(values, dict):
                 raise ValueError("not a JSON object")
         except ValueError as exc:
-            return pg.InjectedCheck(source=source, error=f"its data.values is not readable JSON ({exc})")
+            return pgc.InjectedCheck(source=source, error=f"its data.values is not readable JSON ({exc})")
         injector = render_pg.injector_from_values(values)
         live_error = self._policy_live(ctx.kube, spec.namespace, policy_name)
         if live_error is not None:
             result.inactive.append(f"{spec.namespace} ({live_error})")
-            return pg.InjectedCheck(source=source, injector=injector)
+            return pgc.InjectedCheck(source=source, injector=injector)
         verdict = self._verdict(ctx.kube, render_pg.injected_canary(spec.namespace, injector), policy_name)
-        return pg.InjectedCheck(source=source, injector=injector, reasons=tuple(verdict.reasons), error=verdict.error)
+        return pgc.InjectedCheck(source=source, injector=injector, reasons=tuple(verdict.reasons), error=verdict.error)
 
     @staticmethod
     def _policy_live(kube: Kube, namespace: str, policy_name: str) -> str | None:
@@ -331,11 +380,18 @@ class PodGuardStep:
     # ---- cleanup --------------------------------------------------------------------------------
 
     def cleanup(self, ctx: StepContext) -> CleanupResult:
-        """Delete both bindings, then both policies: every one carrying our three labels (by
-        label, and by name; a hand-made object of our name is left alone), uid as precondition."""
+        """Shared guard: nothing to delete (the parameter goes with the TenantPlatform, the shared
+        objects stay for the others). Target cluster: the platform's own bindings, then policies,
+        every one carrying our three labels (by label, and by name; a hand-made object of our name
+        is left alone), uid as precondition."""
+        with self._lock:
+            self._verdicts.pop(ctx.platform.uid or ctx.name, None)
+        if ctx.management is None:
+            return CleanupResult(
+                True, "Nothing to delete: the guard's parameter goes with the TenantPlatform; the shared policies stay"
+            )
         if ctx.dry_run:
             return CleanupResult(True, "dry run: nothing deleted")
-        names = render_pg.guard_names(ctx.name)
         deleted: list[str] = []
         try:
             for kind in (_BINDING, _POLICY):
@@ -344,7 +400,7 @@ class PodGuardStep:
                 except errors.NotFound:
                     continue  # not served: nothing of ours can exist
                 found = {str(o["metadata"]["name"]): o for o in listed}
-                for name in (names.pod_guard, names.exec_guard):
+                for name in render_pg.all_names(ctx.name):
                     if name not in found and (live := ctx.kube.get(_API, kind, name)) is not None:
                         found[name] = live
                 for name, obj in sorted(found.items()):
@@ -354,64 +410,7 @@ class PodGuardStep:
                         deleted.append(f"{kind} {name}")
         except errors.KubeError as exc:
             return CleanupResult(False, f"Could not delete the pod guard: {exc.message or exc}")
-        with self._lock:
-            self._verdicts.pop(ctx.platform.uid or ctx.name, None)
         return CleanupResult(True, "Deleted " + ", ".join(deleted) if deleted else "Nothing to delete")
-
-
-def take_over(ctx: StepContext, plan: tk.Plan, outcome: ApplyOutcome, namespaces: list[str]) -> tk.TakeoverFacts:
-    """One pass of the takeover (status/podguard_takeover.py): prove ours in effect, then delete the
-    hand-made bindings, then the hand-made policies; nothing is deleted unless all of it holds."""
-    platform = ctx.platform
-    if plan.blocked:
-        return tk.TakeoverFacts(plan=plan)
-    if ctx.dry_run:
-        return tk.TakeoverFacts(plan=plan, waiting="dry run: nothing is deleted")
-    if not outcome.ok or not tk.ours_at(platform, outcome.applied, plan.mode):
-        return tk.TakeoverFacts(plan=plan, waiting=f"the operator's bindings are not yet at {plan.mode}")
-    policy = render_pg.guard_names(platform.name).pod_guard
-    unproven = [f"{ns} ({why})" for ns in namespaces if (why := _unproven(ctx.kube, ns, policy))]
-    if unproven:
-        return tk.TakeoverFacts(plan=plan, unproven=tuple(unproven))
-    if not tk.settled(plan, written=outcome.written, now=ctx.now):
-        return tk.TakeoverFacts(
-            plan=plan,
-            proven_in=tuple(namespaces),
-            waiting=f"ours is shown in effect; the hand-made guard goes once ours has been in place for "
-            f"{tk.SETTLE_SECONDS:g} s with nothing rewritten",
-        )
-    deleted: list[str] = []
-    failed: list[str] = []
-    for kind, names in ((_BINDING, plan.hand.bindings), (_POLICY, plan.hand.policies)):
-        if failed:
-            break  # never a policy before every hand-made binding is gone
-        for name in names:
-            try:
-                ctx.kube.delete(_API, kind, name)
-                deleted.append(f"{kind} {name}")
-            except errors.KubeError as exc:
-                failed.append(f"{kind} {name}: {exc.message or exc}")
-    return tk.TakeoverFacts(
-        plan=plan, proven_in=tuple(namespaces), deleted=tuple(deleted), errors=tuple(failed), done=not failed
-    )
-
-
-def _unproven(kube: Kube, namespace: str, policy_name: str) -> str:
-    """ "" when a canary dry run in ``namespace`` brings back our check binding's warning (whoever
-    denies the request); else why not."""
-    failures = []
-    for pod in render_pg.canaries(namespace):
-        try:
-            _, warnings = kube.create_with_warnings(pod, dry_run=True)
-        except errors.KubeError as exc:
-            warnings = exc.warnings
-            if not warnings:
-                failures.append(exc.message or str(exc))
-                continue
-        if tk.proof_warning(warnings, policy_name):
-            return ""
-        failures.append("no warning from the check binding yet")
-    return "; ".join(failures)
 
 
 def forget_violations(platform_name: str) -> None:

@@ -154,11 +154,10 @@ def left_behind(platform: TenantPlatform) -> str:
     spec = platform.spec
     recorded = (platform.status.get("recorded") or {}).get("target") or {}
     where = str(recorded.get("server") or "the target cluster")
-    guard = render_pg.guard_names(platform.name)
     parts = [
         f"namespaces {', '.join(spec.all_namespaces)} (deletionPolicy {spec.deletion_policy}) with the "
         "installer identity, install values and trust ConfigMap",
-        f"ValidatingAdmissionPolicies and bindings {guard.pod_guard}, {guard.exec_guard}",
+        f"ValidatingAdmissionPolicies and bindings {', '.join(render_pg.all_names(platform.name))}",
     ]
     if spec.gateway.management == "Managed":
         parts.append(f"Gateway {spec.gateway.namespace}/{spec.gateway.name}")

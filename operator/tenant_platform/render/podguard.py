@@ -1,29 +1,43 @@
-"""PURE rendering of the pod guard: two ValidatingAdmissionPolicies and their bindings.
+"""PURE rendering of the pod guard: ValidatingAdmissionPolicies and their bindings, shared by
+every platform (docs/security.md, "One shared pod guard").
 
-- ``tenant-platform-<platform>-pod-guard``: Pod Security *baseline* on pods (create and every spec
-  change, including ``pods/ephemeralcontainers``) with the one istio-init exception;
-- ``tenant-platform-<platform>-exec-guard``: no exec or attach into a container named istio-init.
+- ``tenant-platform-pod-guard-deny`` / ``-warn``: Pod Security *baseline* on pods (create and
+  every spec change, including ``pods/ephemeralcontainers``) with the one istio-init exception;
+- ``tenant-platform-exec-guard-deny`` / ``-warn``: no exec or attach into a container named
+  istio-init.
 
-Both match the platform's namespaces by name (``kubernetes.io/metadata.name``, set by the API
-server, so a tenant cannot relabel its way out), fail closed, and are bound to every requester.
+Each policy has ``paramKind`` TenantPlatform and one binding of the same name whose actions are the
+variant's (``[Deny, Audit]`` or ``[Warn, Audit]``) and whose ``paramRef`` selects every
+TenantPlatform: the API server evaluates each policy once per platform, and a ``matchCondition``
+keeps the evaluations where the request's namespace is one the parameter's ``status.podGuard``
+lists and its ``status.podGuard.enforcement`` is the variant's. The namespaces, the enforcement
+reached and the validated proxy image repositories are that parameter (``GuardParam``), which only
+the operator writes (status subresource). A binding cannot carry a matchCondition, hence one
+policy per enforcement.
+
+The names are fixed, so the operator's ClusterRole names them in ``resourceNames`` and nothing
+else (deploy/base/rbac.yaml): its identity cannot change the fences of deploy/.
+
+For ``spec.target`` (docs/fleet.md) the TenantPlatform does not live in the cluster the guard
+protects, so the same policies are rendered per platform (``platform_name``) with the parameter's
+values as CEL literals (``literal``) and no ``paramKind``.
+
 The rules are stated in docs/pod-guard.md; the CEL lives in the templates
-``templates/podguard-*.yaml.j2``. Constants used by the CEL are rendered into it as list literals
-(no params object), so each policy is self-contained and reviewable as rendered.
-
-Also rendered here: the pods staged enforcement submits as server-side dry runs (a copy of each
-existing pod, ``resubmission``, and the ``canaries`` proving the policy live).
+``templates/podguard-*.yaml.j2``. Also rendered here: the pods staged enforcement submits as
+server-side dry runs (a copy of each existing pod, ``resubmission``, and the ``canaries`` proving
+the policy live).
 """
 
 from __future__ import annotations
 
 import copy
 import hashlib
+import json
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from tenant_platform.api.models import TenantPlatform
+from tenant_platform.api import constants
 from tenant_platform.render import templating
 
 Obj = dict[str, Any]
@@ -72,7 +86,12 @@ LOADER_ENV_NAMES: Final = ("PATH", "GCONV_PATH", "XTABLES_LIBDIR", "IPTABLES_LIB
 TOKEN_MOUNT_PATH: Final = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 Enforcement = Literal["Deny", "Warn"]
+ENFORCEMENTS: Final[tuple[Enforcement, ...]] = ("Deny", "Warn")
 ACTIONS: Final[dict[str, list[str]]] = {"Deny": ["Deny", "Audit"], "Warn": ["Warn", "Audit"]}
+
+POD_GUARD: Final = "tenant-platform-pod-guard"
+EXEC_GUARD: Final = "tenant-platform-exec-guard"
+PARAM_REF: Final[Obj] = {"selector": {}, "parameterNotFoundAction": "Allow"}
 
 _MAX_NAME: Final = 253
 _PREFIX: Final = "tenant-platform-"
@@ -87,19 +106,35 @@ _REPOSITORY = re.compile(rf"^(?:{_HOST}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT}
 
 @dataclass(frozen=True)
 class GuardNames:
+    """The pod guard's and the exec guard's policy (and binding) names for one enforcement."""
+
     pod_guard: str
     exec_guard: str
 
 
-def guard_names(platform_name: str) -> GuardNames:
-    """Policy (and binding) names; shortened with a stable hash when the platform name is long."""
+def guard_names(enforcement: Enforcement, platform_name: str = "") -> GuardNames:
+    """The shared names (``platform_name`` empty), or a target cluster's per-platform ones
+    (shortened with a stable hash when the platform name is long)."""
+    suffix = f"-{enforcement.lower()}"
+    if not platform_name:
+        return GuardNames(pod_guard=f"{POD_GUARD}{suffix}", exec_guard=f"{EXEC_GUARD}{suffix}")
     base = platform_name
-    longest_suffix = len("-exec-guard")
+    longest_suffix = len("-exec-guard-deny")
     if len(_PREFIX) + len(base) + longest_suffix > _MAX_NAME:
         digest = hashlib.sha256(platform_name.encode()).hexdigest()[:8]
         keep = _MAX_NAME - len(_PREFIX) - longest_suffix - len(digest) - 1
         base = f"{platform_name[:keep].rstrip('-.')}-{digest}"
-    return GuardNames(pod_guard=f"{_PREFIX}{base}-pod-guard", exec_guard=f"{_PREFIX}{base}-exec-guard")
+    return GuardNames(pod_guard=f"{_PREFIX}{base}-pod-guard{suffix}", exec_guard=f"{_PREFIX}{base}-exec-guard{suffix}")
+
+
+def all_names(platform_name: str = "") -> tuple[str, ...]:
+    """Every policy (and binding) name: pod guard Deny, Warn, exec guard Deny, Warn."""
+    pairs = [guard_names(e, platform_name) for e in ENFORCEMENTS]
+    return (*(n.pod_guard for n in pairs), *(n.exec_guard for n in pairs))
+
+
+SHARED_NAMES: Final = all_names()
+"""The four shared policy names, which are also the binding names (deploy/base/rbac.yaml)."""
 
 
 def invalid_proxy_repositories(repositories: list[str]) -> list[str]:
@@ -107,7 +142,7 @@ def invalid_proxy_repositories(repositories: list[str]) -> list[str]:
 
     A repository must be a full name with at least one ``/`` and no tag or digest. Without a
     ``/``, ``R:`` would also match ``R:<port>/anything`` (a registry host with a port), letting a
-    look-alike image in. Such entries are left out of the policy and reported.
+    look-alike image in. Such entries are left out of the parameter and reported.
     """
     return [r for r in repositories if "/" not in r or not _REPOSITORY.match(r)]
 
@@ -121,92 +156,106 @@ def valid_proxy_repositories(repositories: list[str]) -> list[str]:
     return seen
 
 
-def proxy_image_prefixes(repositories: list[str]) -> list[str]:
-    """Each valid repository R gives ``R:`` (a tag follows) and ``R@`` (a digest follows)."""
-    prefixes: list[str] = []
-    for repo in valid_proxy_repositories(repositories):
-        prefixes += [f"{repo}:", f"{repo}@"]
-    return prefixes
+@dataclass(frozen=True)
+class GuardParam:
+    """What a platform's guard reads from its parameter (``status.podGuard``): which namespaces it
+    guards, at which enforcement, and which proxy repositories istio-init may come from."""
+
+    namespaces: tuple[str, ...]
+    enforcement: Enforcement
+    proxy_image_repositories: tuple[str, ...]
 
 
-def render_pod_guard_policy(platform: TenantPlatform, namespaces: Sequence[str] | None = None) -> Obj:
-    """The pod guard ValidatingAdmissionPolicy, covering ``namespaces`` (default: the spec's)."""
-    repositories = valid_proxy_repositories(platform.spec.pod_guard.proxy_image_repositories)
+# The parameter's fields as the shared policies read them (CEL; optional: a platform without
+# status.podGuard guards nothing).
+_SHARED_EXPRESSIONS: Final = {
+    "namespaces": "params.?status.?podGuard.?namespaces.orValue([])",
+    "enforcement": 'params.?status.?podGuard.?enforcement.orValue("")',
+    "repositories": "params.?status.?podGuard.?proxyImageRepositories.orValue([])",
+}
+
+
+def _expressions(literal: GuardParam | None) -> dict[str, str]:
+    if literal is None:
+        return dict(_SHARED_EXPRESSIONS)
+    return {
+        "namespaces": json.dumps(list(literal.namespaces)),
+        "enforcement": json.dumps(literal.enforcement),
+        "repositories": json.dumps(list(literal.proxy_image_repositories)),
+    }
+
+
+def _namespace_selector(literal: GuardParam | None) -> Obj:
+    """Shared: the namespaces a platform claimed (the claim label, which only the operator and
+    cluster admins write; the parameter then decides which platform). Literal: by name."""
+    if literal is None:
+        return {"matchExpressions": [{"key": constants.LABEL_PLATFORM, "operator": "Exists"}]}
+    return {
+        "matchExpressions": [
+            {"key": "kubernetes.io/metadata.name", "operator": "In", "values": list(literal.namespaces)}
+        ]
+    }
+
+
+def render_pod_guard_policy(
+    enforcement: Enforcement, literal: GuardParam | None = None, platform_name: str = ""
+) -> Obj:
+    """The pod guard ValidatingAdmissionPolicy of one enforcement."""
     return templating.render_object(
         "podguard-pod-policy.yaml.j2",
-        name=guard_names(platform.name).pod_guard,
-        namespaces=list(platform.spec.all_namespaces if namespaces is None else namespaces),
+        name=guard_names(enforcement, platform_name).pod_guard,
+        shared=literal is None,
+        variant=enforcement,
+        param=_expressions(literal),
+        namespace_selector=_namespace_selector(literal),
         baseline_capabilities=list(BASELINE_CAPABILITIES),
         istio_init_capabilities=list(ISTIO_INIT_CAPABILITIES),
         safe_sysctls=list(SAFE_SYSCTLS),
         selinux_types=list(SELINUX_TYPES),
-        proxy_repositories=repositories,
-        proxy_prefixes=proxy_image_prefixes(repositories),
         loader_env_names=list(LOADER_ENV_NAMES),
         token_mount_path=TOKEN_MOUNT_PATH,
     )
 
 
-def render_exec_guard_policy(platform: TenantPlatform, namespaces: Sequence[str] | None = None) -> Obj:
-    """The exec guard ValidatingAdmissionPolicy, covering ``namespaces`` (default: the spec's)."""
+def render_exec_guard_policy(
+    enforcement: Enforcement, literal: GuardParam | None = None, platform_name: str = ""
+) -> Obj:
+    """The exec guard ValidatingAdmissionPolicy of one enforcement."""
     return templating.render_object(
         "podguard-exec-policy.yaml.j2",
-        name=guard_names(platform.name).exec_guard,
-        namespaces=list(platform.spec.all_namespaces if namespaces is None else namespaces),
+        name=guard_names(enforcement, platform_name).exec_guard,
+        shared=literal is None,
+        variant=enforcement,
+        param=_expressions(literal),
+        namespace_selector=_namespace_selector(literal),
     )
 
 
-def render_binding(policy_name: str, enforcement: Enforcement) -> Obj:
-    """A binding of ``policy_name`` (same name) with the actions of ``enforcement``."""
-    return templating.render_object(
+def render_binding(policy_name: str, enforcement: Enforcement, *, shared: bool = True) -> Obj:
+    """The binding of ``policy_name`` (same name) with the actions of ``enforcement``; shared
+    bindings select every TenantPlatform as a parameter."""
+    binding = templating.render_object(
         "podguard-binding.yaml.j2", name=policy_name, policy_name=policy_name, actions=ACTIONS[enforcement]
     )
-
-
-TAKEOVER_CHECK_SUFFIX: Final = "-takeover-check"
-
-
-def takeover_check_name(policy_name: str) -> str:
-    """The temporary Warn-only binding of ``policy_name`` that proves it is in effect during a
-    takeover (status/podguard_takeover.py); at most 253 characters."""
-    name = f"{policy_name}{TAKEOVER_CHECK_SUFFIX}"
-    if len(name) <= _MAX_NAME:
-        return name
-    digest = hashlib.sha256(policy_name.encode()).hexdigest()[:16]
-    return f"{_PREFIX}{digest}{TAKEOVER_CHECK_SUFFIX}"
-
-
-def render_takeover_check(policy_name: str) -> Obj:
-    """That binding: the policy's own binding shape with the actions [Warn] only. A Warn action's
-    message comes back as a warning even when another policy denies the request."""
-    binding = render_binding(policy_name, "Warn")
-    binding["metadata"]["name"] = takeover_check_name(policy_name)
-    binding["spec"]["validationActions"] = ["Warn"]
+    if shared:
+        binding["spec"]["paramRef"] = copy.deepcopy(PARAM_REF)
     return binding
 
 
-def initial_enforcement(platform: TenantPlatform) -> Enforcement:
-    """What the bindings start with: Deny for Deny; Warn for Warn and for Staged (until checked)."""
-    return "Deny" if platform.spec.pod_guard.enforcement == "Deny" else "Warn"
-
-
-def render(
-    platform: TenantPlatform, *, enforcement: Enforcement | None = None, namespaces: Sequence[str] | None = None
-) -> list[Obj]:
-    """Both policies, then both bindings (stable order; policies before the bindings naming them).
-
-    ``enforcement`` sets the bindings' actions; by default the mode's initial one. ``namespaces``:
-    the namespaces the policies cover (default: the spec's; the step passes those the platform
-    owns, so a platform never guards another's namespace).
-    """
-    actions = enforcement or initial_enforcement(platform)
-    names = guard_names(platform.name)
-    return [
-        render_pod_guard_policy(platform, namespaces),
-        render_exec_guard_policy(platform, namespaces),
-        render_binding(names.pod_guard, actions),
-        render_binding(names.exec_guard, actions),
-    ]
+def render(literal: GuardParam | None = None, platform_name: str = "") -> list[Obj]:
+    """The four policies, then the four bindings (stable order; policies before the bindings
+    naming them). Shared (the default): the same for every platform. With ``literal`` and
+    ``platform_name``: one platform's guard for a target cluster, its parameter inlined."""
+    policies: list[Obj] = []
+    bindings: list[Obj] = []
+    for enforcement in ENFORCEMENTS:
+        policies.append(render_pod_guard_policy(enforcement, literal, platform_name))
+    for enforcement in ENFORCEMENTS:
+        policies.append(render_exec_guard_policy(enforcement, literal, platform_name))
+    for policy in policies:
+        variant: Enforcement = "Deny" if policy["metadata"]["name"].endswith("-deny") else "Warn"
+        bindings.append(render_binding(policy["metadata"]["name"], variant, shared=literal is None))
+    return policies + bindings
 
 
 # ---- dry-run pods for staged enforcement (reconcile/podguard.py submits them) -----------------------

@@ -271,7 +271,10 @@ def _guard_denial(platform: TenantPlatform, rejected: str) -> str:
     """The guard's own reasons when ``rejected`` is the platform's pod guard denying the probe pod."""
     if not rejected:
         return ""
-    policy = render_podguard.guard_names(platform.name).pod_guard
-    if f"ValidatingAdmissionPolicy '{policy}'" not in rejected:
+    policies = (
+        render_podguard.guard_names("Deny").pod_guard,
+        render_podguard.guard_names("Deny", platform.name).pod_guard,
+    )
+    if not any(f"ValidatingAdmissionPolicy '{policy}'" in rejected for policy in policies):
         return ""
     return rejected.rpartition("denied request: ")[2] or rejected

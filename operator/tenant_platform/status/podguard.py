@@ -1,16 +1,20 @@
 """PURE decisions of the pod guard step (PodGuardReady): staged enforcement and the condition.
 
-reconcile/podguard.py gathers, applies and re-checks; this module decides from what it found,
-one pass at a time (the state machine lives in the live bindings, nothing else is remembered):
+reconcile/podguard.py gathers, applies, writes the guard's parameter and re-checks; this module
+decides from what it found, one pass at a time. The state lives in the platform's own
+``status.podGuard`` (the shared policies' parameter, render/podguard.py), nothing else is
+remembered:
 
-- ``target``: the actions the bindings get this pass: Deny for ``Deny``, and for ``Staged`` once
-  promoted earlier (recorded on the pod guard policy, ``PROMOTED_ANNOTATION``, or both live
-  bindings already deny: it stays there); Warn otherwise;
-- ``promotion_record``: that annotation, kept while ``Staged`` stays at Deny;
-- ``wants_check``: ``Staged``, still at Warn, and the guard applied cleanly as rendered: re-submit
-  the existing pods as dry runs;
+- ``target``: the enforcement the parameter gets this pass: Deny for ``Deny``, and for ``Staged``
+  once the parameter is at Deny (promoted earlier, or Deny before: it stays there), or while a hand-made
+  guard opted in for this platform denies (status/podguard_takeover.py); Warn otherwise;
+- ``param`` / ``param_fields``: the parameter (namespaces owned, enforcement, validated proxy
+  repositories) and its fields in ``status.podGuard``; ``param_written``: whether the API server
+  already has them;
+- ``wants_check``: ``Staged``, still at Warn, and the guard in place: re-submit the existing pods
+  as dry runs;
 - ``promotes``: that check found every pod checked and none denied, and this is not a dry run:
-  apply the bindings again at Deny;
+  write the parameter again at Deny;
 - ``evaluate``: from every fact of the pass, the condition (reason from ``reasons.PodGuard``), the
   ``status.podGuard`` section, progressing, the requeue and the promotion event.
 
@@ -30,6 +34,8 @@ from tenant_platform.api.status.podguard import InEffect, PodGuardStatus
 from tenant_platform.render import podguard as render_pg
 from tenant_platform.status import conditions
 from tenant_platform.status.conditions import Condition
+from tenant_platform.status.podguard_check import StagedCheck, waiting
+from tenant_platform.status.podguard_check import join as _join
 from tenant_platform.status.verdict import Event, Verdict
 
 Obj = dict[str, Any]
@@ -37,53 +43,10 @@ Ref = tuple[str, str]
 """(kind, name) of a policy or binding."""
 
 TYPE: Final = constants.POD_GUARD_READY
-MAX_EXAMPLES: Final = 5
 # Requeue while staged enforcement waits for violators to go (the step caches verdicts).
 STAGED_REQUEUE_SECONDS: Final = 30.0
 # Requeue soon after writing a policy, to pick up the API server's type-checking result.
 TYPE_CHECK_REQUEUE_SECONDS: Final = 10.0
-
-
-@dataclass
-class PodVerdict:
-    """One pod's dry-run result: the guard's reasons (empty: admitted), or why it was not checked."""
-
-    reasons: list[str] = field(default_factory=list)
-    error: str = ""
-
-
-@dataclass(frozen=True)
-class InjectedCheck:
-    """The dry run of a pod injected the way the live injector would inject (render_pg.injected_canary)."""
-
-    source: str
-    """The injector's ConfigMap, ``namespace/name``."""
-    injector: render_pg.Injector | None = None
-    reasons: tuple[str, ...] = ()
-    """The guard's reasons (empty: admitted)."""
-    error: str = ""
-    """Why the pod could not be checked (unreadable values, a failed dry run)."""
-
-
-@dataclass
-class StagedCheck:
-    """What re-submitting the existing pods found (built up pod by pod by the step)."""
-
-    checked: int = 0
-    violators: list[tuple[str, list[str]]] = field(default_factory=list)
-    unchecked: list[tuple[str, str]] = field(default_factory=list)
-    inactive: list[str] = field(default_factory=list)
-    """Namespaces where the canary showed the policy not (yet) in effect."""
-    injected: InjectedCheck | None = None
-    """The injector canary; None when no injector ConfigMap exists (no Istio, or not yet)."""
-
-    @property
-    def clean(self) -> bool:
-        injected_ok = self.injected is None or not (self.injected.reasons or self.injected.error)
-        return injected_ok and not (self.violators or self.unchecked or self.inactive)
-
-    def examples(self) -> list[str]:
-        return [f"{name}: {'; '.join(reasons)}" for name, reasons in self.violators[:MAX_EXAMPLES]]
 
 
 @dataclass(frozen=True)
@@ -114,13 +77,24 @@ class PodGuardFacts:
     """Read only when not served."""
     live: Mapping[Ref, Obj | None] = field(default_factory=dict)
     """The policies and bindings as found before any write, by (kind, name)."""
-    target: render_pg.Enforcement = "Warn"
-    """The actions the bindings were applied with (after a promotion: Deny)."""
+    shared: bool = True
+    """The shared policies with the TenantPlatform as parameter; False for spec.target (the
+    platform's own policies in the target cluster, its parameter inlined)."""
+    param: render_pg.GuardParam | None = None
+    """The parameter of this pass (after a promotion: at Deny)."""
+    param_written: bool = False
+    """Shared: the API server holds ``param`` in status.podGuard (written this pass, or already)."""
+    param_error: str = ""
+    """Shared: writing the parameter failed (why)."""
     applied: Applied = Applied()
     check: StagedCheck | None = None
     """The staged check, when one ran."""
     promoted: bool = False
-    """This pass switched both bindings to Deny."""
+    """This pass switched the guard to Deny."""
+
+    @property
+    def target(self) -> render_pg.Enforcement:
+        return self.param.enforcement if self.param is not None else "Warn"
 
 
 # ---- reading the API server's answers -------------------------------------------------------------
@@ -140,14 +114,6 @@ def actions_in_effect(binding: Obj | None) -> render_pg.Enforcement | None:
     if actions == sorted(render_pg.ACTIONS["Warn"]):
         return "Warn"
     return None
-
-
-def mode_of(bindings: Sequence[Obj | None]) -> InEffect:
-    """'Deny' or 'Warn' when both bindings exist and carry that mode's actions, else 'None'."""
-    modes = {actions_in_effect(b) for b in bindings}
-    if len(bindings) != 2 or len(modes) != 1:
-        return "None"
-    return modes.pop() or "None"
 
 
 def guard_warnings(warnings: list[str], policy_name: str) -> list[str]:
@@ -195,50 +161,78 @@ def type_check_pending(objects: Sequence[Obj]) -> bool:
     )
 
 
-# ---- staged enforcement ---------------------------------------------------------------------------
+# ---- staged enforcement and the parameter --------------------------------------------------------
 
 
-def binding_refs(platform: TenantPlatform) -> tuple[Ref, Ref]:
-    names = render_pg.guard_names(platform.name)
+def previous(platform: TenantPlatform) -> dict[str, Any]:
+    """``status.podGuard`` as the pass found it."""
+    found = platform.status.get("podGuard")
+    return found if isinstance(found, dict) else {}
+
+
+def promoted(platform: TenantPlatform, found: Mapping[str, Any] | None = None) -> bool:
+    """Staged, and the parameter (``found``, as read live; else the pass's body) is at Deny already:
+    promoted by an earlier pass, or Deny before the spec said Staged. It stays there; Warn in
+    between (the spec set to Warn) forgets it."""
+    before = previous(platform) if found is None else found
+    return platform.spec.pod_guard.enforcement == "Staged" and before.get("enforcement") == "Deny"
+
+
+def target(
+    platform: TenantPlatform, *, hand_made_denies: bool = False, found: Mapping[str, Any] | None = None
+) -> render_pg.Enforcement:
+    """Deny for Deny, for Staged once promoted, and for Staged while a hand-made guard opted in for
+    this platform denies (never less than what is there); Warn otherwise."""
+    requested = platform.spec.pod_guard.enforcement
+    if requested == "Deny" or (requested == "Staged" and (promoted(platform, found) or hand_made_denies)):
+        return "Deny"
+    return "Warn"
+
+
+def param(
+    platform: TenantPlatform, enforcement: render_pg.Enforcement, namespaces: Sequence[str]
+) -> render_pg.GuardParam:
+    """This platform's parameter: the namespaces it owns (never another's), the enforcement, the
+    validated proxy repositories."""
+    repositories = render_pg.valid_proxy_repositories(platform.spec.pod_guard.proxy_image_repositories)
+    return render_pg.GuardParam(tuple(namespaces), enforcement, tuple(repositories))
+
+
+def param_fields(value: render_pg.GuardParam) -> dict[str, Any]:
+    """The parameter's fields in ``status.podGuard`` (what the shared policies read)."""
+    return {
+        "namespaces": list(value.namespaces),
+        "enforcement": value.enforcement,
+        "proxyImageRepositories": list(value.proxy_image_repositories),
+    }
+
+
+def param_written(status_section: Mapping[str, Any], value: render_pg.GuardParam) -> bool:
+    """Whether ``status.podGuard`` as found already holds ``value``."""
+    return all(status_section.get(k) == v for k, v in param_fields(value).items())
+
+
+def binding_refs(enforcement: render_pg.Enforcement, platform_name: str = "") -> tuple[Ref, Ref]:
+    names = render_pg.guard_names(enforcement, platform_name)
     return (render_pg.BINDING_KIND, names.pod_guard), (render_pg.BINDING_KIND, names.exec_guard)
 
 
-PROMOTED_ANNOTATION = f"{constants.GROUP}/pod-guard-promoted-at"
-"""On the pod guard's policy: when staged enforcement was promoted to Deny. The record of the
-promotion lives on an object we own, so a binding deleted by someone, or a pod that cannot be
-checked afterwards, never sends the guard back to Warn."""
+def guard_in_place(objects: Sequence[Obj], enforcement: render_pg.Enforcement, platform_name: str = "") -> bool:
+    """Both policies of ``enforcement`` exist and both their bindings carry its actions."""
+    by_ref = {ref(o): o for o in objects}
+    names = render_pg.guard_names(enforcement, platform_name)
+    policies = all((render_pg.POLICY_KIND, n) in by_ref for n in (names.pod_guard, names.exec_guard))
+    bindings = [by_ref.get(r) for r in binding_refs(enforcement, platform_name)]
+    return policies and all(actions_in_effect(b) == enforcement for b in bindings)
 
 
-def promoted_at(platform: TenantPlatform, live: Mapping[Ref, Obj | None]) -> str:
-    """The promotion recorded on the live pod guard policy ("" when none)."""
-    policy = live.get((render_pg.POLICY_KIND, render_pg.guard_names(platform.name).pod_guard)) or {}
-    return str(((policy.get("metadata") or {}).get("annotations") or {}).get(PROMOTED_ANNOTATION) or "")
-
-
-def target(platform: TenantPlatform, live: Mapping[Ref, Obj | None]) -> render_pg.Enforcement:
-    """Deny for Deny, and for Staged once promoted (recorded on the policy, or both live bindings
-    deny); Warn otherwise."""
-    requested = platform.spec.pod_guard.enforcement
-    promoted = bool(promoted_at(platform, live)) or all(
-        actions_in_effect(live.get(r)) == "Deny" for r in binding_refs(platform)
-    )
-    return "Deny" if requested == "Deny" or (requested == "Staged" and promoted) else "Warn"
-
-
-def promotion_record(
-    platform: TenantPlatform, target: render_pg.Enforcement, live: Mapping[Ref, Obj | None], now: str
-) -> dict[str, str]:
-    """The annotation the pod guard policy carries: for Staged at Deny, when it was promoted (kept
-    from the live policy, else ``now``); nothing otherwise (a change of mode forgets it)."""
-    if platform.spec.pod_guard.enforcement != "Staged" or target != "Deny":
-        return {}
-    return {PROMOTED_ANNOTATION: promoted_at(platform, live) or now}
-
-
-def wants_check(platform: TenantPlatform, target: render_pg.Enforcement, applied: Applied) -> bool:
-    """Staged, still warning, and the guard in place as rendered: check the existing pods."""
+def wants_check(platform: TenantPlatform, facts: PodGuardFacts) -> bool:
+    """Staged, still warning, and the guard in place as rendered (its parameter written): check
+    the existing pods."""
     staged = platform.spec.pod_guard.enforcement == "Staged"
-    return staged and target == "Warn" and applied.ok and not applied.would_apply
+    applied = facts.applied
+    in_place = applied.ok and not applied.would_apply and (facts.param_written or not facts.shared)
+    return staged and facts.target == "Warn" and in_place
 
 
 def promotes(check: StagedCheck, *, dry_run: bool) -> bool:
@@ -249,6 +243,19 @@ def promotes(check: StagedCheck, *, dry_run: bool) -> bool:
 # ---- the verdict ----------------------------------------------------------------------------------
 
 
+def in_effect(facts: PodGuardFacts, *, platform_name: str, dry_run: bool) -> InEffect:
+    """The enforcement that judges this platform's namespaces now: the parameter's, when the
+    policies and bindings of that enforcement are in place (and, shared, the parameter is on the
+    API server); else None."""
+    if facts.param is None:
+        return "None"
+    objects = [o for o in facts.live.values() if o] if dry_run else list(facts.applied.objects)
+    owner = "" if facts.shared else platform_name
+    if not guard_in_place(objects, facts.target, owner) or (facts.shared and not facts.param_written):
+        return "None"
+    return facts.target
+
+
 def evaluate(platform: TenantPlatform, facts: PodGuardFacts, *, dry_run: bool) -> Verdict:
     """PodGuardReady, ``status.podGuard``, progressing, requeue and the promotion event."""
     requested = platform.spec.pod_guard.enforcement
@@ -257,60 +264,55 @@ def evaluate(platform: TenantPlatform, facts: PodGuardFacts, *, dry_run: bool) -
             [_unsupported(facts.server_version)],
             sections={"podGuard": PodGuardStatus(enforcement="None", requested=requested).dump()},
         )
-    if dry_run:
-        bindings = [facts.live.get(r) for r in binding_refs(platform)]
-    else:
-        applied = {ref(o): o for o in facts.applied.objects}
-        bindings = [applied[r] for r in binding_refs(platform) if r in applied]
-    in_effect = mode_of(bindings)
-    cond, progressing, requeue = _condition(platform, facts, in_effect=in_effect, dry_run=dry_run)
+    effective = in_effect(facts, platform_name=platform.name, dry_run=dry_run)
+    cond, progressing, requeue = _condition(platform, facts, in_effect=effective, dry_run=dry_run)
     if facts.applied.written and requeue is None:
         requeue = TYPE_CHECK_REQUEUE_SECONDS
     events: list[Event] = []
-    if facts.promoted and facts.applied.ok:
+    if facts.promoted and facts.applied.ok and not facts.param_error:
+        covered = ", ".join(facts.param.namespaces) if facts.param else ""
         events.append(
             (
                 "Normal",
                 reasons.Event.POD_GUARD_ENFORCING,
-                f"No existing pod in {', '.join(platform.spec.all_namespaces)} would be denied: the pod guard and "
-                "exec guard now deny (staged enforcement complete).",
+                f"No existing pod in {covered} would be denied: the pod guard and exec guard now deny "
+                "(staged enforcement complete).",
             )
         )
     return Verdict(
         [cond],
-        sections={"podGuard": section(platform, in_effect, facts.check).dump()},
+        sections={"podGuard": section(platform, facts).dump()},
         progressing=progressing,
         requeue_after=requeue,
         events=events,
     )
 
 
-def section(platform: TenantPlatform, in_effect: InEffect, check: StagedCheck | None) -> PodGuardStatus:
-    """``status.podGuard``: what the check found; once promoted, what the last check recorded."""
+def section(platform: TenantPlatform, facts: PodGuardFacts) -> PodGuardStatus:
+    """``status.podGuard``: the parameter, and what the check found; once promoted, what the last
+    check recorded. The enforcement is the parameter's (never None while there is one: a failed
+    apply must not switch the guard off)."""
     requested = platform.spec.pod_guard.enforcement
+    value, check = facts.param, facts.check
+    base: dict[str, Any] = {"enforcement": value.enforcement if value else "None", "requested": requested}
+    if value is not None:
+        base |= {"namespaces": value.namespaces, "proxy_image_repositories": value.proxy_image_repositories}
     if check is not None:
         return PodGuardStatus(
-            enforcement=in_effect,
-            requested=requested,
+            **base,
             pods_that_would_be_denied=len(check.violators),
             examples=tuple(check.examples()),
             pods_not_checked=len(check.unchecked) if check.unchecked else None,
         )
     # Promoted earlier (Staged): keep what the last check recorded.
-    previous = (platform.status.get("podGuard") or {}) if requested == "Staged" else {}
-    count = previous.get("podsThatWouldBeDenied")
-    examples = previous.get("examples")
+    before = previous(platform) if requested == "Staged" else {}
+    count = before.get("podsThatWouldBeDenied")
+    examples = before.get("examples")
     return PodGuardStatus(
-        enforcement=in_effect,
-        requested=requested,
+        **base,
         pods_that_would_be_denied=count if isinstance(count, int) else None,
         examples=tuple(str(e) for e in examples) if isinstance(examples, list) else None,
     )
-
-
-def _join(items: Sequence[str], limit: int = MAX_EXAMPLES) -> str:
-    shown = "; ".join(items[:limit])
-    return shown + (f"; and {len(items) - limit} more" if len(items) > limit else "")
 
 
 def _unsupported(version: str) -> Condition:
@@ -349,6 +351,13 @@ def _condition(
             reason, hint = reasons.Common.API_ERROR, ""
         message = "Could not apply the pod guard policies: " + _join(applied.errors) + "." + hint
         return conditions.false(TYPE, reason, message), True, None
+    if facts.param_error:
+        message = (
+            "Could not write the pod guard's parameter (status.podGuard), which the shared policies read: "
+            + facts.param_error
+            + "."
+        )
+        return conditions.false(TYPE, reasons.Common.API_ERROR, message), True, None
 
     warnings = type_check_warnings(applied.objects)
     if warnings:
@@ -377,7 +386,7 @@ def _condition(
             None,
         )
     if check is not None and not check.clean:
-        return _waiting(check), True, STAGED_REQUEUE_SECONDS
+        return waiting(check), True, STAGED_REQUEUE_SECONDS
     if dry_run and requested == "Staged" and facts.target == "Warn":
         return (
             conditions.false(
@@ -389,77 +398,41 @@ def _condition(
             False,
             None,
         )
-    return _in_place(platform, applied, in_effect)
+    return _in_place(platform, facts, in_effect)
 
 
-def _waiting(check: StagedCheck) -> Condition:
-    """Staged enforcement waits: the injector's pods or existing pods would be denied, pods could
-    not be checked, or the policy is not live."""
-    injected = check.injected
-    if injected is not None and injected.injector is not None and injected.reasons:
-        return _injected_denied(injected, injected.injector)
-    if injected is not None and injected.error:
-        return conditions.false(
-            TYPE,
-            reasons.PodGuard.PODS_NOT_CHECKED,
-            f"Staged enforcement is waiting: a pod injected the way the injector in {injected.source} injects "
-            f"could not be checked: {injected.error}. Fix the cause or set spec.podGuard.enforcement to Deny "
-            "after checking an injected pod yourself.",
-        )
-    if check.violators:
-        return conditions.false(
-            TYPE,
-            reasons.PodGuard.VIOLATING_PODS_FOUND,
-            f"Staged enforcement is waiting: {len(check.violators)} existing pod(s) would be denied: "
-            + _join(check.examples())
-            + ". The guards stay at [Warn, Audit] until these pods are fixed or removed, then switch to "
-            "[Deny, Audit] by themselves.",
-        )
-    if check.unchecked:
-        return conditions.false(
-            TYPE,
-            reasons.PodGuard.PODS_NOT_CHECKED,
-            f"Staged enforcement is waiting: {len(check.unchecked)} pod(s) could not be re-submitted as a "
-            "dry run, so the guard cannot tell whether they would be denied: "
-            + _join([f"{n}: {e}" for n, e in check.unchecked])
-            + ". Fix the cause (for example quota or a missing ServiceAccount) or set "
-            "spec.podGuard.enforcement to Deny after reviewing them.",
-        )
-    return conditions.false(
-        TYPE,
-        reasons.PodGuard.WAITING_FOR_POLICY,
-        "Staged enforcement is waiting for the API server to load the pod guard policy in: "
-        + ", ".join(check.inactive)
-        + ".",
-    )
-
-
-def _in_place(platform: TenantPlatform, applied: Applied, in_effect: InEffect) -> tuple[Condition, bool, float | None]:
-    """The guard is applied as rendered: at the requested actions yet, or not."""
-    names = render_pg.guard_names(platform.name)
-    namespaces = ", ".join(platform.spec.all_namespaces)
+def _in_place(
+    platform: TenantPlatform, facts: PodGuardFacts, in_effect: InEffect
+) -> tuple[Condition, bool, float | None]:
+    """The guard is applied as rendered: at the requested enforcement yet, or not."""
     requested = platform.spec.pod_guard.enforcement
-    wanted = "Warn" if requested == "Warn" else "Deny"
+    wanted: render_pg.Enforcement = "Warn" if requested == "Warn" else "Deny"
+    names = render_pg.guard_names(wanted, "" if facts.shared else platform.name)
+    namespaces = ", ".join(facts.param.namespaces) if facts.param else ""
     if in_effect != wanted:
         return (
             conditions.false(
                 TYPE,
                 reasons.PodGuard.ENFORCEMENT_PENDING,
-                f"The bindings {names.pod_guard} and {names.exec_guard} are at {in_effect}, "
-                f"not yet at the requested {wanted}.",
+                f"The pod guard is at {in_effect}, not yet at the requested {wanted}.",
             ),
             True,
             None,
         )
-    pending = type_check_pending(applied.objects)
+    pending = type_check_pending(facts.applied.objects)
     note = " The API server has not reported type checking for the policies yet." if pending else ""
+    how = (
+        f"policies {names.pod_guard} and {names.exec_guard}, with this TenantPlatform as their parameter"
+        if facts.shared
+        else f"policies {names.pod_guard} and {names.exec_guard}"
+    )
     if wanted == "Warn":
         return (
             conditions.true(
                 TYPE,
                 reasons.PodGuard.WARN_ONLY,
-                f"The pod guard and exec guard are bound with [Warn, Audit] in {namespaces}: violating requests "
-                "are admitted with a warning (spec.podGuard.enforcement: Warn)." + note,
+                f"The pod guard and exec guard warn in {namespaces} ({how}, bound with [Warn, Audit]): violating "
+                "requests are admitted with a warning (spec.podGuard.enforcement: Warn)." + note,
             ),
             False,
             None,
@@ -469,36 +442,9 @@ def _in_place(platform: TenantPlatform, applied: Applied, in_effect: InEffect) -
         conditions.true(
             TYPE,
             reasons.PodGuard.ENFORCING,
-            f"The pod guard and exec guard deny violating requests in {namespaces} "
-            f"(bindings {names.pod_guard} and {names.exec_guard} at [Deny, Audit]).{staged}{note}",
+            f"The pod guard and exec guard deny violating requests in {namespaces} ({how}, bound with "
+            f"[Deny, Audit]).{staged}{note}",
         ),
         False,
         None,
-    )
-
-
-def _injected_denied(injected: InjectedCheck, injector: render_pg.Injector) -> Condition:
-    """The live injector's pods would be denied: name the image and the field to change."""
-    image = injector.init_image
-    container = "istio-validation" if injector.cni else render_pg.ISTIO_INIT_NAME
-    mode = "CNI on" if injector.cni else "CNI off"
-    image_denied = any("image" in r for r in injected.reasons)
-    if injector.privileged:
-        fix = (
-            f"the injector sets global.proxy.privileged true ({injected.source}), which makes {container} "
-            "privileged; set it to false"
-        )
-    elif image_denied:
-        fix = (
-            f"add {render_pg.repository_of(image)} to spec.podGuard.proxyImageRepositories, or point the "
-            f"injector's global.hub (now {injector.hub or 'unset'}) at an allowed repository"
-        )
-    else:
-        fix = "fix what the guard names in the injector's configuration"
-    return conditions.false(
-        TYPE,
-        reasons.PodGuard.INJECTED_POD_WOULD_BE_DENIED,
-        f"Staged enforcement is waiting: a pod injected the way the injector in {injected.source} injects "
-        f"({container} image {image}, {mode}) would be denied: {_join(list(injected.reasons), 3)}. To fix: "
-        f"{fix}. The guards stay at [Warn, Audit] until then.",
     )
