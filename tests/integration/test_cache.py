@@ -1,7 +1,8 @@
 """The watch-fed read cache (kube/cache.py) against the real API server: a no-op pass makes no API
 request but the Secret GETs the operator may not replace by a watch (counted from the API
-server's own apiserver_request_total); read-your-writes; a child's event names its platform;
-access-review answers are dropped when RBAC changes.
+server's own apiserver_request_total); a hand-made ConfigMap under the name of one of ours is
+still seen (names-only scope), refused or adopted; read-your-writes; a child's event names its
+platform; access-review answers are dropped when RBAC changes.
 
 These run ``reconcile.run`` in-process with a ``CachedKube`` built as the operator builds it
 (``main.cache_scopes``); tests/e2e/test_cache_operator.py runs the operator process.
@@ -9,6 +10,7 @@ These run ``reconcile.run`` in-process with a ``CachedKube`` built as the operat
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -17,12 +19,15 @@ from typing import Any
 
 import pytest
 from benchmarks import apimetrics
+from tests.support import create_namespace
 
 from tenant_platform import handlers_gpu, main, reconcile
 from tenant_platform.api import constants
+from tenant_platform.api.reasons import Common
 from tenant_platform.config import Settings
 from tenant_platform.kube.cache import RBAC_SETTLE_SECONDS, CachedKube
 from tenant_platform.kube.client import Kube
+from tenant_platform.kube.informer import Informer, Scope
 from tenant_platform.observe.cluster import ClusterSnapshot
 from tenant_platform.testing.controlplane import ControlPlane
 from tenant_platform.testing.wait import wait_for
@@ -106,11 +111,11 @@ def test_no_op_pass_makes_no_request_but_secret_gets(
     assert not outcome.status_written
     assert cached.counter.snapshot()[1] == reads_before[1]  # no write
     # What is left: the Secrets the operator reads by name (it may not list or watch Secrets):
-    # the edge certificate and the installer kubeconfig Secret's name check; and the edge trust
-    # ConfigMap, absent here (the certificate has no CA to publish): our children are cached by
-    # our label, so an absent one is asked for (it might exist without our label).
-    assert delta == Counter({("GET", "secrets"): 2, ("GET", "configmaps"): 1}), delta
-    assert cached.counter.snapshot()[0] - reads_before[0] == 3
+    # the edge certificate and the installer kubeconfig Secret's name check. The edge trust
+    # ConfigMap, absent here (the certificate has no CA to publish), is not asked for: the
+    # names-only ConfigMap scope says no ConfigMap of that name exists, with or without our label.
+    assert delta == Counter({("GET", "secrets"): 2}), delta
+    assert cached.counter.snapshot()[0] - reads_before[0] == 2
 
 
 def test_sidecar_style_auto_adds_one_dry_run(
@@ -123,7 +128,7 @@ def test_sidecar_style_auto_adds_one_dry_run(
     before = requests(control_plane)
     run(cached, unique_name)
     delta = requests(control_plane) - before
-    assert delta == Counter({("GET", "secrets"): 2, ("GET", "configmaps"): 1, ("dry runs", "*"): 1}), delta
+    assert delta == Counter({("GET", "secrets"): 2, ("dry runs", "*"): 1}), delta
 
 
 def test_fenced_views_share_the_node_sample(cached: CachedKube, control_plane: ControlPlane) -> None:
@@ -202,3 +207,73 @@ def test_reads_fall_through_until_synced(crd: Kube, control_plane: ControlPlane,
     assert kube.get("v1", "Namespace", "default") is not None
     assert kube.counter.snapshot()[0] == 1
     assert kube.stats()["hits"] == 0
+
+
+def test_a_hand_made_trust_config_map_is_still_seen(
+    cached: CachedKube, crd: Kube, make_platform: Any, unique_name: str, control_plane: ControlPlane
+) -> None:
+    """The trust ConfigMap is a child cached by our label, and an absent one is answered from the
+    names-only ConfigMap scope. A hand-made one of that name, made after the cache synced (so it
+    arrives by the watch), must still be read: refused (Conflict, data untouched) until an admin
+    opts it in with ``tenancy.dev/adoptable-by``, then adopted."""
+    trust = f"{unique_name}-hand-trust"
+    create_namespace(crd, unique_name, adoptable_by=unique_name)
+    make_platform(
+        unique_name,
+        unique_name,
+        mesh={"sidecarStyle": "Native"},
+        edgeCertificate={"issuer": "SelfSigned", "secretName": f"{unique_name}-tls", "trustConfigMapName": trust},
+    )
+    hand = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": trust, "namespace": unique_name},
+        "data": {"ca-certificates.crt": "by hand"},
+    }
+    crd.create(hand)
+    names = next(i for i in cached.informers if i.scope.names_only and i.scope.kind == "ConfigMap")
+    wait_for(lambda: names.get(unique_name, trust) is not None, "the hand-made ConfigMap in the names scope", 30)
+    for _ in range(3):
+        outcome = run(cached, unique_name)
+    edge = cond(outcome.status, constants.EDGE_CERTIFICATE_READY)
+    assert edge["reason"] == Common.CONFLICT, edge
+    live = crd.get("v1", "ConfigMap", trust, unique_name)
+    assert live is not None and live["data"] == {"ca-certificates.crt": "by hand"}
+    assert constants.LABEL_PLATFORM not in (live["metadata"].get("labels") or {})
+
+    crd.merge_patch(
+        "v1",
+        "ConfigMap",
+        trust,
+        {"metadata": {"annotations": {constants.ANNOTATION_ADOPTABLE: unique_name}}},
+        namespace=unique_name,
+    )
+    wait_for(lambda: cached.get("v1", "ConfigMap", trust, unique_name) is not None, "read", 5)
+    for _ in range(3):
+        outcome = run(cached, unique_name)
+    edge = cond(outcome.status, constants.EDGE_CERTIFICATE_READY)
+    assert edge["status"] == "True", edge
+    live = crd.get("v1", "ConfigMap", trust, unique_name)
+    assert live is not None and live["metadata"]["labels"][constants.LABEL_PLATFORM] == unique_name
+    assert "BEGIN CERTIFICATE" in live["data"]["ca-certificates.crt"]
+
+
+def test_the_names_only_scope_as_the_operator(as_operator: Kube, crd: Kube, unique_name: str) -> None:
+    """The operator's own identity (deploy/base/rbac.yaml) lists and watches ConfigMaps as metadata
+    only; what is kept is each one's namespace, name and resourceVersion, none of its data."""
+    informer = Informer(as_operator, Scope("v1", "ConfigMap", names_only=True, role="names"))
+    stopped = threading.Event()
+    thread = threading.Thread(target=informer.run, args=(stopped,), daemon=True)
+    thread.start()
+    try:
+        assert informer.synced.wait(30)
+        held = informer.get("kube-system", "coredns")
+        assert held is not None and set(held["metadata"]) == {"namespace", "name", "resourceVersion"}
+        assert "data" not in held
+        create_namespace(crd, unique_name)
+        crd.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "late", "namespace": unique_name}})
+        wait_for(lambda: informer.get(unique_name, "late") is not None, "the watch event", 30)
+        assert informer.forbidden is False and informer.errors == 0
+    finally:
+        stopped.set()
+        crd.delete("v1", "Namespace", unique_name)

@@ -5,7 +5,11 @@
 
 - ``get``: from an informer whose scope holds the object. A scope without label requirements is
   complete, so a miss there is an answer ("absent"); a miss in a label-selected scope (our
-  children) falls through to a GET, since the object may exist without our labels.
+  children) falls through to a GET, since the object may exist without our labels, unless a
+  synced names-only scope of that kind (metadata only: which objects exist) covers the name and
+  does not hold it: then "absent" is the answer too (a ConfigMap of ours not yet written, e.g.
+  the edge trust ConfigMap, without a GET per pass; a hand-made one of that name is in the
+  names-only scope, so it is still read, and adopted or reported, as before).
 - ``list``: from an informer whose scope contains the request (same or wider namespace, label
   requirements implied by the request's equality selector, or the same single name); filtered
   by the request's selector. Anything else (set-based selectors, other field selectors) is a LIST.
@@ -180,15 +184,26 @@ class CachedKube(Kube):
     # ---- which informer answers --------------------------------------------------------------------
 
     def _for_get(self, api_version: str, kind: str, namespace: str | None, name: str) -> Iterable[Informer]:
+        yield from (i for i in self._covering(api_version, kind, namespace, name) if i.scope.holds_objects)
+
+    def _covering(self, api_version: str, kind: str, namespace: str | None, name: str) -> Iterable[Informer]:
+        """Synced informers of that kind whose scope includes (namespace, name)."""
         for informer in self.informers:
             s = informer.scope
-            if not s.keep or (s.api_version, s.kind) != (api_version, kind) or not informer.synced.is_set():
+            if (s.api_version, s.kind) != (api_version, kind) or not informer.synced.is_set():
                 continue
             if s.namespace is not None and s.namespace != namespace:
                 continue
             if s.name is not None and s.name != name:
                 continue
             yield informer
+
+    def _known_absent(self, api_version: str, kind: str, namespace: str | None, name: str) -> bool:
+        """A synced names-only scope covers the name and holds no object of that name."""
+        return any(
+            i.scope.names_only and not i.scope.labels and i.get(namespace, name) is None
+            for i in self._covering(api_version, kind, namespace, name)
+        )
 
     def _for_list(
         self,
@@ -200,7 +215,7 @@ class CachedKube(Kube):
     ) -> Informer | None:
         for informer in self.informers:
             s = informer.scope
-            if not s.keep or (s.api_version, s.kind) != (api_version, kind) or not informer.synced.is_set():
+            if not s.holds_objects or (s.api_version, s.kind) != (api_version, kind) or not informer.synced.is_set():
                 continue
             if s.namespace is not None and s.namespace != namespace:
                 continue
@@ -218,6 +233,9 @@ class CachedKube(Kube):
             if found is not None or informer.scope.complete:
                 self.hits += 1
                 return found
+        if self._known_absent(api_version, kind, namespace, name):
+            self.hits += 1
+            return None
         self.misses += 1
         log.debug("cache: GET %s %s/%s from the API", kind, namespace or "-", name)
         found = super().get(api_version, kind, name, namespace)
@@ -253,7 +271,10 @@ class CachedKube(Kube):
         content_type: str = "application/json",
         timeout: float = 30.0,
         stores_nothing: bool = False,
+        accept: str = "application/json",
     ) -> Obj:
+        if accept != "application/json":
+            return super().request(method, path, body=body, query=query, timeout=timeout, accept=accept)
         if method == "GET" and not query and _DISCOVERY.match(path) and self._crds_watched():
             with self._lock:
                 if path in self._documents:
@@ -339,7 +360,7 @@ class CachedKube(Kube):
         api_version = api_version or str(obj.get("apiVersion") or "")
         kind = kind or str(obj.get("kind") or "")
         namespace, name = key_of(obj)
-        for informer in self._for_get(api_version, kind, namespace or None, name):
+        for informer in self._covering(api_version, kind, namespace or None, name):
             informer.remember(obj)
 
     def _forget(self, api_version: str, kind: str, name: str, namespace: str | None) -> None:
