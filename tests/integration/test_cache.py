@@ -23,6 +23,7 @@ from tests.support import create_namespace
 
 from tenant_platform import handlers_gpu, main, reconcile
 from tenant_platform.api import constants
+from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.reasons import Common
 from tenant_platform.config import Settings
 from tenant_platform.kube.cache import RBAC_SETTLE_SECONDS, CachedKube
@@ -37,14 +38,9 @@ SETTINGS = Settings(drift_interval=3600)
 RBAC = "rbac.authorization.k8s.io/v1"
 
 
-@pytest.fixture
-def cached(crd: Kube, control_plane: ControlPlane) -> Iterator[CachedKube]:
+def start_cache(base: Kube) -> CachedKube:
     woken: list[str] = []
-    kube = CachedKube(
-        Kube.from_kubeconfig(str(control_plane.kubeconfig_path)),
-        main.cache_scopes(SETTINGS),
-        on_child=woken.append,
-    )
+    kube = CachedKube(base, main.cache_scopes(SETTINGS), on_child=woken.append, on_fact=lambda: woken.append("*"))
     kube.woken = woken  # type: ignore[attr-defined]
     kube.start()
     # The GPU snapshot the operator's Node and Pod watches keep (handlers_gpu), as steps get it.
@@ -52,9 +48,31 @@ def cached(crd: Kube, control_plane: ControlPlane) -> Iterator[CachedKube]:
     gpu = handlers_gpu.start_watches(kube, kube.snapshot)  # type: ignore[attr-defined]
     assert kube.wait_synced(30), [i.scope.describe() for i in kube.informers if not i.synced.is_set()]
     assert kube.snapshot.wait_synced(30)  # type: ignore[attr-defined]
-    yield kube
-    gpu.stop()
+    kube.gpu = gpu  # type: ignore[attr-defined]
+    return kube
+
+
+def stop_cache(kube: CachedKube) -> None:
+    kube.gpu.stop()  # type: ignore[attr-defined]
     kube.stop()
+
+
+@pytest.fixture
+def cached(crd: Kube, control_plane: ControlPlane) -> Iterator[CachedKube]:
+    """The cache as cluster-admin (which may watch every Secret: see ``as_operator_cached``)."""
+    kube = start_cache(Kube.from_kubeconfig(str(control_plane.kubeconfig_path)))
+    yield kube
+    stop_cache(kube)
+
+
+@pytest.fixture
+def as_operator_cached(crd: Kube, as_operator: Kube) -> Iterator[CachedKube]:
+    """The cache as the operator's own ServiceAccount under deploy/base/rbac.yaml (and its fences):
+    it may GET Secrets by name, not list or watch them, unless a test grants one by name."""
+    base = as_operator.sibling()
+    kube = start_cache(base)
+    yield kube
+    stop_cache(kube)
 
 
 def run(kube: Kube, name: str) -> reconcile.Outcome:
@@ -97,8 +115,9 @@ def requests(cp: ControlPlane) -> Counter[tuple[str, str]]:
 
 
 def test_no_op_pass_makes_no_request_but_secret_gets(
-    cached: CachedKube, make_platform: Any, unique_name: str, control_plane: ControlPlane
+    as_operator_cached: CachedKube, make_platform: Any, unique_name: str, control_plane: ControlPlane
 ) -> None:
+    cached = as_operator_cached
     # Native sidecars: no dry-run probe pod (``sidecarStyle: Auto`` submits one per pass, below).
     make_platform(unique_name, unique_name, mesh={"sidecarStyle": "Native"})
     converge(cached, unique_name)
@@ -119,8 +138,9 @@ def test_no_op_pass_makes_no_request_but_secret_gets(
 
 
 def test_sidecar_style_auto_adds_one_dry_run(
-    cached: CachedKube, make_platform: Any, unique_name: str, control_plane: ControlPlane
+    as_operator_cached: CachedKube, make_platform: Any, unique_name: str, control_plane: ControlPlane
 ) -> None:
+    cached = as_operator_cached
     make_platform(unique_name, unique_name)
     converge(cached, unique_name)
     time.sleep(RBAC_SETTLE_SECONDS + 0.5)  # access-review answers are kept once RBAC writes settled
@@ -277,3 +297,87 @@ def test_the_names_only_scope_as_the_operator(as_operator: Kube, crd: Kube, uniq
     finally:
         stopped.set()
         crd.delete("v1", "Namespace", unique_name)
+
+
+def grant_watch_by_name(crd: Kube, namespace: str, secret: str, role: str) -> None:
+    """What an admin adds to let the operator watch one Secret (docs/performance.md's sample)."""
+    from tenant_platform.testing.operator import OPERATOR_NAMESPACE, OPERATOR_SA  # noqa: PLC0415
+
+    crd.apply(
+        {
+            "apiVersion": RBAC,
+            "kind": "Role",
+            "metadata": {"name": role, "namespace": namespace},
+            "rules": [
+                {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [secret], "verbs": ["list", "watch"]}
+            ],
+        }
+    )
+    crd.apply(
+        {
+            "apiVersion": RBAC,
+            "kind": "RoleBinding",
+            "metadata": {"name": role, "namespace": namespace},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
+            "subjects": [{"kind": "ServiceAccount", "name": OPERATOR_SA, "namespace": OPERATOR_NAMESPACE}],
+        }
+    )
+
+
+def test_secrets_granted_by_name_are_watched_and_a_no_op_pass_makes_no_request(
+    as_operator_cached: CachedKube, crd: Kube, make_platform: Any, unique_name: str, control_plane: ControlPlane
+) -> None:
+    """With ``list, watch`` on the two Secrets a pass reads granted by name (resourceNames), the
+    operator watches each by name and a no-op pass makes no request at all; a Secret deleted by
+    hand wakes its platform from the watch and is issued again; removing the grant brings the GETs
+    back. Counted from apiserver_request_total, as the operator's own identity."""
+    cached = as_operator_cached
+    body = make_platform(
+        unique_name,
+        unique_name,
+        mesh={"sidecarStyle": "Native"},
+        edgeCertificate={"issuer": "SelfSigned", "secretName": f"{unique_name}-tls"},
+    )
+    platform = TenantPlatform.from_body(body)
+    edge = (platform.spec.gateway.namespace, platform.spec.edge_certificate.secret_name)
+    kubeconfig = (platform.spec.namespace, platform.kubeconfig_secret_name)
+    converge(cached, unique_name)
+    role = f"{unique_name}-watch-secret"
+    grants = [(edge[0], edge[1], role), (kubeconfig[0], kubeconfig[1], role)]
+    for namespace, secret, name in grants:
+        grant_watch_by_name(crd, namespace, secret, name)
+    try:
+        time.sleep(RBAC_SETTLE_SECONDS + 0.5)
+        # The pass after the grant settled asks (2 SelfSubjectAccessReviews per Secret) and starts
+        # the watches; once they have listed, Secret reads are answered from them.
+        run(cached, unique_name)
+        wait_for(lambda: all(i.synced.is_set() for i in cached.secrets.informers()), "secret watches synced", 30)
+        assert {(i.scope.namespace, i.scope.name) for i in cached.secrets.informers()} == {edge, kubeconfig}
+        run(cached, unique_name)
+        before = requests(control_plane)
+        reads_before = cached.counter.snapshot()
+        outcome = run(cached, unique_name)
+        delta = requests(control_plane) - before
+        assert not outcome.status_written
+        assert delta == Counter(), delta
+        assert cached.counter.snapshot() == reads_before
+
+        # Deleted by hand: the watch event wakes the platform, the pass issues it again.
+        woken: list[str] = cached.woken  # type: ignore[attr-defined]
+        woken.clear()
+        crd.delete("v1", "Secret", edge[1], edge[0])
+        wait_for(lambda: unique_name in woken, "the platform woken by its Secret's deletion", 30)
+        run(cached, unique_name)
+        reissued = crd.get("v1", "Secret", edge[1], edge[0])
+        assert reissued is not None and reissued["metadata"]["labels"][constants.LABEL_PLATFORM] == unique_name
+    finally:
+        for namespace, _, name in grants:
+            crd.delete(RBAC, "RoleBinding", name, namespace)
+            crd.delete(RBAC, "Role", name, namespace)
+    # The grant removed: the next pass after RBAC settled asks again, stops the watches, and GETs.
+    time.sleep(RBAC_SETTLE_SECONDS + 0.5)
+    wait_for(lambda: (run(cached, unique_name), not cached.secrets.informers())[1], "watches stopped", 30)
+    before = requests(control_plane)
+    run(cached, unique_name)
+    delta = requests(control_plane) - before
+    assert delta == Counter({("GET", "secrets"): 2}), delta

@@ -26,7 +26,10 @@
 
 Until an informer has completed its first listing (and while it relists after a failure) reads
 in its scope go to the API, so a slow or forbidden watch costs requests, never correctness.
-Secrets are never cached: the operator may not list or watch them (docs/security.md).
+Secrets are not cached unless an admin granted ``list`` and ``watch`` of a named Secret: the
+operator may not list or watch Secrets (docs/security.md); kube/secretwatch.py watches a Secret
+by name where RBAC allows exactly that (asked with SelfSubjectAccessReviews, again after any RBAC
+change), and otherwise its GETs go to the API.
 
 Listeners: an event on a "child" scope calls ``on_child(platform name)`` with the object's
 ``tenancy.dev/tenant-platform`` label (the operator wakes that platform's loop, so a child
@@ -51,10 +54,12 @@ from tenant_platform.api import constants
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube, Obj
 from tenant_platform.kube.informer import Informer, Scope, key_of, parse_selector, selector_matches
+from tenant_platform.kube.secretwatch import SecretWatches
 
 log = logging.getLogger("tenant_platform.kube.cache")
 
 RBAC_SETTLE_SECONDS = 2.0
+SECRET_WATCH_POOL = 256
 _DISCOVERY = re.compile(r"^/apis?(/[^/]+){1,2}$")
 RBAC_KINDS = ("Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")
 
@@ -97,6 +102,18 @@ class CachedKube(Kube):
         watcher = Kube(kubernetes.client.ApiClient(configuration))
         watcher.counter = base.counter
         self.informers = [Informer(watcher, s, listener=self._listener(s), watch_timeout=watch_timeout) for s in scopes]
+        # NB: one long-running watch (one pooled connection) per granted Secret: a pool of their own.
+        secret_configuration = copy.copy(base.api.configuration)
+        secret_configuration.connection_pool_maxsize = SECRET_WATCH_POOL
+        secret_watcher = Kube(kubernetes.client.ApiClient(secret_configuration))
+        secret_watcher.counter = base.counter
+        self.secrets = SecretWatches(
+            base,
+            secret_watcher,
+            listener=self._listener,
+            rbac_settled=lambda: self.clock() - self._shared.rbac_changed_at > RBAC_SETTLE_SECONDS,
+            watch_timeout=watch_timeout,
+        )
         self._lock = threading.Lock()
         self._reviews: dict[tuple[Any, ...], tuple[bool, str]] = {}
         self._documents: dict[str, Obj | None] = {}
@@ -138,6 +155,7 @@ class CachedKube(Kube):
         inside a watch ends when it returns, and they are daemon threads), so a graceful shutdown
         still releases the leader Lease before the process is killed."""
         self._stopped.set()
+        self.secrets.stop()
         deadline = time.monotonic() + timeout
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
@@ -154,6 +172,7 @@ class CachedKube(Kube):
             "hits": self.hits,
             "misses": self.misses,
             "reviews": len(self._reviews),
+            "secretWatches": len(self.secrets.informers()),
         }
 
     # ---- listeners -------------------------------------------------------------------------------
@@ -164,20 +183,24 @@ class CachedKube(Kube):
                 with self._lock:
                     self._reviews.clear()
                     self._shared.rbac_changed_at = self.clock()
+                self.secrets.forget()
             elif scope.role == "crd":
                 with self._lock:
                     self._documents.clear()
                     self._discovered.clear()
             elif scope.role == "child" and self.on_child is not None:
-                names = {
-                    ((o.get("metadata") or {}).get("labels") or {}).get(constants.LABEL_PLATFORM)
-                    for o in (old, new)
-                    if o
-                }
-                for name in sorted(n for n in names if n):
-                    self.on_child(str(name))
+                for name in _platforms_of(old, new):
+                    self.on_child(name)
             elif scope.role == "fact" and self.on_fact is not None:
                 self.on_fact()
+            elif scope.role == "secret":
+                # Ours names its platform; someone else's (an External certificate) may be any one's.
+                names = _platforms_of(old, new)
+                if names and self.on_child is not None:
+                    for name in names:
+                        self.on_child(name)
+                elif not names and self.on_fact is not None:
+                    self.on_fact()
 
         return listen
 
@@ -188,7 +211,8 @@ class CachedKube(Kube):
 
     def _covering(self, api_version: str, kind: str, namespace: str | None, name: str) -> Iterable[Informer]:
         """Synced informers of that kind whose scope includes (namespace, name)."""
-        for informer in self.informers:
+        granted = self.secrets.informers() if (api_version, kind) == ("v1", "Secret") else []
+        for informer in [*self.informers, *granted]:
             s = informer.scope
             if (s.api_version, s.kind) != (api_version, kind) or not informer.synced.is_set():
                 continue
@@ -228,6 +252,8 @@ class CachedKube(Kube):
     # ---- reads -----------------------------------------------------------------------------------
 
     def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> Obj | None:
+        if (api_version, kind) == ("v1", "Secret") and namespace and self._rbac_watched():
+            self.secrets.informer(namespace, name)  # starts (or stops) its watch where RBAC says so
         for informer in self._for_get(api_version, kind, namespace, name):
             found = informer.get(namespace, name)
             if found is not None or informer.scope.complete:
@@ -421,6 +447,12 @@ class CachedKube(Kube):
         # NB: an object with finalizers lingers until they are removed; the watch reports it.
         # Dropping it now would make a complete scope answer "absent" too early, so keep it.
         return gone
+
+
+def _platforms_of(*objects: Obj | None) -> list[str]:
+    """The platforms named by the objects' ``tenancy.dev/tenant-platform`` labels."""
+    names = {((o.get("metadata") or {}).get("labels") or {}).get(constants.LABEL_PLATFORM) for o in objects if o}
+    return sorted(str(n) for n in names if n)
 
 
 def operator_scopes(

@@ -494,6 +494,23 @@ class Kube:
         status = result.get("status", {})
         return bool(status.get("allowed")), str(status.get("reason", ""))
 
+    def may_i(self, *, verb: str, resource: str, namespace: str = "", name: str = "", group: str = "") -> bool:
+        """A SelfSubjectAccessReview: may this client's own identity do it (stores nothing)."""
+        attrs: Obj = {"verb": verb, "resource": resource, "group": group}
+        if namespace:
+            attrs["namespace"] = namespace
+        if name:
+            attrs["name"] = name
+        review = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": attrs},
+        }
+        result = self.request(
+            "POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", body=review, stores_nothing=True
+        )
+        return bool((result.get("status") or {}).get("allowed"))
+
     def request_token(
         self,
         namespace: str,
