@@ -381,3 +381,40 @@ def test_secrets_granted_by_name_are_watched_and_a_no_op_pass_makes_no_request(
     run(cached, unique_name)
     delta = requests(control_plane) - before
     assert delta == Counter({("GET", "secrets"): 2}), delta
+
+
+def test_event_woken_passes_reuse_recent_secret_reads(
+    as_operator_cached: CachedKube, crd: Kube, make_platform: Any, unique_name: str, control_plane: ControlPlane
+) -> None:
+    """Without a grant, a pass woken by an event reuses Secrets read within the drift interval
+    (``reusing_secrets``, as handlers.py asks for early passes): no request at all. The drift
+    timer's pass reads them from the API, and sees a Secret deleted by hand (issued again); the
+    write is noted, so the next early pass again asks nothing."""
+    cached = as_operator_cached
+    body = make_platform(
+        unique_name,
+        unique_name,
+        mesh={"sidecarStyle": "Native"},
+        edgeCertificate={"issuer": "SelfSigned", "secretName": f"{unique_name}-tls"},
+    )
+    edge = TenantPlatform.from_body(body).spec
+    converge(cached, unique_name)
+    time.sleep(RBAC_SETTLE_SECONDS + 0.5)
+    run(cached, unique_name)  # the drift timer's pass: Secrets from the API
+    early = cached.reusing_secrets(SETTINGS.drift_interval)
+    before = requests(control_plane)
+    outcome = run(early, unique_name)
+    assert not outcome.status_written
+    assert requests(control_plane) - before == Counter()
+
+    crd.delete("v1", "Secret", edge.edge_certificate.secret_name, edge.gateway.namespace)
+    before = requests(control_plane)
+    run(early, unique_name)  # an early pass does not see it ...
+    assert requests(control_plane) - before == Counter()
+    run(cached, unique_name)  # ... the timer's does, and issues it again
+    reissued = crd.get("v1", "Secret", edge.edge_certificate.secret_name, edge.gateway.namespace)
+    assert reissued is not None
+    run(cached, unique_name)
+    before = requests(control_plane)
+    run(early, unique_name)
+    assert requests(control_plane) - before == Counter()

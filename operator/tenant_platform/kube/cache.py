@@ -53,15 +53,22 @@ import kubernetes.client
 from tenant_platform.api import constants
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube, Obj
-from tenant_platform.kube.informer import Informer, Scope, key_of, parse_selector, selector_matches
-from tenant_platform.kube.secretwatch import SecretWatches
+from tenant_platform.kube.informer import (
+    RBAC_KINDS,
+    Informer,
+    Scope,
+    key_of,
+    operator_scopes,
+    parse_selector,
+    selector_matches,
+)
+from tenant_platform.kube.secretwatch import RecentReads, SecretWatches
 
 log = logging.getLogger("tenant_platform.kube.cache")
 
 RBAC_SETTLE_SECONDS = 2.0
 SECRET_WATCH_POOL = 256
 _DISCOVERY = re.compile(r"^/apis?(/[^/]+){1,2}$")
-RBAC_KINDS = ("Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")
 
 
 @dataclass
@@ -114,6 +121,7 @@ class CachedKube(Kube):
             rbac_settled=lambda: self.clock() - self._shared.rbac_changed_at > RBAC_SETTLE_SECONDS,
             watch_timeout=watch_timeout,
         )
+        self.recent_secrets = RecentReads(clock)
         self._lock = threading.Lock()
         self._reviews: dict[tuple[Any, ...], tuple[bool, str]] = {}
         self._documents: dict[str, Obj | None] = {}
@@ -251,9 +259,19 @@ class CachedKube(Kube):
 
     # ---- reads -----------------------------------------------------------------------------------
 
+    secret_max_age: float = 0.0
+    """Set on a view by ``reusing_secrets``: Secret reads younger than this are reused."""
+
+    def reusing_secrets(self, max_age: float) -> CachedKube:
+        """A view (as ``fenced``) whose Secret GETs reuse a read of the last ``max_age`` seconds."""
+        view = copy.copy(self)
+        view.secret_max_age = max_age
+        return view
+
     def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> Obj | None:
-        if (api_version, kind) == ("v1", "Secret") and namespace and self._rbac_watched():
-            self.secrets.informer(namespace, name)  # starts (or stops) its watch where RBAC says so
+        secret = (api_version, kind) == ("v1", "Secret") and bool(namespace)
+        if secret and self._rbac_watched():
+            self.secrets.informer(str(namespace), name)  # starts (or stops) its watch where RBAC says so
         for informer in self._for_get(api_version, kind, namespace, name):
             found = informer.get(namespace, name)
             if found is not None or informer.scope.complete:
@@ -262,11 +280,18 @@ class CachedKube(Kube):
         if self._known_absent(api_version, kind, namespace, name):
             self.hits += 1
             return None
+        if secret:
+            reused, found = self.recent_secrets.recent(str(namespace), name, self.secret_max_age)
+            if reused:
+                self.hits += 1
+                return found
         self.misses += 1
         log.debug("cache: GET %s %s/%s from the API", kind, namespace or "-", name)
         found = super().get(api_version, kind, name, namespace)
         if found is not None:
             self._remember(found, api_version, kind)
+        elif secret:
+            self.recent_secrets.note(str(namespace), name, None)
         return found
 
     def list(
@@ -386,6 +411,8 @@ class CachedKube(Kube):
         api_version = api_version or str(obj.get("apiVersion") or "")
         kind = kind or str(obj.get("kind") or "")
         namespace, name = key_of(obj)
+        if (api_version, kind) == ("v1", "Secret") and namespace:
+            self.recent_secrets.note(namespace, name, obj)
         for informer in self._covering(api_version, kind, namespace or None, name):
             informer.remember(obj)
 
@@ -393,15 +420,25 @@ class CachedKube(Kube):
         for informer in self._for_get(api_version, kind, namespace, name):
             informer.forget(namespace, name)
 
+    def _before_write(self, obj: Obj) -> None:
+        """A Secret about to be written is read from the API next time (also when the write fails)."""
+        meta = obj.get("metadata") or {}
+        if (obj.get("apiVersion"), obj.get("kind")) == ("v1", "Secret") and meta.get("namespace"):
+            self.recent_secrets.drop(str(meta["namespace"]), str(meta.get("name") or ""))
+
     def apply(
         self, obj: Obj, *, dry_run: bool = False, force: bool = True, field_manager: str = constants.FIELD_MANAGER
     ) -> Obj:
+        if not dry_run:
+            self._before_write(obj)
         result = super().apply(obj, dry_run=dry_run, force=force, field_manager=field_manager)
         if not dry_run:
             self._remember(result, obj["apiVersion"], obj["kind"])
         return result
 
     def create(self, obj: Obj, *, dry_run: bool = False, as_user: str | None = None) -> Obj:
+        if not dry_run:
+            self._before_write(obj)
         result = super().create(obj, dry_run=dry_run, as_user=as_user)
         if not dry_run:
             self._remember(result, obj["apiVersion"], obj["kind"])
@@ -444,6 +481,8 @@ class CachedKube(Kube):
         uid: str | None = None,
     ) -> bool:
         gone = super().delete(api_version, kind, name, namespace, propagation=propagation, uid=uid)
+        if (api_version, kind) == ("v1", "Secret") and namespace:
+            self.recent_secrets.drop(namespace, name)
         # NB: an object with finalizers lingers until they are removed; the watch reports it.
         # Dropping it now would make a complete scope answer "absent" too early, so keep it.
         return gone
@@ -453,25 +492,6 @@ def _platforms_of(*objects: Obj | None) -> list[str]:
     """The platforms named by the objects' ``tenancy.dev/tenant-platform`` labels."""
     names = {((o.get("metadata") or {}).get("labels") or {}).get(constants.LABEL_PLATFORM) for o in objects if o}
     return sorted(str(n) for n in names if n)
-
-
-def operator_scopes(
-    *,
-    child_kinds: Iterable[tuple[str, str]],
-    fact_scopes: Iterable[Scope] = (),
-) -> list[Scope]:
-    """The scopes the operator caches: its children (by our platform label), the facts steps
-    verify, TenantPlatforms, Namespaces, and the RBAC kinds and CRDs as invalidation signals."""
-    scopes = [
-        Scope(constants.API_VERSION, constants.KIND, role="platform", absent_on_miss=False),
-        Scope("v1", "Namespace", role="child"),
-    ]
-    for api_version, kind in child_kinds:
-        scopes.append(Scope(api_version, kind, labels=((constants.LABEL_PLATFORM, None),), role="child"))
-    scopes += list(fact_scopes)
-    scopes += [Scope("rbac.authorization.k8s.io/v1", kind, keep=False, role="rbac") for kind in RBAC_KINDS]
-    scopes.append(Scope("apiextensions.k8s.io/v1", "CustomResourceDefinition", keep=False, role="crd"))
-    return scopes
 
 
 __all__ = ["CachedKube", "Scope", "operator_scopes", "selector_matches"]

@@ -22,9 +22,10 @@ import copy
 import logging
 import random
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
+from tenant_platform.api import constants
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import METADATA_ONLY, METADATA_ONLY_LIST, Kube, Obj
 
@@ -331,3 +332,25 @@ def backoff(failures: int, *, cap: float = 30.0, jitter: float = 0.25) -> float:
     """1 s doubling per failure up to ``cap``, plus up to ``jitter`` of it at random."""
     base = min(cap, 2.0 ** max(0, failures - 1))
     return base * (1.0 + random.uniform(0.0, jitter))  # spreading retries, not security
+
+
+RBAC_KINDS = ("Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")
+
+
+def operator_scopes(
+    *,
+    child_kinds: Iterable[tuple[str, str]],
+    fact_scopes: Iterable[Scope] = (),
+) -> list[Scope]:
+    """The scopes the operator caches: its children (by our platform label), the facts steps
+    verify, TenantPlatforms, Namespaces, and the RBAC kinds and CRDs as invalidation signals."""
+    scopes = [
+        Scope(constants.API_VERSION, constants.KIND, role="platform", absent_on_miss=False),
+        Scope("v1", "Namespace", role="child"),
+    ]
+    for api_version, kind in child_kinds:
+        scopes.append(Scope(api_version, kind, labels=((constants.LABEL_PLATFORM, None),), role="child"))
+    scopes += list(fact_scopes)
+    scopes += [Scope("rbac.authorization.k8s.io/v1", kind, keep=False, role="rbac") for kind in RBAC_KINDS]
+    scopes.append(Scope("apiextensions.k8s.io/v1", "CustomResourceDefinition", keep=False, role="crd"))
+    return scopes

@@ -1,4 +1,5 @@
-"""Watches of single Secrets an admin allowed the operator to watch by name (used by kube/cache.py).
+"""How kube/cache.py reads Secrets: watches of single Secrets an admin allowed the operator to watch
+by name (``SecretWatches``), and recent reads event-woken passes may reuse (``RecentReads``).
 
 The operator may not list or watch Secrets (docs/security.md), so each Secret a step reads is a
 GET by name on every pass. RBAC can grant ``list`` and ``watch`` of one named object (a rule with
@@ -26,13 +27,14 @@ one thread) per granted Secret.
 
 from __future__ import annotations
 
+import copy
 import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from tenant_platform.kube import errors
-from tenant_platform.kube.client import Kube
+from tenant_platform.kube.client import Kube, Obj
 from tenant_platform.kube.informer import Informer, Listener, Scope
 
 log = logging.getLogger("tenant_platform.kube.cache")
@@ -134,3 +136,47 @@ class SecretWatches:
             self._watches.clear()
         for watch in watches:
             watch.stopped.set()
+
+
+class RecentReads:
+    """Secrets as last read or written, for passes allowed to reuse a recent read.
+
+    The operator's drift-timer passes read every Secret from the API (or its granted watch); a
+    pass woken by an event (a child or fact changed, the loop's own requeue) may take a Secret read
+    within ``max_age`` seconds instead (``CachedKube.reusing_secrets``; handlers.py passes the drift
+    interval), so a burst of events costs no Secret GETs. A Secret the operator writes is noted from
+    the write's response; one it deletes is dropped. Entries not refreshed within ``horizon``
+    seconds (a deleted platform's) are dropped.
+    """
+
+    def __init__(self, clock: Callable[[], float], *, horizon: float = 3600.0) -> None:
+        self.clock = clock
+        self.horizon = horizon
+        self._lock = threading.Lock()
+        self._reads: dict[Key, tuple[float, Obj | None]] = {}
+
+    def recent(self, namespace: str, name: str, max_age: float) -> tuple[bool, Obj | None]:
+        """(True, the Secret or None when absent) if read within ``max_age`` seconds, else (False, None)."""
+        if max_age <= 0:
+            return False, None
+        with self._lock:
+            entry = self._reads.get((namespace, name))
+        if entry is None or self.clock() - entry[0] >= max_age:
+            return False, None
+        return True, copy.deepcopy(entry[1])
+
+    def note(self, namespace: str, name: str, obj: Obj | None) -> None:
+        now = self.clock()
+        with self._lock:
+            self._reads[(namespace, name)] = (now, copy.deepcopy(obj))
+            horizon = max(self.horizon, 0.0)
+            for key in [k for k, (t, _) in self._reads.items() if now - t > horizon]:
+                del self._reads[key]
+
+    def drop(self, namespace: str, name: str) -> None:
+        with self._lock:
+            self._reads.pop((namespace, name), None)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._reads)
