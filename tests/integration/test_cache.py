@@ -418,3 +418,42 @@ def test_event_woken_passes_reuse_recent_secret_reads(
     before = requests(control_plane)
     run(early, unique_name)
     assert requests(control_plane) - before == Counter()
+
+
+VAP = "admissionregistration.k8s.io/v1"
+
+
+def policy(name: str, labels: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": VAP,
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "resourceRules": [
+                    {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}
+                ]
+            },
+            "validations": [{"expression": "true"}],
+        },
+    }
+
+
+def test_a_platforms_own_policy_wakes_only_that_platform(cached: CachedKube, crd: Kube, unique_name: str) -> None:
+    """Pod guard policies are facts (the takeover looks for hand-made ones), but one labelled a
+    platform's wakes only that platform: with N platforms, each one's policies no longer wake the
+    N - 1 others. A hand-made (unlabelled) one still wakes every platform ("*")."""
+    woken: list[str] = cached.woken  # type: ignore[attr-defined]
+    woken.clear()
+    ours = f"{unique_name}-ours"
+    crd.create(policy(ours, {constants.LABEL_PLATFORM: unique_name}))
+    try:
+        wait_for(lambda: unique_name in woken, "its platform woken", 30)
+        time.sleep(1)
+        assert "*" not in woken, woken
+        crd.create(policy(f"{unique_name}-hand", {}))
+        wait_for(lambda: "*" in woken, "every platform woken", 30)
+    finally:
+        crd.delete(VAP, "ValidatingAdmissionPolicy", ours)
+        crd.delete(VAP, "ValidatingAdmissionPolicy", f"{unique_name}-hand")

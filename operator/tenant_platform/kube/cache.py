@@ -199,15 +199,16 @@ class CachedKube(Kube):
             elif scope.role == "child" and self.on_child is not None:
                 for name in _platforms_of(old, new):
                     self.on_child(name)
-            elif scope.role == "fact" and self.on_fact is not None:
-                self.on_fact()
-            elif scope.role == "secret":
-                # Ours names its platform; someone else's (an External certificate) may be any one's.
-                names = _platforms_of(old, new)
-                if names and self.on_child is not None:
-                    for name in names:
+            elif scope.role in ("fact", "secret"):
+                # One of ours (labelled before and after) concerns its platform only: no platform
+                # reads another's labelled objects as a fact (the pod guard's takeover skips them),
+                # so each platform's own policies do not wake every other platform. Anything else
+                # (a fact, someone else's certificate rotated) may concern any platform.
+                owners = [_platforms_of(o) for o in (old, new) if o]
+                if owners and all(owners) and self.on_child is not None:
+                    for name in sorted({n for names in owners for n in names}):
                         self.on_child(name)
-                elif not names and self.on_fact is not None:
+                elif self.on_fact is not None:
                     self.on_fact()
 
         return listen
