@@ -371,31 +371,36 @@ async def platform_loop(name: str, stopped: kopf.DaemonStopped, logger: Logger, 
     # last pass asked (a step's requeue_after) or failed. The first pass runs at once; later
     # waits look at the wakeup only after one poll, so a burst of changes costs one more pass.
     # A GPU-only pass keeps the time the last full pass set for the next one (``due``), so GPU
-    # churn never postpones the drift check. So does a full pass woken before ``due`` by an event
-    # (a child or fact changed, a requeue): it reuses Secrets read within the drift interval, and
-    # the pass at ``due`` (the drift timer's) reads them from the API, so a Secret changed by
-    # someone else is still seen within one drift interval, and a burst of events costs no
-    # Secret GETs. A change of the platform itself (``wake_fresh``) reads them again at once.
+    # churn never postpones the drift check. Secrets have a clock of their own (``fresh_due``): a
+    # full pass before it (woken by an event: a child or fact changed; or a step's requeue) reuses
+    # Secrets read within the drift interval and does not move it, so the drift timer's pass still
+    # comes once per drift interval and reads them from the API (a Secret changed by someone else
+    # is seen within one drift interval, as before), while a burst of events costs no Secret GETs.
+    # A change of the platform itself (``wake_fresh``) reads them again at once.
     wait = state.settings.drift_interval
-    due = time.monotonic()
+    due = fresh_due = time.monotonic()
     first = True
     on_error, on_crash = retry_backoffs()
     while not stopped:
         if not await _wait(wakeup, stopped, wait, first_check=first):
             break
         first = False
-        early = time.monotonic() < due
-        gpu_only = state.take_wakeup(name) and early
+        now = time.monotonic()
+        gpu_only = state.take_wakeup(name) and now < due
         fresh = state.take_fresh(name)
-        reuse = early and not fresh and not gpu_only
+        reuse = now < fresh_due and not fresh and not gpu_only
         try:
             wait, partial = await loop.run_in_executor(
                 state.executor(), functools.partial(reconcile_once, name, gpu_only=gpu_only, reuse_secrets=reuse)
             )
-            if partial or reuse:
-                wait = min(wait, max(0.0, due - time.monotonic()))
+            now = time.monotonic()
+            if partial:
+                wait = min(wait, max(0.0, due - now))
             else:
-                due = time.monotonic() + wait
+                if not reuse:
+                    fresh_due = now + state.settings.drift_interval
+                wait = min(wait, max(0.0, fresh_due - now))
+                due = now + wait
             on_error.reset()
             on_crash.reset()
         except errors.KubeError as exc:

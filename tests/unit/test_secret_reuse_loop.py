@@ -36,7 +36,7 @@ def test_event_passes_reuse_secrets_and_the_timer_pass_reads_them(monkeypatch: p
 
     def record(name: str, *, gpu_only: bool = False, reuse_secrets: bool = False) -> tuple[float, bool]:
         passes.append((round(time.monotonic() - started, 1), reuse_secrets))
-        return drift, False
+        return (0.5 if len(passes) == 1 else drift), False  # the first pass asks for a requeue
 
     monkeypatch.setattr(handlers, "reconcile_once", record)
     stopped = Stopped()
@@ -44,7 +44,7 @@ def test_event_passes_reuse_secrets_and_the_timer_pass_reads_them(monkeypatch: p
     def later(seconds: float, action: Any) -> None:
         threading.Timer(seconds, action).start()
 
-    later(0.6, lambda: state.wake("p"))  # a child's or fact's event: early, reuses
+    later(1.0, lambda: state.wake("p"))  # a child's or fact's event: early, reuses
     later(2.6, lambda: state.wake_fresh("p"))  # the platform's spec changed: early, but fresh
 
     async def drive() -> None:
@@ -58,7 +58,7 @@ def test_event_passes_reuse_secrets_and_the_timer_pass_reads_them(monkeypatch: p
     finally:
         handlers.install(None)
     reuse = [r for _, r in passes]
-    # first pass (fresh), the event's (reuses), the drift timer's at ~2 s (fresh: the event's pass
-    # did not postpone it), the platform change's (fresh)
-    assert reuse == [False, True, False, False], passes
-    assert 1.8 <= passes[2][0] <= 2.4, passes
+    # first pass (fresh), its requeue at 0.5 s and the event's at 1 s (both reuse), the drift
+    # timer's at ~2 s (fresh: the early passes did not postpone it), the platform change's (fresh)
+    assert reuse == [False, True, True, False, False], passes
+    assert 1.8 <= passes[3][0] <= 2.4, passes
