@@ -12,6 +12,10 @@ run): per stage the seconds until all are Ready, then, after ``--settle`` second
 per minute in steady state over ``--window`` seconds (default: one drift interval) and the
 operator's VmRSS. ``--kubectl`` first times ``kubectl apply --server-side`` of the manifests
 ``tenant-platform render`` prints for one platform, on a control plane of its own.
+``--grant-secret-watches``: once a stage's platforms are Ready, grant the operator ``list`` and
+``watch`` of the two Secrets each reads (the edge certificate, the kubeconfig Secret's name) by
+name, as docs/security.md's sample Role does, so the steady state shows the operator with its
+Secrets watched (kube/secretwatch.py) instead of read with a GET per pass.
 
     .venv/bin/python -m benchmarks.reconcile_bench [--platforms 50] [--json]
     .venv/bin/python -m benchmarks.reconcile_bench --sizes 50,500 --drift-interval 300 --kubectl
@@ -33,10 +37,11 @@ import yaml
 from benchmarks import apimetrics
 from tenant_platform import cli, devmode
 from tenant_platform.api import constants
+from tenant_platform.api.models import TenantPlatform
 from tenant_platform.kube.client import Kube
 from tenant_platform.testing import seed
 from tenant_platform.testing.controlplane import ControlPlane
-from tenant_platform.testing.operator import start_operator
+from tenant_platform.testing.operator import OPERATOR_NAMESPACE, OPERATOR_SA, start_operator
 from tenant_platform.testing.wait import wait_for
 
 SAMPLE = Path(__file__).resolve().parents[1] / "deploy" / "samples" / "tenantplatform.yaml"
@@ -103,12 +108,14 @@ def main() -> None:
     parser.add_argument("--settle", type=float, default=160.0, help="seconds to wait before the idle window")
     parser.add_argument("--window", type=float, help="steady-state window in seconds (default: one drift interval)")
     parser.add_argument("--kubectl", action="store_true", help="also time kubectl apply --server-side")
+    parser.add_argument("--grant-secret-watches", action="store_true", help="grant list/watch of each Secret by name")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     sizes = [int(n) for n in args.sizes.split(",")] if args.sizes else [args.platforms]
     results: dict[str, Any] = {
         "sizes": sizes,
         "driftIntervalSeconds": args.drift_interval,
+        "secretWatchesGranted": args.grant_secret_watches,
         "machine": machine(),
     }
     if args.kubectl:
@@ -159,6 +166,8 @@ def stage(cp: ControlPlane, admin: Kube, operator: Any, names: list[str], *, siz
     seconds, polls = wait_ready(admin, names, 3600)
     time.sleep(2)
     converge = apimetrics.parse(cp.metrics_text()) - before
+    if args.grant_secret_watches:
+        grant_secret_watches(admin, new)
     n_passes = passes(operator.metrics()) - passes_before
     out: dict[str, Any] = {"platforms": size, "added": len(new)}
     out["converge"] = {
@@ -192,6 +201,40 @@ def stage(cp: ControlPlane, admin: Kube, operator: Any, names: list[str], *, siz
     out["operatorRssMiB"] = round(rss / 1024, 1) if rss else None
     out["loadAverage"] = os.getloadavg()
     return out
+
+
+def grant_secret_watches(admin: Kube, names: list[str]) -> None:
+    """A Role per namespace with ``list, watch`` on the Secrets the platforms read there, by name."""
+    wanted: dict[str, set[str]] = {}
+    for name in names:
+        model = TenantPlatform.from_body({**platform(name), "metadata": {"name": name, "uid": ""}})
+        wanted.setdefault(model.spec.gateway.namespace, set()).add(model.spec.edge_certificate.secret_name)
+        wanted.setdefault(model.spec.namespace, set()).add(model.kubeconfig_secret_name)
+    role = "bench-watch-secrets"
+    for namespace, secrets in sorted(wanted.items()):
+        rule = {"apiGroups": [""], "resources": ["secrets"], "verbs": ["list", "watch"]}
+        admin.apply(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "Role",
+                "metadata": {"name": role, "namespace": namespace},
+                "rules": [{**rule, "resourceNames": sorted(secrets | _granted(admin, namespace, role))}],
+            }
+        )
+        admin.apply(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "RoleBinding",
+                "metadata": {"name": role, "namespace": namespace},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
+                "subjects": [{"kind": "ServiceAccount", "name": OPERATOR_SA, "namespace": OPERATOR_NAMESPACE}],
+            }
+        )
+
+
+def _granted(admin: Kube, namespace: str, role: str) -> set[str]:
+    live = admin.get("rbac.authorization.k8s.io/v1", "Role", role, namespace) or {}
+    return {n for rule in live.get("rules") or [] for n in rule.get("resourceNames") or []}
 
 
 def kubectl_apply() -> dict[str, Any]:

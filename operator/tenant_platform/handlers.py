@@ -42,6 +42,7 @@ from tenant_platform.api.models import TenantPlatform
 from tenant_platform.config import Settings
 from tenant_platform.kube import errors
 from tenant_platform.kube.backoff import Backoff
+from tenant_platform.kube.cache import CachedKube
 from tenant_platform.kube.client import Kube
 from tenant_platform.kube.events import EventRecorder
 from tenant_platform.observe import cluster
@@ -94,6 +95,9 @@ class OperatorState:
         self.wakeups: dict[str, threading.Event] = {}
         # Platforms whose pending wakeup asks for a GPU-only pass (any other wakeup: a full one).
         self.gpu_only: set[str] = set()
+        # Platforms whose next pass must read Secrets from the API even when woken early (their
+        # spec or pause annotation changed); any other early pass may reuse recent Secret reads.
+        self.fresh: set[str] = set()
         self.seen: dict[str, tuple[int, str]] = {}
         self.lock = threading.Lock()
         # Returns the watched-cluster snapshot steps read (GPU nodes and HAMi pods); set by the
@@ -161,6 +165,18 @@ class OperatorState:
             self.gpu_only.discard(name)
             self.wakeups.setdefault(name, threading.Event()).set()
 
+    def wake_fresh(self, name: str) -> None:
+        """Ask for a full pass of ``name`` that reads its Secrets from the API."""
+        with self.lock:
+            self.fresh.add(name)
+        self.wake(name)
+
+    def take_fresh(self, name: str) -> bool:
+        with self.lock:
+            fresh = name in self.fresh
+            self.fresh.discard(name)
+            return fresh
+
     def wake_all(self) -> None:
         with self.lock:
             self.gpu_only.clear()
@@ -199,6 +215,7 @@ class OperatorState:
         with self.lock:
             self.wakeups.pop(name, None)
             self.gpu_only.discard(name)
+            self.fresh.discard(name)
             self.seen.pop(name, None)
             self._pass_locks.pop(name, None)
         self.targets.release(name)
@@ -281,28 +298,31 @@ def on_platform_event(name: str, body: kopf.Body, **_: Any) -> None:
     state = current()
     if state.seen.get(name) != fingerprint:
         state.seen[name] = fingerprint
-        state.wake(name)
+        state.wake_fresh(name)
 
 
-def reconcile_once(name: str, *, gpu_only: bool = False) -> tuple[float, bool]:
+def reconcile_once(name: str, *, gpu_only: bool = False, reuse_secrets: bool = False) -> tuple[float, bool]:
     """One pass for one platform (fresh read, under its pass lock): (seconds until the next pass,
-    whether it was a partial, GPU-only one)."""
+    whether it was a partial, GPU-only one). ``reuse_secrets``: Secrets read within the drift
+    interval are not read again (kube/secretwatch.RecentReads)."""
     state = current()
     with state.pass_lock(name):
         started = time.monotonic()
         with state.lock:
             state.running[name] = started
         try:
-            return _pass(state, name, gpu_only=gpu_only)
+            return _pass(state, name, gpu_only=gpu_only, reuse_secrets=reuse_secrets)
         finally:
             with state.lock:
                 state.running.pop(name, None)
                 state.last_pass_end = time.monotonic()
 
 
-def _pass(state: OperatorState, name: str, *, gpu_only: bool) -> tuple[float, bool]:
+def _pass(state: OperatorState, name: str, *, gpu_only: bool, reuse_secrets: bool = False) -> tuple[float, bool]:
     kube = state.client()
     settings = state.settings
+    if reuse_secrets and isinstance(kube, CachedKube):
+        kube = kube.reusing_secrets(settings.drift_interval)
     body = kube.get(constants.API_VERSION, constants.KIND, name)
     if body is None or body.get("metadata", {}).get("deletionTimestamp"):
         return settings.drift_interval, False
@@ -357,24 +377,36 @@ async def platform_loop(name: str, stopped: kopf.DaemonStopped, logger: Logger, 
     # last pass asked (a step's requeue_after) or failed. The first pass runs at once; later
     # waits look at the wakeup only after one poll, so a burst of changes costs one more pass.
     # A GPU-only pass keeps the time the last full pass set for the next one (``due``), so GPU
-    # churn never postpones the drift check.
+    # churn never postpones the drift check. Secrets have a clock of their own (``fresh_due``): a
+    # full pass before it (woken by an event: a child or fact changed; or a step's requeue) reuses
+    # Secrets read within the drift interval and does not move it, so the drift timer's pass still
+    # comes once per drift interval and reads them from the API (a Secret changed by someone else
+    # is seen within one drift interval, as before), while a burst of events costs no Secret GETs.
+    # A change of the platform itself (``wake_fresh``) reads them again at once.
     wait = state.settings.drift_interval
-    due = time.monotonic()
+    due = fresh_due = time.monotonic()
     first = True
     on_error, on_crash = retry_backoffs()
     while not stopped:
         if not await _wait(wakeup, stopped, wait, first_check=first):
             break
         first = False
-        gpu_only = state.take_wakeup(name) and time.monotonic() < due
+        now = time.monotonic()
+        gpu_only = state.take_wakeup(name) and now < due
+        fresh = state.take_fresh(name)
+        reuse = now < fresh_due and not fresh and not gpu_only
         try:
             wait, partial = await loop.run_in_executor(
-                state.executor(), functools.partial(reconcile_once, name, gpu_only=gpu_only)
+                state.executor(), functools.partial(reconcile_once, name, gpu_only=gpu_only, reuse_secrets=reuse)
             )
+            now = time.monotonic()
             if partial:
-                wait = min(wait, max(0.0, due - time.monotonic()))
+                wait = min(wait, max(0.0, due - now))
             else:
-                due = time.monotonic() + wait
+                if not reuse:
+                    fresh_due = now + state.settings.drift_interval
+                wait = min(wait, max(0.0, fresh_due - now))
+                due = now + wait
             on_error.reset()
             on_crash.reset()
         except errors.KubeError as exc:

@@ -8,7 +8,7 @@ per-object worker, and its index barrier (which holds handlers back until the in
 indexed) wakes every waiting worker on every object it indexes. Measured with 2,000 nodes and
 20,000 pods (docs/performance.md): neither ``@kopf.index`` nor ``@kopf.on.event`` handlers got
 through the initial listing within several minutes of CPU time. A plain list-and-watch per kind
-(``observe.cluster.Reflector``, two threads) does it in seconds, keeps only the fields we need,
+(``observe.reflector.Reflector``, two threads) does it in seconds, keeps only the fields we need,
 tells exactly when the first listing is complete (``SNAPSHOT.synced``), and relists after a
 watch gap so deleted objects cannot linger. kopf still runs everything about TenantPlatforms.
 
@@ -33,7 +33,8 @@ from tenant_platform.kube import remote
 from tenant_platform.kube.cache import CachedKube, Scope
 from tenant_platform.kube.client import Kube
 from tenant_platform.observe import cluster
-from tenant_platform.observe.cluster import Changes, ClusterSnapshot, Reflector
+from tenant_platform.observe.cluster import Changes, ClusterSnapshot
+from tenant_platform.observe.reflector import Reflector
 from tenant_platform.reconcile.target import TargetObservation
 
 log = logging.getLogger("tenant_platform.gpu")

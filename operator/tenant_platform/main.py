@@ -123,6 +123,11 @@ def cache_scopes(settings: Settings) -> list[Scope]:
             namespace=apiaddresses.SERVICE_NAMESPACE,
             labels=((apiaddresses.SERVICE_NAME_LABEL, apiaddresses.SERVICE_NAME),),
         ),
+        # Which ConfigMaps exist (metadata only, names kept): a ConfigMap of ours not written yet
+        # (the edge trust ConfigMap while there is no CA to publish) is then known absent without
+        # a GET per pass, and a hand-made one of that name (the adoptable-by takeover, or a
+        # Conflict) is still read. Its events wake nobody (role "names").
+        Scope("v1", "ConfigMap", names_only=True, role="names"),
     ]
     for namespace in dict.fromkeys(settings.cache_hami_namespaces):
         facts.append(Scope("v1", "ConfigMap", namespace=namespace, name=hami_names.CONFIG_MAP))

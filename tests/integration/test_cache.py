@@ -1,7 +1,8 @@
 """The watch-fed read cache (kube/cache.py) against the real API server: a no-op pass makes no API
 request but the Secret GETs the operator may not replace by a watch (counted from the API
-server's own apiserver_request_total); read-your-writes; a child's event names its platform;
-access-review answers are dropped when RBAC changes.
+server's own apiserver_request_total); a hand-made ConfigMap under the name of one of ours is
+still seen (names-only scope), refused or adopted; read-your-writes; a child's event names its
+platform; access-review answers are dropped when RBAC changes.
 
 These run ``reconcile.run`` in-process with a ``CachedKube`` built as the operator builds it
 (``main.cache_scopes``); tests/e2e/test_cache_operator.py runs the operator process.
@@ -9,6 +10,7 @@ These run ``reconcile.run`` in-process with a ``CachedKube`` built as the operat
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -17,12 +19,16 @@ from typing import Any
 
 import pytest
 from benchmarks import apimetrics
+from tests.support import create_namespace
 
 from tenant_platform import handlers_gpu, main, reconcile
 from tenant_platform.api import constants
+from tenant_platform.api.models import TenantPlatform
+from tenant_platform.api.reasons import Common
 from tenant_platform.config import Settings
 from tenant_platform.kube.cache import RBAC_SETTLE_SECONDS, CachedKube
 from tenant_platform.kube.client import Kube
+from tenant_platform.kube.informer import Informer, Scope
 from tenant_platform.observe.cluster import ClusterSnapshot
 from tenant_platform.testing.controlplane import ControlPlane
 from tenant_platform.testing.wait import wait_for
@@ -32,14 +38,9 @@ SETTINGS = Settings(drift_interval=3600)
 RBAC = "rbac.authorization.k8s.io/v1"
 
 
-@pytest.fixture
-def cached(crd: Kube, control_plane: ControlPlane) -> Iterator[CachedKube]:
+def start_cache(base: Kube) -> CachedKube:
     woken: list[str] = []
-    kube = CachedKube(
-        Kube.from_kubeconfig(str(control_plane.kubeconfig_path)),
-        main.cache_scopes(SETTINGS),
-        on_child=woken.append,
-    )
+    kube = CachedKube(base, main.cache_scopes(SETTINGS), on_child=woken.append, on_fact=lambda: woken.append("*"))
     kube.woken = woken  # type: ignore[attr-defined]
     kube.start()
     # The GPU snapshot the operator's Node and Pod watches keep (handlers_gpu), as steps get it.
@@ -47,9 +48,31 @@ def cached(crd: Kube, control_plane: ControlPlane) -> Iterator[CachedKube]:
     gpu = handlers_gpu.start_watches(kube, kube.snapshot)  # type: ignore[attr-defined]
     assert kube.wait_synced(30), [i.scope.describe() for i in kube.informers if not i.synced.is_set()]
     assert kube.snapshot.wait_synced(30)  # type: ignore[attr-defined]
-    yield kube
-    gpu.stop()
+    kube.gpu = gpu  # type: ignore[attr-defined]
+    return kube
+
+
+def stop_cache(kube: CachedKube) -> None:
+    kube.gpu.stop()  # type: ignore[attr-defined]
     kube.stop()
+
+
+@pytest.fixture
+def cached(crd: Kube, control_plane: ControlPlane) -> Iterator[CachedKube]:
+    """The cache as cluster-admin (which may watch every Secret: see ``as_operator_cached``)."""
+    kube = start_cache(Kube.from_kubeconfig(str(control_plane.kubeconfig_path)))
+    yield kube
+    stop_cache(kube)
+
+
+@pytest.fixture
+def as_operator_cached(crd: Kube, as_operator: Kube) -> Iterator[CachedKube]:
+    """The cache as the operator's own ServiceAccount under deploy/base/rbac.yaml (and its fences):
+    it may GET Secrets by name, not list or watch them, unless a test grants one by name."""
+    base = as_operator.sibling()
+    kube = start_cache(base)
+    yield kube
+    stop_cache(kube)
 
 
 def run(kube: Kube, name: str) -> reconcile.Outcome:
@@ -92,8 +115,9 @@ def requests(cp: ControlPlane) -> Counter[tuple[str, str]]:
 
 
 def test_no_op_pass_makes_no_request_but_secret_gets(
-    cached: CachedKube, make_platform: Any, unique_name: str, control_plane: ControlPlane
+    as_operator_cached: CachedKube, make_platform: Any, unique_name: str, control_plane: ControlPlane
 ) -> None:
+    cached = as_operator_cached
     # Native sidecars: no dry-run probe pod (``sidecarStyle: Auto`` submits one per pass, below).
     make_platform(unique_name, unique_name, mesh={"sidecarStyle": "Native"})
     converge(cached, unique_name)
@@ -106,16 +130,17 @@ def test_no_op_pass_makes_no_request_but_secret_gets(
     assert not outcome.status_written
     assert cached.counter.snapshot()[1] == reads_before[1]  # no write
     # What is left: the Secrets the operator reads by name (it may not list or watch Secrets):
-    # the edge certificate and the installer kubeconfig Secret's name check; and the edge trust
-    # ConfigMap, absent here (the certificate has no CA to publish): our children are cached by
-    # our label, so an absent one is asked for (it might exist without our label).
-    assert delta == Counter({("GET", "secrets"): 2, ("GET", "configmaps"): 1}), delta
-    assert cached.counter.snapshot()[0] - reads_before[0] == 3
+    # the edge certificate and the installer kubeconfig Secret's name check. The edge trust
+    # ConfigMap, absent here (the certificate has no CA to publish), is not asked for: the
+    # names-only ConfigMap scope says no ConfigMap of that name exists, with or without our label.
+    assert delta == Counter({("GET", "secrets"): 2}), delta
+    assert cached.counter.snapshot()[0] - reads_before[0] == 2
 
 
 def test_sidecar_style_auto_adds_one_dry_run(
-    cached: CachedKube, make_platform: Any, unique_name: str, control_plane: ControlPlane
+    as_operator_cached: CachedKube, make_platform: Any, unique_name: str, control_plane: ControlPlane
 ) -> None:
+    cached = as_operator_cached
     make_platform(unique_name, unique_name)
     converge(cached, unique_name)
     time.sleep(RBAC_SETTLE_SECONDS + 0.5)  # access-review answers are kept once RBAC writes settled
@@ -123,7 +148,7 @@ def test_sidecar_style_auto_adds_one_dry_run(
     before = requests(control_plane)
     run(cached, unique_name)
     delta = requests(control_plane) - before
-    assert delta == Counter({("GET", "secrets"): 2, ("GET", "configmaps"): 1, ("dry runs", "*"): 1}), delta
+    assert delta == Counter({("GET", "secrets"): 2, ("dry runs", "*"): 1}), delta
 
 
 def test_fenced_views_share_the_node_sample(cached: CachedKube, control_plane: ControlPlane) -> None:
@@ -202,3 +227,233 @@ def test_reads_fall_through_until_synced(crd: Kube, control_plane: ControlPlane,
     assert kube.get("v1", "Namespace", "default") is not None
     assert kube.counter.snapshot()[0] == 1
     assert kube.stats()["hits"] == 0
+
+
+def test_a_hand_made_trust_config_map_is_still_seen(
+    cached: CachedKube, crd: Kube, make_platform: Any, unique_name: str, control_plane: ControlPlane
+) -> None:
+    """The trust ConfigMap is a child cached by our label, and an absent one is answered from the
+    names-only ConfigMap scope. A hand-made one of that name, made after the cache synced (so it
+    arrives by the watch), must still be read: refused (Conflict, data untouched) until an admin
+    opts it in with ``tenancy.dev/adoptable-by``, then adopted."""
+    trust = f"{unique_name}-hand-trust"
+    create_namespace(crd, unique_name, adoptable_by=unique_name)
+    make_platform(
+        unique_name,
+        unique_name,
+        mesh={"sidecarStyle": "Native"},
+        edgeCertificate={"issuer": "SelfSigned", "secretName": f"{unique_name}-tls", "trustConfigMapName": trust},
+    )
+    hand = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": trust, "namespace": unique_name},
+        "data": {"ca-certificates.crt": "by hand"},
+    }
+    crd.create(hand)
+    names = next(i for i in cached.informers if i.scope.names_only and i.scope.kind == "ConfigMap")
+    wait_for(lambda: names.get(unique_name, trust) is not None, "the hand-made ConfigMap in the names scope", 30)
+    for _ in range(3):
+        outcome = run(cached, unique_name)
+    edge = cond(outcome.status, constants.EDGE_CERTIFICATE_READY)
+    assert edge["reason"] == Common.CONFLICT, edge
+    live = crd.get("v1", "ConfigMap", trust, unique_name)
+    assert live is not None and live["data"] == {"ca-certificates.crt": "by hand"}
+    assert constants.LABEL_PLATFORM not in (live["metadata"].get("labels") or {})
+
+    crd.merge_patch(
+        "v1",
+        "ConfigMap",
+        trust,
+        {"metadata": {"annotations": {constants.ANNOTATION_ADOPTABLE: unique_name}}},
+        namespace=unique_name,
+    )
+    wait_for(lambda: cached.get("v1", "ConfigMap", trust, unique_name) is not None, "read", 5)
+    for _ in range(3):
+        outcome = run(cached, unique_name)
+    edge = cond(outcome.status, constants.EDGE_CERTIFICATE_READY)
+    assert edge["status"] == "True", edge
+    live = crd.get("v1", "ConfigMap", trust, unique_name)
+    assert live is not None and live["metadata"]["labels"][constants.LABEL_PLATFORM] == unique_name
+    assert "BEGIN CERTIFICATE" in live["data"]["ca-certificates.crt"]
+
+
+def test_the_names_only_scope_as_the_operator(as_operator: Kube, crd: Kube, unique_name: str) -> None:
+    """The operator's own identity (deploy/base/rbac.yaml) lists and watches ConfigMaps as metadata
+    only; what is kept is each one's namespace, name and resourceVersion, none of its data."""
+    informer = Informer(as_operator, Scope("v1", "ConfigMap", names_only=True, role="names"))
+    stopped = threading.Event()
+    thread = threading.Thread(target=informer.run, args=(stopped,), daemon=True)
+    thread.start()
+    try:
+        assert informer.synced.wait(30)
+        held = informer.get("kube-system", "coredns")
+        assert held is not None and set(held["metadata"]) == {"namespace", "name", "resourceVersion"}
+        assert "data" not in held
+        create_namespace(crd, unique_name)
+        crd.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "late", "namespace": unique_name}})
+        wait_for(lambda: informer.get(unique_name, "late") is not None, "the watch event", 30)
+        assert informer.forbidden is False and informer.errors == 0
+    finally:
+        stopped.set()
+        crd.delete("v1", "Namespace", unique_name)
+
+
+def grant_watch_by_name(crd: Kube, namespace: str, secret: str, role: str) -> None:
+    """What an admin adds to let the operator watch one Secret (docs/performance.md's sample)."""
+    from tenant_platform.testing.operator import OPERATOR_NAMESPACE, OPERATOR_SA  # noqa: PLC0415
+
+    crd.apply(
+        {
+            "apiVersion": RBAC,
+            "kind": "Role",
+            "metadata": {"name": role, "namespace": namespace},
+            "rules": [
+                {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [secret], "verbs": ["list", "watch"]}
+            ],
+        }
+    )
+    crd.apply(
+        {
+            "apiVersion": RBAC,
+            "kind": "RoleBinding",
+            "metadata": {"name": role, "namespace": namespace},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
+            "subjects": [{"kind": "ServiceAccount", "name": OPERATOR_SA, "namespace": OPERATOR_NAMESPACE}],
+        }
+    )
+
+
+def test_secrets_granted_by_name_are_watched_and_a_no_op_pass_makes_no_request(
+    as_operator_cached: CachedKube, crd: Kube, make_platform: Any, unique_name: str, control_plane: ControlPlane
+) -> None:
+    """With ``list, watch`` on the two Secrets a pass reads granted by name (resourceNames), the
+    operator watches each by name and a no-op pass makes no request at all; a Secret deleted by
+    hand wakes its platform from the watch and is issued again; removing the grant brings the GETs
+    back. Counted from apiserver_request_total, as the operator's own identity."""
+    cached = as_operator_cached
+    body = make_platform(
+        unique_name,
+        unique_name,
+        mesh={"sidecarStyle": "Native"},
+        edgeCertificate={"issuer": "SelfSigned", "secretName": f"{unique_name}-tls"},
+    )
+    platform = TenantPlatform.from_body(body)
+    edge = (platform.spec.gateway.namespace, platform.spec.edge_certificate.secret_name)
+    kubeconfig = (platform.spec.namespace, platform.kubeconfig_secret_name)
+    converge(cached, unique_name)
+    role = f"{unique_name}-watch-secret"
+    grants = [(edge[0], edge[1], role), (kubeconfig[0], kubeconfig[1], role)]
+    for namespace, secret, name in grants:
+        grant_watch_by_name(crd, namespace, secret, name)
+    try:
+        time.sleep(RBAC_SETTLE_SECONDS + 0.5)
+        # The pass after the grant settled asks (2 SelfSubjectAccessReviews per Secret) and starts
+        # the watches; once they have listed, Secret reads are answered from them.
+        run(cached, unique_name)
+        wait_for(lambda: all(i.synced.is_set() for i in cached.secrets.informers()), "secret watches synced", 30)
+        assert {(i.scope.namespace, i.scope.name) for i in cached.secrets.informers()} == {edge, kubeconfig}
+        run(cached, unique_name)
+        before = requests(control_plane)
+        reads_before = cached.counter.snapshot()
+        outcome = run(cached, unique_name)
+        delta = requests(control_plane) - before
+        assert not outcome.status_written
+        assert delta == Counter(), delta
+        assert cached.counter.snapshot() == reads_before
+
+        # Deleted by hand: the watch event wakes the platform, the pass issues it again.
+        woken: list[str] = cached.woken  # type: ignore[attr-defined]
+        woken.clear()
+        crd.delete("v1", "Secret", edge[1], edge[0])
+        wait_for(lambda: unique_name in woken, "the platform woken by its Secret's deletion", 30)
+        run(cached, unique_name)
+        reissued = crd.get("v1", "Secret", edge[1], edge[0])
+        assert reissued is not None and reissued["metadata"]["labels"][constants.LABEL_PLATFORM] == unique_name
+    finally:
+        for namespace, _, name in grants:
+            crd.delete(RBAC, "RoleBinding", name, namespace)
+            crd.delete(RBAC, "Role", name, namespace)
+    # The grant removed: the next pass after RBAC settled asks again, stops the watches, and GETs.
+    time.sleep(RBAC_SETTLE_SECONDS + 0.5)
+    wait_for(lambda: (run(cached, unique_name), not cached.secrets.informers())[1], "watches stopped", 30)
+    before = requests(control_plane)
+    run(cached, unique_name)
+    delta = requests(control_plane) - before
+    assert delta == Counter({("GET", "secrets"): 2}), delta
+
+
+def test_event_woken_passes_reuse_recent_secret_reads(
+    as_operator_cached: CachedKube, crd: Kube, make_platform: Any, unique_name: str, control_plane: ControlPlane
+) -> None:
+    """Without a grant, a pass woken by an event reuses Secrets read within the drift interval
+    (``reusing_secrets``, as handlers.py asks for early passes): no request at all. The drift
+    timer's pass reads them from the API, and sees a Secret deleted by hand (issued again); the
+    write is noted, so the next early pass again asks nothing."""
+    cached = as_operator_cached
+    body = make_platform(
+        unique_name,
+        unique_name,
+        mesh={"sidecarStyle": "Native"},
+        edgeCertificate={"issuer": "SelfSigned", "secretName": f"{unique_name}-tls"},
+    )
+    edge = TenantPlatform.from_body(body).spec
+    converge(cached, unique_name)
+    time.sleep(RBAC_SETTLE_SECONDS + 0.5)
+    run(cached, unique_name)  # the drift timer's pass: Secrets from the API
+    early = cached.reusing_secrets(SETTINGS.drift_interval)
+    before = requests(control_plane)
+    outcome = run(early, unique_name)
+    assert not outcome.status_written
+    assert requests(control_plane) - before == Counter()
+
+    crd.delete("v1", "Secret", edge.edge_certificate.secret_name, edge.gateway.namespace)
+    before = requests(control_plane)
+    run(early, unique_name)  # an early pass does not see it ...
+    assert requests(control_plane) - before == Counter()
+    run(cached, unique_name)  # ... the timer's does, and issues it again
+    reissued = crd.get("v1", "Secret", edge.edge_certificate.secret_name, edge.gateway.namespace)
+    assert reissued is not None
+    run(cached, unique_name)
+    before = requests(control_plane)
+    run(early, unique_name)
+    assert requests(control_plane) - before == Counter()
+
+
+VAP = "admissionregistration.k8s.io/v1"
+
+
+def policy(name: str, labels: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": VAP,
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "resourceRules": [
+                    {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}
+                ]
+            },
+            "validations": [{"expression": "true"}],
+        },
+    }
+
+
+def test_a_platforms_own_policy_wakes_only_that_platform(cached: CachedKube, crd: Kube, unique_name: str) -> None:
+    """Pod guard policies are facts (the takeover looks for hand-made ones), but one labelled a
+    platform's wakes only that platform: with N platforms, each one's policies no longer wake the
+    N - 1 others. A hand-made (unlabelled) one still wakes every platform ("*")."""
+    woken: list[str] = cached.woken  # type: ignore[attr-defined]
+    woken.clear()
+    ours = f"{unique_name}-ours"
+    crd.create(policy(ours, {constants.LABEL_PLATFORM: unique_name}))
+    try:
+        wait_for(lambda: unique_name in woken, "its platform woken", 30)
+        time.sleep(1)
+        assert "*" not in woken, woken
+        crd.create(policy(f"{unique_name}-hand", {}))
+        wait_for(lambda: "*" in woken, "every platform woken", 30)
+    finally:
+        crd.delete(VAP, "ValidatingAdmissionPolicy", ours)
+        crd.delete(VAP, "ValidatingAdmissionPolicy", f"{unique_name}-hand")

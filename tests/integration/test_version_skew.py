@@ -23,7 +23,7 @@ from tenant_platform import devmode, metrics, reconcile
 from tenant_platform.api import constants
 from tenant_platform.config import Settings
 from tenant_platform.kube.client import Kube
-from tenant_platform.observe import cluster
+from tenant_platform.observe import reflector
 from tenant_platform.render import corefile
 from tenant_platform.testing.wait import wait_for
 
@@ -91,7 +91,7 @@ def fresh(kube: Kube, name: str) -> dict[str, Any]:
 
 def labelled_by(kube: Kube, platform: str) -> list[str]:
     """Nodes on which the platform's own field manager owns labels."""
-    view = cluster.load_from_api(kube).view()
+    view = reflector.load_from_api(kube).view()
     return sorted(n.name for n in view.nodes.values() if platform in n.label_managers)
 
 

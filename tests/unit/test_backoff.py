@@ -11,7 +11,7 @@ import pytest
 from tenant_platform import handlers
 from tenant_platform.kube import errors
 from tenant_platform.kube.backoff import Backoff
-from tenant_platform.observe import cluster
+from tenant_platform.observe import cluster, reflector
 
 
 @pytest.mark.parametrize(
@@ -82,14 +82,14 @@ def test_the_watch_backs_off_with_jitter_after_410s_and_resets_after_a_clean_wat
     stopped = Recording()
     gone = errors.KubeError(410, "Expired", "too old resource version")
     kube = ScriptedKube([gone, gone, gone, [], gone, errors.Transient(0, "ConnectionError", "reset")], stopped)
-    reflector = cluster.Reflector(kube, cluster.ClusterSnapshot(), "pods", rng=random.Random(3))  # type: ignore[arg-type]
-    reflector.run(stopped, resource_version="1")
+    watcher = reflector.Reflector(kube, cluster.ClusterSnapshot(), "pods", rng=random.Random(3))  # type: ignore[arg-type]
+    watcher.run(stopped, resource_version="1")
     ceilings = [0.5, 1.0, 2.0, 0.5, 1.0]  # three in a row, a watch that ended in order, two more
     assert len(stopped.waits) == len(ceilings), stopped.waits
     for wait, ceiling in zip(stopped.waits, ceilings, strict=True):
         assert 0.0 <= wait <= ceiling
     assert len(set(stopped.waits)) == len(ceilings)  # jittered, not fixed steps
-    assert reflector.lists == 4  # every 410 relists
+    assert watcher.lists == 4  # every 410 relists
 
 
 def test_the_platform_loop_backs_off_per_platform() -> None:

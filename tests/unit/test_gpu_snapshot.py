@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tenant_platform import handlers_gpu
-from tenant_platform.observe import cluster, objects
+from tenant_platform.observe import cluster, objects, reflector
 
 REGISTER = '[{"id":"GPU-a","count":10,"devmem":1000,"devcore":100,"type":"T4","health":true}]'
 
@@ -307,7 +307,7 @@ def test_synced_needs_a_listing_of_both_kinds() -> None:
 
 def test_reflector_accepts_only_nodes_and_pods() -> None:
     with pytest.raises(ValueError, match="kind must be one of"):
-        cluster.Reflector(None, cluster.ClusterSnapshot(), "secrets")  # type: ignore[arg-type]
+        reflector.Reflector(None, cluster.ClusterSnapshot(), "secrets")  # type: ignore[arg-type]
 
 
 class ScriptedKube:
@@ -357,13 +357,13 @@ def test_reflector_relists_after_410_and_resumes_otherwise() -> None:
         ],
         stopped,
     )
-    reflector = cluster.Reflector(kube, snap, "pods")  # type: ignore[arg-type]
-    reflector.run(stopped, resource_version="1")
+    watcher = reflector.Reflector(kube, snap, "pods")  # type: ignore[arg-type]
+    watcher.run(stopped, resource_version="1")
     # 410: listed (two pages); the next watch deleted b; a transient error resumed the watch
     # without listing again.
-    assert reflector.lists == 1
+    assert watcher.lists == 1
     assert kube.listed_pages == 2
-    assert reflector.errors == 2
-    assert reflector.events == 1
+    assert watcher.errors == 2
+    assert watcher.events == 1
     assert list(snap.view().pods) == [("ml", "a")]
     assert snap.view().synced is False  # pods only: nodes were never listed

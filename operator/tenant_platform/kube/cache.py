@@ -5,7 +5,11 @@
 
 - ``get``: from an informer whose scope holds the object. A scope without label requirements is
   complete, so a miss there is an answer ("absent"); a miss in a label-selected scope (our
-  children) falls through to a GET, since the object may exist without our labels.
+  children) falls through to a GET, since the object may exist without our labels, unless a
+  synced names-only scope of that kind (metadata only: which objects exist) covers the name and
+  does not hold it: then "absent" is the answer too (a ConfigMap of ours not yet written, e.g.
+  the edge trust ConfigMap, without a GET per pass; a hand-made one of that name is in the
+  names-only scope, so it is still read, and adopted or reported, as before).
 - ``list``: from an informer whose scope contains the request (same or wider namespace, label
   requirements implied by the request's equality selector, or the same single name); filtered
   by the request's selector. Anything else (set-based selectors, other field selectors) is a LIST.
@@ -22,7 +26,10 @@
 
 Until an informer has completed its first listing (and while it relists after a failure) reads
 in its scope go to the API, so a slow or forbidden watch costs requests, never correctness.
-Secrets are never cached: the operator may not list or watch them (docs/security.md).
+Secrets are not cached unless an admin granted ``list`` and ``watch`` of a named Secret: the
+operator may not list or watch Secrets (docs/security.md); kube/secretwatch.py watches a Secret
+by name where RBAC allows exactly that (asked with SelfSubjectAccessReviews, again after any RBAC
+change), and otherwise its GETs go to the API.
 
 Listeners: an event on a "child" scope calls ``on_child(platform name)`` with the object's
 ``tenancy.dev/tenant-platform`` label (the operator wakes that platform's loop, so a child
@@ -46,13 +53,22 @@ import kubernetes.client
 from tenant_platform.api import constants
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube, Obj
-from tenant_platform.kube.informer import Informer, Scope, key_of, parse_selector, selector_matches
+from tenant_platform.kube.informer import (
+    RBAC_KINDS,
+    Informer,
+    Scope,
+    key_of,
+    operator_scopes,
+    parse_selector,
+    selector_matches,
+)
+from tenant_platform.kube.secretwatch import RecentReads, SecretWatches
 
 log = logging.getLogger("tenant_platform.kube.cache")
 
 RBAC_SETTLE_SECONDS = 2.0
+SECRET_WATCH_POOL = 256
 _DISCOVERY = re.compile(r"^/apis?(/[^/]+){1,2}$")
-RBAC_KINDS = ("Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")
 
 
 @dataclass
@@ -98,6 +114,19 @@ class CachedKube(Kube):
             watcher.counter = base.counter
         self.watcher = watcher
         self.informers = [Informer(watcher, s, listener=self._listener(s), watch_timeout=watch_timeout) for s in scopes]
+        # NB: one long-running watch (one pooled connection) per granted Secret: a pool of their own.
+        secret_configuration = copy.copy(base.api.configuration)
+        secret_configuration.connection_pool_maxsize = SECRET_WATCH_POOL
+        secret_watcher = Kube(kubernetes.client.ApiClient(secret_configuration))
+        secret_watcher.counter = base.counter
+        self.secrets = SecretWatches(
+            base,
+            secret_watcher,
+            listener=self._listener,
+            rbac_settled=lambda: self.clock() - self._shared.rbac_changed_at > RBAC_SETTLE_SECONDS,
+            watch_timeout=watch_timeout,
+        )
+        self.recent_secrets = RecentReads(clock)
         self._lock = threading.Lock()
         self._reviews: dict[tuple[Any, ...], tuple[bool, str]] = {}
         self._documents: dict[str, Obj | None] = {}
@@ -139,6 +168,7 @@ class CachedKube(Kube):
         inside a watch ends when it returns, and they are daemon threads), so a graceful shutdown
         still releases the leader Lease before the process is killed."""
         self._stopped.set()
+        self.secrets.stop()
         deadline = time.monotonic() + timeout
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
@@ -155,6 +185,7 @@ class CachedKube(Kube):
             "hits": self.hits,
             "misses": self.misses,
             "reviews": len(self._reviews),
+            "secretWatches": len(self.secrets.informers()),
         }
 
     # ---- listeners -------------------------------------------------------------------------------
@@ -165,35 +196,52 @@ class CachedKube(Kube):
                 with self._lock:
                     self._reviews.clear()
                     self._shared.rbac_changed_at = self.clock()
+                self.secrets.forget()
             elif scope.role == "crd":
                 with self._lock:
                     self._documents.clear()
                     self._discovered.clear()
             elif scope.role == "child" and self.on_child is not None:
-                names = {
-                    ((o.get("metadata") or {}).get("labels") or {}).get(constants.LABEL_PLATFORM)
-                    for o in (old, new)
-                    if o
-                }
-                for name in sorted(n for n in names if n):
-                    self.on_child(str(name))
-            elif scope.role == "fact" and self.on_fact is not None:
-                self.on_fact()
+                for name in _platforms_of(old, new):
+                    self.on_child(name)
+            elif scope.role in ("fact", "secret"):
+                # One of ours (labelled before and after) concerns its platform only: no platform
+                # reads another's labelled objects as a fact (the pod guard's takeover skips them),
+                # so each platform's own policies do not wake every other platform. Anything else
+                # (a fact, someone else's certificate rotated) may concern any platform.
+                owners = [_platforms_of(o) for o in (old, new) if o]
+                if owners and all(owners) and self.on_child is not None:
+                    for name in sorted({n for names in owners for n in names}):
+                        self.on_child(name)
+                elif self.on_fact is not None:
+                    self.on_fact()
 
         return listen
 
     # ---- which informer answers --------------------------------------------------------------------
 
     def _for_get(self, api_version: str, kind: str, namespace: str | None, name: str) -> Iterable[Informer]:
-        for informer in self.informers:
+        yield from (i for i in self._covering(api_version, kind, namespace, name) if i.scope.holds_objects)
+
+    def _covering(self, api_version: str, kind: str, namespace: str | None, name: str) -> Iterable[Informer]:
+        """Synced informers of that kind whose scope includes (namespace, name)."""
+        granted = self.secrets.informers() if (api_version, kind) == ("v1", "Secret") else []
+        for informer in [*self.informers, *granted]:
             s = informer.scope
-            if not s.keep or (s.api_version, s.kind) != (api_version, kind) or not informer.synced.is_set():
+            if (s.api_version, s.kind) != (api_version, kind) or not informer.synced.is_set():
                 continue
             if s.namespace is not None and s.namespace != namespace:
                 continue
             if s.name is not None and s.name != name:
                 continue
             yield informer
+
+    def _known_absent(self, api_version: str, kind: str, namespace: str | None, name: str) -> bool:
+        """A synced names-only scope covers the name and holds no object of that name."""
+        return any(
+            i.scope.names_only and not i.scope.labels and i.get(namespace, name) is None
+            for i in self._covering(api_version, kind, namespace, name)
+        )
 
     def _for_list(
         self,
@@ -205,7 +253,7 @@ class CachedKube(Kube):
     ) -> Informer | None:
         for informer in self.informers:
             s = informer.scope
-            if not s.keep or (s.api_version, s.kind) != (api_version, kind) or not informer.synced.is_set():
+            if not s.holds_objects or (s.api_version, s.kind) != (api_version, kind) or not informer.synced.is_set():
                 continue
             if s.namespace is not None and s.namespace != namespace:
                 continue
@@ -217,10 +265,30 @@ class CachedKube(Kube):
 
     # ---- reads -----------------------------------------------------------------------------------
 
+    secret_max_age: float = 0.0
+    """Set on a view by ``reusing_secrets``: Secret reads younger than this are reused."""
+
+    def reusing_secrets(self, max_age: float) -> CachedKube:
+        """A view (as ``fenced``) whose Secret GETs reuse a read of the last ``max_age`` seconds."""
+        view = copy.copy(self)
+        view.secret_max_age = max_age
+        return view
+
     def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> Obj | None:
+        secret = (api_version, kind) == ("v1", "Secret") and bool(namespace)
+        if secret and self._rbac_watched():
+            self.secrets.informer(str(namespace), name)  # starts (or stops) its watch where RBAC says so
         for informer in self._for_get(api_version, kind, namespace, name):
             found = informer.get(namespace, name)
             if found is not None or informer.scope.complete:
+                self.hits += 1
+                return found
+        if self._known_absent(api_version, kind, namespace, name):
+            self.hits += 1
+            return None
+        if secret:
+            reused, found = self.recent_secrets.recent(str(namespace), name, self.secret_max_age)
+            if reused:
                 self.hits += 1
                 return found
         self.misses += 1
@@ -228,6 +296,8 @@ class CachedKube(Kube):
         found = super().get(api_version, kind, name, namespace)
         if found is not None:
             self._remember(found, api_version, kind)
+        elif secret:
+            self.recent_secrets.note(str(namespace), name, None)
         return found
 
     def list(
@@ -258,7 +328,10 @@ class CachedKube(Kube):
         content_type: str = "application/json",
         timeout: float = 30.0,
         stores_nothing: bool = False,
+        accept: str = "application/json",
     ) -> Obj:
+        if accept != "application/json":
+            return super().request(method, path, body=body, query=query, timeout=timeout, accept=accept)
         if method == "GET" and not query and _DISCOVERY.match(path) and self._crds_watched():
             with self._lock:
                 if path in self._documents:
@@ -344,22 +417,34 @@ class CachedKube(Kube):
         api_version = api_version or str(obj.get("apiVersion") or "")
         kind = kind or str(obj.get("kind") or "")
         namespace, name = key_of(obj)
-        for informer in self._for_get(api_version, kind, namespace or None, name):
+        if (api_version, kind) == ("v1", "Secret") and namespace:
+            self.recent_secrets.note(namespace, name, obj)
+        for informer in self._covering(api_version, kind, namespace or None, name):
             informer.remember(obj)
 
     def _forget(self, api_version: str, kind: str, name: str, namespace: str | None) -> None:
         for informer in self._for_get(api_version, kind, namespace, name):
             informer.forget(namespace, name)
 
+    def _before_write(self, obj: Obj) -> None:
+        """A Secret about to be written is read from the API next time (also when the write fails)."""
+        meta = obj.get("metadata") or {}
+        if (obj.get("apiVersion"), obj.get("kind")) == ("v1", "Secret") and meta.get("namespace"):
+            self.recent_secrets.drop(str(meta["namespace"]), str(meta.get("name") or ""))
+
     def apply(
         self, obj: Obj, *, dry_run: bool = False, force: bool = True, field_manager: str = constants.FIELD_MANAGER
     ) -> Obj:
+        if not dry_run:
+            self._before_write(obj)
         result = super().apply(obj, dry_run=dry_run, force=force, field_manager=field_manager)
         if not dry_run:
             self._remember(result, obj["apiVersion"], obj["kind"])
         return result
 
     def create(self, obj: Obj, *, dry_run: bool = False, as_user: str | None = None) -> Obj:
+        if not dry_run:
+            self._before_write(obj)
         result = super().create(obj, dry_run=dry_run, as_user=as_user)
         if not dry_run:
             self._remember(result, obj["apiVersion"], obj["kind"])
@@ -402,28 +487,17 @@ class CachedKube(Kube):
         uid: str | None = None,
     ) -> bool:
         gone = super().delete(api_version, kind, name, namespace, propagation=propagation, uid=uid)
+        if (api_version, kind) == ("v1", "Secret") and namespace:
+            self.recent_secrets.drop(namespace, name)
         # NB: an object with finalizers lingers until they are removed; the watch reports it.
         # Dropping it now would make a complete scope answer "absent" too early, so keep it.
         return gone
 
 
-def operator_scopes(
-    *,
-    child_kinds: Iterable[tuple[str, str]],
-    fact_scopes: Iterable[Scope] = (),
-) -> list[Scope]:
-    """The scopes the operator caches: its children (by our platform label), the facts steps
-    verify, TenantPlatforms, Namespaces, and the RBAC kinds and CRDs as invalidation signals."""
-    scopes = [
-        Scope(constants.API_VERSION, constants.KIND, role="platform", absent_on_miss=False),
-        Scope("v1", "Namespace", role="child"),
-    ]
-    for api_version, kind in child_kinds:
-        scopes.append(Scope(api_version, kind, labels=((constants.LABEL_PLATFORM, None),), role="child"))
-    scopes += list(fact_scopes)
-    scopes += [Scope("rbac.authorization.k8s.io/v1", kind, keep=False, role="rbac") for kind in RBAC_KINDS]
-    scopes.append(Scope("apiextensions.k8s.io/v1", "CustomResourceDefinition", keep=False, role="crd"))
-    return scopes
+def _platforms_of(*objects: Obj | None) -> list[str]:
+    """The platforms named by the objects' ``tenancy.dev/tenant-platform`` labels."""
+    names = {((o.get("metadata") or {}).get("labels") or {}).get(constants.LABEL_PLATFORM) for o in objects if o}
+    return sorted(str(n) for n in names if n)
 
 
 __all__ = ["CachedKube", "Scope", "operator_scopes", "selector_matches"]

@@ -35,7 +35,14 @@ from tenant_platform.kube.resources import RESOURCES
 from tenant_platform.kube.watchstream import watch_stream
 from tenant_platform.kube.wire import NAMESPACE_NAME, WRITES, b64, gv_path, namespace_of, parse_warnings, path_segment
 
+# Accept headers asking the API server for objects' metadata only (PartialObjectMetadata): what an
+# informer that keeps only which names exist reads (kube/informer.py, ``Scope.names_only``).
+METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+METADATA_ONLY_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+
 __all__ = [
+    "METADATA_ONLY",
+    "METADATA_ONLY_LIST",
     "RESOURCES",
     "Kube",
     "Obj",
@@ -185,17 +192,19 @@ class Kube:
         content_type: str = "application/json",
         timeout: float = 30.0,
         stores_nothing: bool = False,
+        accept: str = "application/json",
     ) -> Obj:
         """One API request; returns the decoded JSON body (or {} when empty).
 
         ``stores_nothing`` marks a POST that persists nothing (reviews), counted as a read.
+        ``accept``: e.g. ``METADATA_ONLY_LIST`` for a listing of the objects' metadata only.
         """
         query = query or {}
         persists_nothing = stores_nothing or query.get("dryRun") == "All"
         self._check_write(method, path, dry_run=persists_nothing)
         self._fence(method, path, query)
         self.counter.add(method, dry_run=persists_nothing)
-        headers = {"Accept": "application/json", "Content-Type": content_type}
+        headers = {"Accept": accept, "Content-Type": content_type}
         data = self._call(method, path, query=query, headers=headers, body=body, timeout=timeout)
         if not data:
             return {}
@@ -254,6 +263,7 @@ class Kube:
         field_selector: str | None = None,
         label_selector: str | None = None,
         timeout_seconds: int = 300,
+        accept: str = "application/json",
     ) -> Iterator[Obj]:
         """Stream watch events (``{"type", "object"}``, bookmarks included) from ``resource_version``.
 
@@ -272,7 +282,8 @@ class Kube:
         if label_selector:
             query["labelSelector"] = label_selector
         self.counter.add("WATCH", dry_run=False)
-        yield from watch_stream(self.api, self.path(api_version, kind, namespace=namespace), query, timeout_seconds)
+        path = self.path(api_version, kind, namespace=namespace)
+        yield from watch_stream(self.api, path, query, timeout_seconds, accept=accept)
 
     # ---- reads ------------------------------------------------------------------------------
 
@@ -482,6 +493,23 @@ class Kube:
         )
         status = result.get("status", {})
         return bool(status.get("allowed")), str(status.get("reason", ""))
+
+    def may_i(self, *, verb: str, resource: str, namespace: str = "", name: str = "", group: str = "") -> bool:
+        """A SelfSubjectAccessReview: may this client's own identity do it (stores nothing)."""
+        attrs: Obj = {"verb": verb, "resource": resource, "group": group}
+        if namespace:
+            attrs["namespace"] = namespace
+        if name:
+            attrs["name"] = name
+        review = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": attrs},
+        }
+        result = self.request(
+            "POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", body=review, stores_nothing=True
+        )
+        return bool((result.get("status") or {}).get("allowed"))
 
     def request_token(
         self,

@@ -12,7 +12,8 @@ takes an answer from a store that may have missed events for long.
 Memory: objects are kept whole except ``metadata.managedFields`` (often the largest part of a
 small object, and read by no step); a scope with ``keep=False`` stores nothing and only reports
 events (used for the RBAC kinds and CRDs, whose changes drop the access-review and discovery
-answers).
+answers); a ``names_only`` scope lists and watches metadata only (PartialObjectMetadata) and keeps
+each object's namespace, name and resourceVersion: which objects exist, nothing of their content.
 """
 
 from __future__ import annotations
@@ -21,11 +22,12 @@ import copy
 import logging
 import random
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
+from tenant_platform.api import constants
 from tenant_platform.kube import errors
-from tenant_platform.kube.client import Kube, Obj
+from tenant_platform.kube.client import METADATA_ONLY, METADATA_ONLY_LIST, Kube, Obj
 
 log = logging.getLogger("tenant_platform.kube.cache")
 
@@ -56,6 +58,10 @@ class Scope:
     absent_on_miss: bool = True
     """False: a miss still asks the API (a TenantPlatform just created may be read before its
     watch event arrives, and reading it as absent would park its loop until the drift timer)."""
+    names_only: bool = False
+    """Keep only which objects exist (namespace, name, resourceVersion), listed and watched as
+    metadata only (PartialObjectMetadata): never answers a read with an object, only "absent"
+    for a name a label-selected scope of the same kind misses (kube/cache.py)."""
 
     @property
     def label_selector(self) -> str | None:
@@ -71,10 +77,15 @@ class Scope:
         """Whether a miss means "does not exist" (no label requirement narrows the scope)."""
         return self.keep and not self.labels and self.absent_on_miss
 
+    @property
+    def holds_objects(self) -> bool:
+        """Whether reads may be answered with what it holds (not for events-only or names-only)."""
+        return self.keep and not self.names_only
+
     def describe(self) -> str:
         where = f" in {self.namespace}" if self.namespace else ""
         sel = self.label_selector or self.field_selector or "all"
-        return f"{self.kind}{where} ({sel})"
+        return f"{self.kind}{where} ({sel}{', names only' if self.names_only else ''})"
 
     def matches_labels(self, labels: dict[str, str]) -> bool:
         return all((k in labels) if v is None else labels.get(k) == v for k, v in self.labels)
@@ -113,8 +124,13 @@ def _rv(obj: Obj | None) -> int | None:
         return None
 
 
-def trim(obj: Obj, api_version: str, kind: str) -> Obj:
-    """The object as stored: apiVersion and kind set, managedFields dropped."""
+def trim(obj: Obj, api_version: str, kind: str, *, names_only: bool = False) -> Obj:
+    """The object as stored: apiVersion and kind set, managedFields dropped (``names_only``: its
+    namespace, name and resourceVersion alone)."""
+    if names_only:
+        meta = obj.get("metadata") or {}
+        kept = {k: meta[k] for k in ("namespace", "name", "resourceVersion") if k in meta}
+        return {"apiVersion": api_version, "kind": kind, "metadata": kept}
     obj.setdefault("apiVersion", api_version)
     obj.setdefault("kind", kind)
     (obj.get("metadata") or {}).pop("managedFields", None)
@@ -177,11 +193,14 @@ class Informer:
             new, old = _rv(obj), _rv(held)
             if held is not None and new is not None and old is not None and new < old:
                 return
-            self._store[key] = trim(copy.deepcopy(obj), self.scope.api_version, self.scope.kind)
+            self._store[key] = self._trim(copy.deepcopy(obj))
 
     def forget(self, namespace: str | None, name: str) -> None:
         with self._lock:
             self._store.pop((namespace or "", name), None)
+
+    def _trim(self, obj: Obj) -> Obj:
+        return trim(obj, self.scope.api_version, self.scope.kind, names_only=self.scope.names_only)
 
     # ---- list and watch ------------------------------------------------------------------------
 
@@ -196,6 +215,7 @@ class Informer:
         if self.scope.field_selector:
             query["fieldSelector"] = self.scope.field_selector
         path = self._path()
+        accept = METADATA_ONLY_LIST if self.scope.names_only else "application/json"
         fresh: dict[Key, Obj] = {}
         count = 0
         resource_version = ""
@@ -203,7 +223,7 @@ class Informer:
         def pages() -> Iterator[Obj]:
             nonlocal resource_version
             while True:
-                page = self.kube.request("GET", path, query=query)
+                page = self.kube.request("GET", path, query=query, accept=accept)
                 meta = page.get("metadata") or {}
                 resource_version = str(meta.get("resourceVersion", ""))
                 yield from page.get("items") or ()
@@ -214,7 +234,7 @@ class Informer:
         for item in pages():
             count += 1
             if self.scope.keep:
-                fresh[key_of(item)] = trim(item, self.scope.api_version, self.scope.kind)
+                fresh[key_of(item)] = self._trim(item)
         with self._lock:
             old = self._store
             self._store = fresh
@@ -243,7 +263,7 @@ class Informer:
                 if held is not None and _rv(held) == _rv(obj):
                     return  # the echo of our own write, already remembered
                 if self.scope.keep:
-                    self._store[key] = trim(obj, self.scope.api_version, self.scope.kind)
+                    self._store[key] = self._trim(obj)
                 if event_type == "ADDED":
                     self._count += 1
                 changed = True
@@ -261,6 +281,7 @@ class Informer:
             field_selector=self.scope.field_selector,
             label_selector=self.scope.label_selector,
             timeout_seconds=self.watch_timeout,
+            accept=METADATA_ONLY if self.scope.names_only else "application/json",
         ):
             obj = event.get("object") or {}
             resource_version = str((obj.get("metadata") or {}).get("resourceVersion") or resource_version)
@@ -311,3 +332,25 @@ def backoff(failures: int, *, cap: float = 30.0, jitter: float = 0.25) -> float:
     """1 s doubling per failure up to ``cap``, plus up to ``jitter`` of it at random."""
     base = min(cap, 2.0 ** max(0, failures - 1))
     return base * (1.0 + random.uniform(0.0, jitter))  # spreading retries, not security
+
+
+RBAC_KINDS = ("Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")
+
+
+def operator_scopes(
+    *,
+    child_kinds: Iterable[tuple[str, str]],
+    fact_scopes: Iterable[Scope] = (),
+) -> list[Scope]:
+    """The scopes the operator caches: its children (by our platform label), the facts steps
+    verify, TenantPlatforms, Namespaces, and the RBAC kinds and CRDs as invalidation signals."""
+    scopes = [
+        Scope(constants.API_VERSION, constants.KIND, role="platform", absent_on_miss=False),
+        Scope("v1", "Namespace", role="child"),
+    ]
+    for api_version, kind in child_kinds:
+        scopes.append(Scope(api_version, kind, labels=((constants.LABEL_PLATFORM, None),), role="child"))
+    scopes += list(fact_scopes)
+    scopes += [Scope("rbac.authorization.k8s.io/v1", kind, keep=False, role="rbac") for kind in RBAC_KINDS]
+    scopes.append(Scope("apiextensions.k8s.io/v1", "CustomResourceDefinition", keep=False, role="crd"))
+    return scopes

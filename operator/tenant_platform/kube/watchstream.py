@@ -13,16 +13,22 @@ from tenant_platform.kube import errors
 
 
 def watch_stream(
-    api: kubernetes.client.ApiClient, path: str, query: dict[str, str], timeout_seconds: int
+    api: kubernetes.client.ApiClient,
+    path: str,
+    query: dict[str, str],
+    timeout_seconds: int,
+    *,
+    accept: str = "application/json",
 ) -> Iterator[dict[str, Any]]:
     """Stream the watch at ``path`` with ``query``; ERROR events raise, connection trouble raises
-    Transient, and a half-read stream never goes back to the connection pool."""
+    Transient, and a half-read stream never goes back to the connection pool. ``accept``: e.g.
+    ``kube.client.METADATA_ONLY`` for objects' metadata only."""
     try:
         method_, url, headers_, body_, post = api.param_serialize(
             "GET",
             path,
             query_params=list(query.items()),
-            header_params={"Accept": "application/json"},
+            header_params={"Accept": accept},
             auth_settings=["BearerToken"],
         )
         resp = api.call_api(method_, url, headers_, body_, post, _request_timeout=(30.0, timeout_seconds + 30.0))

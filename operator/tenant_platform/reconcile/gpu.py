@@ -63,7 +63,7 @@ from tenant_platform.hami.names import ResourceNames
 from tenant_platform.hami.verdict import GpuFacts, GpuVerdict, evaluate, wanted_labels
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube, Obj
-from tenant_platform.observe import cluster
+from tenant_platform.observe import reflector
 from tenant_platform.observe.cluster import ClusterSnapshot, ClusterView, NodeInfo
 from tenant_platform.reconcile.base import CleanupResult, StepContext, StepResult, api_error_condition
 from tenant_platform.reconcile.gpu_health import read_health, read_selectors
@@ -94,7 +94,7 @@ def snapshot_view(ctx: StepContext) -> ClusterView:
         if isinstance(candidate, ClusterSnapshot):
             return candidate.view()
     ctx.logger.debug("no GPU snapshot was passed in; listing nodes and pods once")
-    return cluster.load_from_api(ctx.kube).view()
+    return reflector.load_from_api(ctx.kube).view()
 
 
 def read_resource_names(kube: Kube, namespace: str) -> tuple[ResourceNames, str]:

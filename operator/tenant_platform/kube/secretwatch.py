@@ -1,0 +1,182 @@
+"""How kube/cache.py reads Secrets: watches of single Secrets an admin allowed the operator to watch
+by name (``SecretWatches``), and recent reads event-woken passes may reuse (``RecentReads``).
+
+The operator may not list or watch Secrets (docs/security.md), so each Secret a step reads is a
+GET by name on every pass. RBAC can grant ``list`` and ``watch`` of one named object (a rule with
+``resourceNames``; the API server authorizes a list or watch whose field selector is
+``metadata.name=<name>`` as a request for that name). When an admin grants that for a Secret a
+platform reads (docs/performance.md has a sample Role), the cache watches that one Secret and
+answers its GETs from the watch:
+
+- The first GET of a Secret (namespace, name) asks two SelfSubjectAccessReviews (``list`` and
+  ``watch`` of that name, as the operator's own identity). Both allowed: an informer for that one
+  Secret starts (field selector on the name), and GETs are answered from it once it has listed.
+  Otherwise the answer "not granted" is kept and GETs go to the API, as before.
+- Answers are dropped when any RBAC object changes (the cache's RBAC watches call ``forget``),
+  and asked again at the next GET: a grant added later is picked up, and the watch of a Secret
+  whose grant was removed is stopped (until then its informer, refused, stops answering and GETs
+  go to the API). An answer obtained within ``settle`` seconds of an RBAC change is not kept.
+- The Secret's events wake the platform its ``tenancy.dev/tenant-platform`` label names (ours:
+  the self-signed certificate, the kubeconfig Secret), else every platform (someone else's
+  certificate rotated): a rotated or deleted Secret is acted on at once, not at the drift timer.
+
+Memory: each watched Secret is held whole (minus managedFields) for the process's life, private
+keys included; without a grant nothing is held. Cost: one long-running watch (one connection and
+one thread) per granted Secret.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tenant_platform.kube import errors
+from tenant_platform.kube.client import Kube, Obj
+from tenant_platform.kube.informer import Informer, Listener, Scope
+
+log = logging.getLogger("tenant_platform.kube.cache")
+
+Key = tuple[str, str]
+"""(namespace, name)"""
+
+
+@dataclass
+class _Watch:
+    informer: Informer
+    stopped: threading.Event
+    thread: threading.Thread
+
+
+class SecretWatches:
+    """Per-Secret watches where RBAC grants them (see the module docstring)."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        watcher: Kube,
+        *,
+        listener: Callable[[Scope], Listener],
+        rbac_settled: Callable[[], bool],
+        watch_timeout: int = 300,
+    ) -> None:
+        self.kube = kube  # asks the access reviews (counted as the cache's reads)
+        self.watcher = watcher  # runs the watches (a client with its own connection pool)
+        self.listener = listener
+        self.rbac_settled = rbac_settled
+        self.watch_timeout = watch_timeout
+        self._lock = threading.Lock()
+        self._granted: dict[Key, bool] = {}
+        self._watches: dict[Key, _Watch] = {}
+        self._closed = False
+
+    def informer(self, namespace: str, name: str) -> Informer | None:
+        """The synced informer answering GETs of this Secret, or None (then GET it). Decides, and
+        starts or stops the watch, when no answer about the grant is kept."""
+        key = (namespace, name)
+        with self._lock:
+            decided = key in self._granted
+        if not decided:
+            self._decide(key)
+        with self._lock:
+            watch = self._watches.get(key)
+        if watch is None or not watch.informer.synced.is_set():
+            return None
+        return watch.informer
+
+    def _decide(self, key: Key) -> None:
+        namespace, name = key
+        settled = self.rbac_settled()
+        try:
+            granted = all(
+                self.kube.may_i(verb=verb, resource="secrets", namespace=namespace, name=name)
+                for verb in ("list", "watch")
+            )
+        except errors.KubeError as exc:
+            log.debug("cache: cannot tell whether Secret %s/%s may be watched (%s)", namespace, name, exc)
+            return
+        with self._lock:
+            if self._closed:
+                return
+            if settled and self.rbac_settled():
+                self._granted[key] = granted
+            watch = self._watches.get(key)
+            if granted and watch is None:
+                self._watches[key] = self._start(key)
+                log.info("cache: watching Secret %s/%s by name (granted list and watch)", namespace, name)
+            elif not granted and watch is not None:
+                del self._watches[key]
+                watch.stopped.set()
+                log.info("cache: no longer watching Secret %s/%s (grant removed)", namespace, name)
+
+    def _start(self, key: Key) -> _Watch:
+        namespace, name = key
+        scope = Scope("v1", "Secret", namespace=namespace, name=name, role="secret")
+        informer = Informer(self.watcher, scope, listener=self.listener(scope), watch_timeout=self.watch_timeout)
+        stopped = threading.Event()
+        thread = threading.Thread(target=informer.run, args=(stopped,), name=f"cache-secret-{name}", daemon=True)
+        thread.start()
+        return _Watch(informer, stopped, thread)
+
+    def informers(self) -> list[Informer]:
+        with self._lock:
+            return [w.informer for w in self._watches.values()]
+
+    def forget(self) -> None:
+        """RBAC changed: every grant is asked again at the next GET."""
+        with self._lock:
+            self._granted.clear()
+
+    def stop(self) -> None:
+        with self._lock:
+            self._closed = True
+            watches = list(self._watches.values())
+            self._watches.clear()
+        for watch in watches:
+            watch.stopped.set()
+
+
+class RecentReads:
+    """Secrets as last read or written, for passes allowed to reuse a recent read.
+
+    The operator's drift-timer passes read every Secret from the API (or its granted watch); a
+    pass woken by an event (a child or fact changed, the loop's own requeue) may take a Secret read
+    within ``max_age`` seconds instead (``CachedKube.reusing_secrets``; handlers.py passes the drift
+    interval), so a burst of events costs no Secret GETs. A Secret the operator writes is noted from
+    the write's response; one it deletes is dropped. Entries not refreshed within ``horizon``
+    seconds (a deleted platform's) are dropped.
+    """
+
+    def __init__(self, clock: Callable[[], float], *, horizon: float = 3600.0) -> None:
+        self.clock = clock
+        self.horizon = horizon
+        self._lock = threading.Lock()
+        self._reads: dict[Key, tuple[float, Obj | None]] = {}
+
+    def recent(self, namespace: str, name: str, max_age: float) -> tuple[bool, Obj | None]:
+        """(True, the Secret or None when absent) if read within ``max_age`` seconds, else (False, None)."""
+        if max_age <= 0:
+            return False, None
+        with self._lock:
+            entry = self._reads.get((namespace, name))
+        if entry is None or self.clock() - entry[0] >= max_age:
+            return False, None
+        return True, copy.deepcopy(entry[1])
+
+    def note(self, namespace: str, name: str, obj: Obj | None) -> None:
+        now = self.clock()
+        with self._lock:
+            self._reads[(namespace, name)] = (now, copy.deepcopy(obj))
+            horizon = max(self.horizon, 0.0)
+            for key in [k for k, (t, _) in self._reads.items() if now - t > horizon]:
+                del self._reads[key]
+
+    def drop(self, namespace: str, name: str) -> None:
+        with self._lock:
+            self._reads.pop((namespace, name), None)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._reads)
