@@ -10,7 +10,6 @@ a rotated Secret are each seen in TargetReachable on the next pass, without a re
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,71 +17,27 @@ from typing import Any
 
 import pytest
 import yaml
+from fleet_support import SETTINGS, admin, cond, passes, put_secret, tenant_servers
 
 from tenant_platform import reconcile
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
-from tenant_platform.config import Settings
 from tenant_platform.handlers_gpu import TargetSnapshots
 from tenant_platform.kube import errors, remote
 from tenant_platform.kube.client import Kube
 from tenant_platform.reconcile import target as targets
-from tenant_platform.testing import seed
 from tenant_platform.testing.controlplane import ControlPlane
 from tenant_platform.testing.manifests import gpu_node_manifest
 from tenant_platform.testing.tenants import TenantAPIServer
 from tenant_platform.testing.wait import wait_for
 
-SETTINGS = Settings(drift_interval=30)
 SECRETS_NS = "fleet-secrets"
 
 
 @pytest.fixture(scope="module")
 def tenants(seeded: ControlPlane, crd: Kube) -> Iterator[dict[str, TenantAPIServer]]:
-    started: dict[str, TenantAPIServer] = {}
-    try:
-        for name in ("lab-a", "lab-b"):
-            started[name] = TenantAPIServer(seeded, name).start()
-            seed.seed_cluster(started[name].kubeconfig_path)
-        if crd.get("v1", "Namespace", SECRETS_NS) is None:
-            crd.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SECRETS_NS}})
+    with tenant_servers(seeded, crd, ("lab-a", "lab-b"), secrets_namespace=SECRETS_NS) as started:
         yield started
-    finally:
-        for tenant in started.values():
-            tenant.stop()
-
-
-def admin(tenant: TenantAPIServer) -> Kube:
-    return Kube.from_kubeconfig(str(tenant.kubeconfig_path))
-
-
-def put_secret(kube: Kube, name: str, data: dict[str, bytes]) -> None:
-    body = {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": name, "namespace": SECRETS_NS},
-        "type": "Opaque",
-        "data": {k: base64.b64encode(v).decode() for k, v in data.items()},
-    }
-    if kube.get("v1", "Secret", name, SECRETS_NS) is None:
-        kube.create(body)
-    else:
-        kube.replace(body)
-
-
-def passes(kube: Kube, name: str) -> dict[str, Any]:
-    body = kube.get(constants.API_VERSION, constants.KIND, name)
-    assert body is not None
-    reconcile.run(body, kube=kube, settings=SETTINGS, now=datetime.now(UTC))
-    fresh = kube.get(constants.API_VERSION, constants.KIND, name)
-    assert fresh is not None
-    return dict(fresh["status"])
-
-
-def cond(status: dict[str, Any], type_: str) -> dict[str, Any]:
-    found = [c for c in status.get("conditions", []) if c["type"] == type_]
-    assert found, f"no {type_} in {status.get('conditions')}"
-    return found[0]
 
 
 def corefile(kube: Kube) -> str:
@@ -96,8 +51,10 @@ def test_each_platform_prepares_its_own_tenant(
 ) -> None:
     a, b = tenants["lab-a"], tenants["lab-b"]
     # Cluster API's convention for one, Kamaji's for the other.
-    put_secret(crd, "lab-a-kubeconfig", {"value": a.kubeconfig_bytes()})
-    put_secret(crd, "lab-b-admin-kubeconfig", {"admin.conf": b.kubeconfig_bytes(), "super-admin.conf": b"unused"})
+    put_secret(crd, SECRETS_NS, "lab-a-kubeconfig", {"value": a.kubeconfig_bytes()})
+    put_secret(
+        crd, SECRETS_NS, "lab-b-admin-kubeconfig", {"admin.conf": b.kubeconfig_bytes(), "super-admin.conf": b"unused"}
+    )
     ns_a, ns_b = f"{unique_name}-a", f"{unique_name}-b"
     make_platform(f"{unique_name}-a", ns_a, target={"clusterAPI": {"namespace": SECRETS_NS, "cluster": "lab-a"}})
     make_platform(f"{unique_name}-b", ns_b, target={"kamaji": {"namespace": SECRETS_NS, "tenantControlPlane": "lab-b"}})
@@ -154,7 +111,7 @@ def test_unreachable_tenant_keeps_the_last_verdict(
     crd: Kube, make_platform: Any, unique_name: str, tenants: dict[str, TenantAPIServer]
 ) -> None:
     b = tenants["lab-b"]
-    put_secret(crd, f"{unique_name}-kc", {"value": b.kubeconfig_bytes()})
+    put_secret(crd, SECRETS_NS, f"{unique_name}-kc", {"value": b.kubeconfig_bytes()})
     target = {"kubeconfigSecret": {"namespace": SECRETS_NS, "name": f"{unique_name}-kc"}}
     make_platform(unique_name, unique_name, target=target)
     before = passes(crd, unique_name)
@@ -197,7 +154,7 @@ def test_identity_without_rights_bad_token_and_rotation(
     tenant = admin(a)
     nobody = token_for(tenant, "fleet-idents", "nobody")
     secret = f"{unique_name}-kc"
-    put_secret(crd, secret, {"value": a.kubeconfig_for_token(nobody)})
+    put_secret(crd, SECRETS_NS, secret, {"value": a.kubeconfig_for_token(nobody)})
     make_platform(unique_name, unique_name, target={"kubeconfigSecret": {"namespace": SECRETS_NS, "name": secret}})
 
     status = passes(crd, unique_name)
@@ -208,19 +165,19 @@ def test_identity_without_rights_bad_token_and_rotation(
 
     # A token the tenant did not issue (another tenant's): 401.
     foreign = token_for(admin(tenants["lab-b"]), "fleet-idents", "nobody")
-    put_secret(crd, secret, {"value": a.kubeconfig_for_token(foreign)})
+    put_secret(crd, SECRETS_NS, secret, {"value": a.kubeconfig_for_token(foreign)})
     reached = cond(passes(crd, unique_name), constants.TARGET_REACHABLE)
     assert (reached["reason"], "(401)" in reached["message"]) == ("Unauthorized", True), reached
 
     # Rotation to the admin identity: used on the very next pass, no restart.
-    put_secret(crd, secret, {"value": a.kubeconfig_bytes()})
+    put_secret(crd, SECRETS_NS, secret, {"value": a.kubeconfig_bytes()})
     status = passes(crd, unique_name)
     assert cond(status, constants.TARGET_REACHABLE)["status"] == "True"
     assert tenant.get("v1", "Namespace", unique_name) is not None
 
     # Rotation to another cluster's kubeconfig behind the same Secret: the recorded identity says so.
     uid_a = status["recorded"]["target"]["clusterUid"]
-    put_secret(crd, secret, {"value": tenants["lab-b"].kubeconfig_bytes()})
+    put_secret(crd, SECRETS_NS, secret, {"value": tenants["lab-b"].kubeconfig_bytes()})
     moved = passes(crd, unique_name)
     assert moved["recorded"]["target"]["clusterUid"] != uid_a
     assert moved["recorded"]["target"]["server"] == tenants["lab-b"].server
@@ -234,7 +191,7 @@ def test_secret_key_kubeconfig_and_version_refusals(
     make_platform(unique_name, unique_name, target={"kubeconfigSecret": {"namespace": SECRETS_NS, "name": secret}})
     assert cond(passes(crd, unique_name), constants.TARGET_REACHABLE)["reason"] == "SecretNotFound"
 
-    put_secret(crd, secret, {"other": b"x"})
+    put_secret(crd, SECRETS_NS, secret, {"other": b"x"})
     reached = cond(passes(crd, unique_name), constants.TARGET_REACHABLE)
     assert reached["reason"] == "KeyMissing" and "other" in reached["message"]
 
@@ -253,17 +210,17 @@ def test_secret_key_kubeconfig_and_version_refusals(
             },
         }
     ]
-    put_secret(crd, secret, {"value": yaml.safe_dump(doc).encode()})
+    put_secret(crd, SECRETS_NS, secret, {"value": yaml.safe_dump(doc).encode()})
     reached = cond(passes(crd, unique_name), constants.TARGET_REACHABLE)
     assert reached["reason"] == "InvalidKubeconfig" and "exec" in reached["message"], reached
     assert not marker.exists()
     # ... or to send the operator's own files to a server of its choice.
     doc["users"] = [{"name": "user", "user": {"tokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token"}}]
-    put_secret(crd, secret, {"value": yaml.safe_dump(doc).encode()})
+    put_secret(crd, SECRETS_NS, secret, {"value": yaml.safe_dump(doc).encode()})
     assert cond(passes(crd, unique_name), constants.TARGET_REACHABLE)["reason"] == "InvalidKubeconfig"
 
     # The version floor, judged against the real server's /version.
-    put_secret(crd, secret, {"value": a.kubeconfig_bytes()})
+    put_secret(crd, SECRETS_NS, secret, {"value": a.kubeconfig_bytes()})
     body = crd.get(constants.API_VERSION, constants.KIND, unique_name)
     assert body is not None
     platform = TenantPlatform.from_body(body)

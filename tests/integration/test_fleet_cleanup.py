@@ -16,27 +16,24 @@ our pod guard's exact name (but not our labels) survives cleanup.
 
 from __future__ import annotations
 
-import base64
 import socket
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from fleet_support import SETTINGS, admin, cond, passes, put_secret, tenant_servers
 
 from tenant_platform import reconcile
 from tenant_platform.api import constants
-from tenant_platform.config import Settings
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube
 from tenant_platform.reconcile import pipeline
 from tenant_platform.render import podguard as render_pg
-from tenant_platform.testing import seed
 from tenant_platform.testing.controlplane import ControlPlane
 from tenant_platform.testing.tenants import TenantAPIServer
 from tenant_platform.testing.wait import wait_for
 
-SETTINGS = Settings(drift_interval=30)
 SECRETS_NS = "fleetgc-secrets"
 ADMISSION = "admissionregistration.k8s.io/v1"
 GATEWAY = ("networking.istio.io/v1", "Gateway")
@@ -58,45 +55,8 @@ WRITTEN_KINDS = [
 
 @pytest.fixture(scope="module")
 def tenant(seeded: ControlPlane, crd: Kube) -> Iterator[TenantAPIServer]:
-    server = TenantAPIServer(seeded, "gc-lab", controller_manager=True).start()
-    try:
-        seed.seed_cluster(server.kubeconfig_path)
-        if crd.get("v1", "Namespace", SECRETS_NS) is None:
-            crd.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SECRETS_NS}})
-        yield server
-    finally:
-        server.stop()
-
-
-def admin(tenant: TenantAPIServer) -> Kube:
-    return Kube.from_kubeconfig(str(tenant.kubeconfig_path))
-
-
-def put_secret(kube: Kube, name: str, value: bytes) -> None:
-    body = {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": name, "namespace": SECRETS_NS},
-        "type": "Opaque",
-        "data": {"value": base64.b64encode(value).decode()},
-    }
-    if kube.get("v1", "Secret", name, SECRETS_NS) is None:
-        kube.create(body)
-    else:
-        kube.replace(body)
-
-
-def passes(kube: Kube, name: str) -> dict[str, Any]:
-    body = kube.get(constants.API_VERSION, constants.KIND, name)
-    assert body is not None
-    reconcile.run(body, kube=kube, settings=SETTINGS, now=datetime.now(UTC))
-    fresh = kube.get(constants.API_VERSION, constants.KIND, name)
-    assert fresh is not None
-    return dict(fresh["status"])
-
-
-def cond(status: dict[str, Any], type_: str) -> dict[str, Any]:
-    return next(c for c in status.get("conditions", []) if c["type"] == type_)
+    with tenant_servers(seeded, crd, ("gc-lab",), secrets_namespace=SECRETS_NS, controller_manager=True) as started:
+        yield started["gc-lab"]
 
 
 def ours(kube: Kube, platform: str) -> list[str]:
@@ -220,7 +180,7 @@ def test_deleting_a_target_platform_leaves_nothing_of_it_in_the_target(
     crd: Kube, make_platform: Any, unique_name: str, tenant: TenantAPIServer
 ) -> None:
     kube = admin(tenant)
-    put_secret(crd, "gc-lab-kubeconfig", tenant.kubeconfig_bytes())
+    put_secret(crd, SECRETS_NS, "gc-lab-kubeconfig", {"value": tenant.kubeconfig_bytes()})
     target = {"clusterAPI": {"namespace": SECRETS_NS, "cluster": "gc-lab"}}
     first, second = f"{unique_name}-a", f"{unique_name}-b"
     make_platform(
@@ -355,7 +315,7 @@ def test_unreachable_target_blocks_deletion_then_gives_up_naming_what_is_left(
         "users: [{name: u, user: {token: t}}]\n"
         "contexts: [{name: c, context: {cluster: c, user: u}}]\n"
     ).encode()
-    put_secret(crd, f"{unique_name}-kc", kubeconfig)
+    put_secret(crd, SECRETS_NS, f"{unique_name}-kc", {"value": kubeconfig})
     make_platform(
         unique_name,
         unique_name,

@@ -11,13 +11,13 @@ the dry run and the reads arrive there, and a no-op pass sends it no LIST of the
 
 from __future__ import annotations
 
-import base64
 import re
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from fleet_support import admin, put_secret, tenant_servers
 
 from tenant_platform import reconcile
 from tenant_platform.api import constants, reasons
@@ -26,7 +26,6 @@ from tenant_platform.config import Settings
 from tenant_platform.handlers_gpu import TargetSnapshots
 from tenant_platform.kube.client import Kube
 from tenant_platform.reconcile.target import TargetConnection
-from tenant_platform.testing import seed
 from tenant_platform.testing.controlplane import ControlPlane
 from tenant_platform.testing.tenants import TenantAPIServer
 from tenant_platform.testing.wait import wait_for
@@ -38,33 +37,8 @@ WEBHOOK = "vgpu.fleet-test.hami.io"
 
 @pytest.fixture(scope="module")
 def tenants(seeded: ControlPlane, crd: Kube) -> Iterator[dict[str, TenantAPIServer]]:
-    started: dict[str, TenantAPIServer] = {}
-    try:
-        for name in ("gh-x", "gh-y"):
-            started[name] = TenantAPIServer(seeded, name).start()
-            seed.seed_cluster(started[name].kubeconfig_path)
-        if crd.get("v1", "Namespace", SECRETS_NS) is None:
-            crd.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SECRETS_NS}})
+    with tenant_servers(seeded, crd, ("gh-x", "gh-y"), secrets_namespace=SECRETS_NS) as started:
         yield started
-    finally:
-        for tenant in started.values():
-            tenant.stop()
-
-
-def admin(tenant: TenantAPIServer) -> Kube:
-    return Kube.from_kubeconfig(str(tenant.kubeconfig_path))
-
-
-def put_secret(kube: Kube, name: str, value: bytes) -> None:
-    body = {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": name, "namespace": SECRETS_NS},
-        "type": "Opaque",
-        "data": {"value": base64.b64encode(value).decode()},
-    }
-    if kube.get("v1", "Secret", name, SECRETS_NS) is None:
-        kube.create(body)
 
 
 def unreachable_webhook(kube: Kube, namespace: str) -> None:
@@ -128,8 +102,8 @@ def test_gpu_health_runs_against_each_target(
     x, y = tenants["gh-x"], tenants["gh-y"]
     namespace = unique_name  # the same namespace name in both tenants and in the management cluster
     unreachable_webhook(admin(x), namespace)
-    put_secret(crd, "gh-x-kubeconfig", x.kubeconfig_bytes())
-    put_secret(crd, "gh-y-kubeconfig", y.kubeconfig_bytes())
+    put_secret(crd, SECRETS_NS, "gh-x-kubeconfig", {"value": x.kubeconfig_bytes()})
+    put_secret(crd, SECRETS_NS, "gh-y-kubeconfig", {"value": y.kubeconfig_bytes()})
     px, py, local = f"{unique_name}-x", f"{unique_name}-y", f"{unique_name}-l"
     make_platform(px, namespace, target={"clusterAPI": {"namespace": SECRETS_NS, "cluster": "gh-x"}})
     make_platform(py, namespace, target={"clusterAPI": {"namespace": SECRETS_NS, "cluster": "gh-y"}})
