@@ -187,6 +187,13 @@ MUST_BE_NO = [
         for kind in ("validatingadmissionpolicies", "validatingadmissionpolicybindings")
         for name in (*FENCES, "some-other-policy", "tenant-platform-demo-pod-guard")
     ],
+    # Nothing deletes the shared pod guard (it stays for every platform; an admin removes it
+    # when uninstalling), so not even its own names may be deleted.
+    *[
+        (f"delete {kind} {name}", "delete", kind, ADMISSION, "", name, "")
+        for kind in ("validatingadmissionpolicies", "validatingadmissionpolicybindings")
+        for name in render_pg.SHARED_NAMES
+    ],
     ("delete every policy", "delete", "validatingadmissionpolicies", ADMISSION, "", "", ""),
     ("deletecollection policies", "deletecollection", "validatingadmissionpolicies", ADMISSION, "", "", ""),
     ("patch any binding", "patch", "validatingadmissionpolicybindings", ADMISSION, "", "", ""),
@@ -210,7 +217,7 @@ MUST_BE_YES = [
     # The shared pod guard, by name only (create cannot be narrowed by name).
     *[
         (f"{verb} {kind} {name}", verb, kind, ADMISSION, "", name, "")
-        for verb in ("patch", "update", "delete", "get")
+        for verb in ("patch", "update", "get")
         for kind in ("validatingadmissionpolicies", "validatingadmissionpolicybindings")
         for name in render_pg.SHARED_NAMES
     ],
