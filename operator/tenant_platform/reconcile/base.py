@@ -337,6 +337,28 @@ def describe(obj: Obj) -> str:
     return f"{kind} {namespace}/{name}" if namespace else f"{kind} {name}"
 
 
+def ensure_one(ctx: StepContext, obj: Obj, current: Obj | bool | None, outcome: ApplyOutcome) -> None:
+    """Write ``obj`` unless ``current`` (the live object; None: known absent; False: not read)
+    already matches it, recording the result in ``outcome``. In a dry run only compared: a
+    difference goes to ``would_apply``, the live object to ``applied``."""
+    if ctx.dry_run:
+        if not isinstance(current, dict) or not is_subset(obj, current):
+            outcome.would_apply.append(f"{obj['kind']} {obj['metadata']['name']}")
+        if isinstance(current, dict):
+            outcome.applied.append(current)
+        return
+    try:
+        applied, wrote = ctx.kube.ensure(obj, live=current)
+    except errors.KubeError as exc:
+        outcome.errors.append(f"{describe(obj)}: {exc.message or exc}")
+        outcome.forbidden = outcome.forbidden or isinstance(exc, errors.Forbidden)
+        return
+    applied.setdefault("apiVersion", obj["apiVersion"])
+    applied.setdefault("kind", obj["kind"])
+    outcome.applied.append(applied)
+    outcome.written += int(wrote)
+
+
 def apply_children(
     ctx: StepContext,
     component: str,
@@ -364,26 +386,10 @@ def apply_children(
         items.sort(key=ordering)
     for obj in items:
         stamped = stamp(copy.deepcopy(obj), ctx, component, owned=owned)
-        current: Obj | bool | None = False if live is None else live.get(key(obj))
-        if ctx.dry_run:
-            if live is None:
-                outcome.applied.append(stamped)
-                continue
-            if not isinstance(current, dict) or not is_subset(stamped, current):
-                outcome.would_apply.append(f"{obj['kind']} {obj['metadata']['name']}")
-            if isinstance(current, dict):
-                outcome.applied.append(current)
+        if ctx.dry_run and live is None:
+            outcome.applied.append(stamped)
             continue
-        try:
-            applied, wrote = ctx.kube.ensure(stamped, live=current)
-        except errors.KubeError as exc:
-            outcome.errors.append(f"{describe(obj)}: {exc.message or exc}")
-            outcome.forbidden = outcome.forbidden or isinstance(exc, errors.Forbidden)
-            continue
-        applied.setdefault("apiVersion", obj["apiVersion"])
-        applied.setdefault("kind", obj["kind"])
-        outcome.applied.append(applied)
-        outcome.written += int(wrote)
+        ensure_one(ctx, stamped, False if live is None else live.get(key(obj)), outcome)
     if not ctx.dry_run:
         prune_children(ctx, component, wanted=wanted, kinds=prune_kinds, namespaces=prune_namespaces, outcome=outcome)
     return outcome

@@ -47,14 +47,14 @@ from tenant_platform import metrics
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.kube import errors
-from tenant_platform.kube.client import Kube, Obj, intent_hash, is_subset
+from tenant_platform.kube.client import Kube, Obj, intent_hash
 from tenant_platform.reconcile.base import (
     ApplyOutcome,
     CleanupResult,
     StepContext,
     StepResult,
     apply_children,
-    describe,
+    ensure_one,
     key,
     owner_of,
     selector,
@@ -231,23 +231,7 @@ class PodGuardStep:
             )
         outcome = ApplyOutcome()
         for obj in shared_objects():
-            current = live.get(pg.ref(obj))
-            if ctx.dry_run:
-                if not isinstance(current, dict) or not is_subset(obj, current):
-                    outcome.would_apply.append(f"{obj['kind']} {obj['metadata']['name']}")
-                if isinstance(current, dict):
-                    outcome.applied.append(current)
-                continue
-            try:
-                applied, wrote = ctx.kube.ensure(obj, live=current)
-            except errors.KubeError as exc:
-                outcome.errors.append(f"{describe(obj)}: {exc.message or exc}")
-                outcome.forbidden = outcome.forbidden or isinstance(exc, errors.Forbidden)
-                continue
-            applied.setdefault("apiVersion", obj["apiVersion"])
-            applied.setdefault("kind", obj["kind"])
-            outcome.applied.append(applied)
-            outcome.written += int(wrote)
+            ensure_one(ctx, obj, live.get(pg.ref(obj)), outcome)
         return outcome
 
     @staticmethod
