@@ -22,7 +22,8 @@ Teardown: ``stop()`` (also run by ``atexit``) sends SIGTERM to each child's proc
 then SIGKILLs it. Children also get PR_SET_PDEATHSIG=SIGKILL on Linux, so they die with the Python
 process even when it is killed and neither ``stop()`` nor ``atexit`` runs.
 
-This module holds the ``ControlPlane`` class and the components' flags; the pieces it uses live
+This module holds the ``ControlPlane`` class and the components' flags (``apiserver_flags`` and
+``controller_manager_flags``, which testing/tenants.py uses too); the pieces it uses live
 next to it: ``binaries`` (pinned versions, finding or building the binaries; ``find_bin_dir`` and
 ``ControlPlaneError`` are re-exported here), ``pki`` (certificates and kubeconfigs) and
 ``processes`` (spawning, stopping and sweeping).
@@ -80,6 +81,8 @@ __all__ = [
     "ControlPlaneError",
     "KubectlError",
     "Timings",
+    "apiserver_flags",
+    "controller_manager_flags",
     "find_bin_dir",
 ]
 
@@ -102,6 +105,42 @@ CONTROLLERS: Final = (
 ENV_KEEP: Final = "TENANT_PLATFORM_KEEP_CP"
 
 _T = TypeVar("_T")
+
+
+def apiserver_flags(*, etcd_url: str, port: int, cert_dir: Path, pki: Pki, etcd_prefix: str | None = None) -> list[str]:
+    """The kube-apiserver flags of the session control plane and of every tenant API server
+    (testing/tenants.py): one list, so the two cannot drift apart. ``etcd_prefix``: a tenant's
+    key prefix in the shared etcd (None: kube-apiserver's default, /registry)."""
+    return [
+        f"--etcd-servers={etcd_url}",
+        *([f"--etcd-prefix={etcd_prefix}"] if etcd_prefix is not None else []),
+        f"--cert-dir={cert_dir}",
+        "--bind-address=127.0.0.1",
+        "--advertise-address=127.0.0.1",
+        f"--secure-port={port}",
+        f"--tls-cert-file={pki.apiserver_crt}",
+        f"--tls-private-key-file={pki.apiserver_key}",
+        f"--client-ca-file={pki.ca_crt}",
+        "--authorization-mode=Node,RBAC",
+        f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
+        f"--service-account-key-file={pki.sa_pub}",
+        f"--service-account-signing-key-file={pki.sa_key}",
+        f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+        "--allow-privileged=true",
+        "--endpoint-reconciler-type=none",
+    ]
+
+
+def controller_manager_flags(*, kubeconfig: Path, pki: Pki) -> list[str]:
+    """The kube-controller-manager flags, shared the same way (``CONTROLLERS`` only)."""
+    return [
+        f"--kubeconfig={kubeconfig}",
+        "--leader-elect=false",
+        "--secure-port=0",
+        f"--controllers={','.join(CONTROLLERS)}",
+        f"--root-ca-file={pki.ca_crt}",
+        f"--service-account-private-key-file={pki.sa_key}",
+    ]
 
 
 class KubectlError(subprocess.CalledProcessError):
@@ -247,21 +286,7 @@ class ControlPlane:
         apiserver = self._spawn(
             "kube-apiserver",
             [
-                f"--etcd-servers={etcd_url}",
-                f"--cert-dir={work_dir / 'pki'}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
-                f"--secure-port={api_port}",
-                f"--tls-cert-file={pki.apiserver_crt}",
-                f"--tls-private-key-file={pki.apiserver_key}",
-                f"--client-ca-file={pki.ca_crt}",
-                "--authorization-mode=Node,RBAC",
-                f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
-                f"--service-account-key-file={pki.sa_pub}",
-                f"--service-account-signing-key-file={pki.sa_key}",
-                f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
-                "--allow-privileged=true",
-                "--endpoint-reconciler-type=none",
+                *apiserver_flags(etcd_url=etcd_url, port=api_port, cert_dir=work_dir / "pki", pki=pki),
                 *self._extra_apiserver_args,
             ],
         )
@@ -274,12 +299,7 @@ class ControlPlane:
             controller_manager = self._spawn(
                 "kube-controller-manager",
                 [
-                    f"--kubeconfig={self._kubeconfig_path}",
-                    "--leader-elect=false",
-                    "--secure-port=0",
-                    f"--controllers={','.join(CONTROLLERS)}",
-                    f"--root-ca-file={pki.ca_crt}",
-                    f"--service-account-private-key-file={pki.sa_key}",
+                    *controller_manager_flags(kubeconfig=self._kubeconfig_path, pki=pki),
                     *self._extra_controller_manager_args,
                 ],
             )

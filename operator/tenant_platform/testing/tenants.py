@@ -7,6 +7,8 @@ another, and no tenant sees another's objects. ``controller_manager=True`` also 
 kube-controller-manager for the tenant (the controllers of ``controlplane.CONTROLLERS``: namespace
 finalization, ServiceAccounts, the aggregated admin/edit/view roles the installer binds), as
 Kamaji does; without it the tenant is an API server only (enough for most tests, and lighter).
+Both run with the session control plane's flags (``controlplane.apiserver_flags`` and
+``controller_manager_flags``), a tenant's own ports, directories, PKI and etcd prefix filled in.
 
     with ControlPlane() as cp, TenantAPIServer(cp, "lab-a") as tenant:
         tenant.kubeconfig_bytes()  # admin (system:masters) kubeconfig, data embedded
@@ -33,11 +35,10 @@ import yaml
 
 from tenant_platform.testing.binaries import ControlPlaneError
 from tenant_platform.testing.controlplane import (
-    CONTROLLERS,
     FIRST_SERVICE_IP,
-    SERVICE_ACCOUNT_ISSUER,
-    SERVICE_CLUSTER_IP_RANGE,
     ControlPlane,
+    apiserver_flags,
+    controller_manager_flags,
 )
 from tenant_platform.testing.pki import Pki, b64, write_kubeconfig, write_pki
 from tenant_platform.testing.processes import Child, free_ports, spawn, tail, terminate
@@ -84,28 +85,17 @@ class TenantAPIServer:
                 (self._dir / "logs").mkdir(parents=True)
                 self._pki = write_pki(self._dir / "pki", service_ip=FIRST_SERVICE_IP)
                 (self._port,) = free_ports(1)
-            pki = self._pki
-            assert pki is not None
+            pki, port = self._pki, self._port
+            assert pki is not None and port is not None
             self._child = spawn(
                 self.management.bin_dir / "kube-apiserver",
-                [
-                    f"--etcd-servers={self.management.etcd_url}",
-                    f"--etcd-prefix={self.etcd_prefix}",
-                    f"--cert-dir={self._dir / 'pki'}",
-                    "--bind-address=127.0.0.1",
-                    "--advertise-address=127.0.0.1",
-                    f"--secure-port={self._port}",
-                    f"--tls-cert-file={pki.apiserver_crt}",
-                    f"--tls-private-key-file={pki.apiserver_key}",
-                    f"--client-ca-file={pki.ca_crt}",
-                    "--authorization-mode=Node,RBAC",
-                    f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
-                    f"--service-account-key-file={pki.sa_pub}",
-                    f"--service-account-signing-key-file={pki.sa_key}",
-                    f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
-                    "--allow-privileged=true",
-                    "--endpoint-reconciler-type=none",
-                ],
+                apiserver_flags(
+                    etcd_url=self.management.etcd_url,
+                    port=port,
+                    cert_dir=self._dir / "pki",
+                    pki=pki,
+                    etcd_prefix=self.etcd_prefix,
+                ),
                 name=f"kube-apiserver-{self.name}",
                 work_dir=self._dir,
             )
@@ -115,14 +105,7 @@ class TenantAPIServer:
                 if self._controller_manager:
                     self._kcm = spawn(
                         self.management.bin_dir / "kube-controller-manager",
-                        [
-                            f"--kubeconfig={self.kubeconfig_path}",
-                            "--leader-elect=false",
-                            "--secure-port=0",
-                            f"--controllers={','.join(CONTROLLERS)}",
-                            f"--root-ca-file={pki.ca_crt}",
-                            f"--service-account-private-key-file={pki.sa_key}",
-                        ],
+                        controller_manager_flags(kubeconfig=self.kubeconfig_path, pki=pki),
                         name=f"kube-controller-manager-{self.name}",
                         work_dir=self._dir,
                     )
