@@ -28,7 +28,6 @@ from tenant_platform import reconcile
 from tenant_platform.api import constants
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube
-from tenant_platform.reconcile import pipeline
 from tenant_platform.render import podguard as render_pg
 from tenant_platform.testing.controlplane import ControlPlane
 from tenant_platform.testing.tenants import TenantAPIServer
@@ -333,7 +332,7 @@ def test_unreachable_target_blocks_deletion_then_gives_up_naming_what_is_left(
     assert (ready["status"], ready["reason"]) == ("False", "DeletionBlocked"), ready
     assert "target" in ready["message"]
     # Past it: released, with a warning event naming the cluster and what may be left there.
-    late = started + timedelta(seconds=pipeline.DELETION_DEADLINE_SECONDS + 1)
+    late = started + timedelta(seconds=reconcile.DELETION_DEADLINE_SECONDS + 1)
     gave_up = reconcile.cleanup(body, kube=crd, settings=SETTINGS, now=late, write_status=False)
     assert gave_up.finished and gave_up.gave_up
     ((kind, reason, message),) = gave_up.events

@@ -6,7 +6,7 @@ then compute the status once and write it only when it changed.
 - ``run(body, kube=..., settings=..., now=...) -> Outcome``: every step's ``reconcile``, in
   ``registry.STEPS`` order (pipeline.py);
 - ``cleanup(body, kube=..., settings=..., now=...) -> CleanupOutcome``: every step's ``cleanup``,
-  in reverse order; reports DeletionBlocked in status and gives up after a deadline;
+  in reverse order; reports DeletionBlocked in status and gives up after a deadline (cleanup.py);
 - both write status through ``statuswriter.write`` (one merge patch of the status subresource).
 
 Both are synchronous and import no kopf: handlers.py calls them (reconcile passes in a bounded
@@ -16,11 +16,9 @@ outcomes into events and retries; preflight.py runs ``run`` with ``dry_run=True`
 
 from __future__ import annotations
 
+from tenant_platform.reconcile.cleanup import DELETION_DEADLINE_SECONDS, CleanupOutcome, cleanup
 from tenant_platform.reconcile.pipeline import (
-    DELETION_DEADLINE_SECONDS,
-    CleanupOutcome,
     Outcome,
-    cleanup,
     compute_status,
     invalid_spec_message,
     run,
