@@ -11,16 +11,7 @@ from tenant_platform.testing.pki import Pki
 
 
 def pki_in(root: str) -> Pki:
-    base = Path(root)
-    return Pki(
-        ca_crt=base / "ca.crt",
-        apiserver_crt=base / "apiserver.crt",
-        apiserver_key=base / "apiserver.key",
-        admin_crt=base / "admin.crt",
-        admin_key=base / "admin.key",
-        sa_key=base / "sa.key",
-        sa_pub=base / "sa.pub",
-    )
+    return Pki.under(Path(root))
 
 
 def as_dict(flags: list[str]) -> dict[str, str]:

@@ -27,8 +27,8 @@ from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube, Obj
 from tenant_platform.reconcile import statuswriter
 from tenant_platform.reconcile import target as targets
-from tenant_platform.reconcile.base import CleanupResult, NamespaceClaims, Step, StepContext
-from tenant_platform.reconcile.pipeline import Event, steps
+from tenant_platform.reconcile.base import CleanupResult, Step, StepContext
+from tenant_platform.reconcile.pipeline import Event, fenced_context, steps
 from tenant_platform.reconcile.statuswriter import Transition
 from tenant_platform.status import conditions
 
@@ -95,17 +95,11 @@ def cleanup(
             results["target"] = CleanupResult(False, connection.verdict.condition.message)
         work = connection.kube or kube
     if not results:
-        claims = NamespaceClaims(platform, work)
-        ctx = StepContext(
-            platform=platform,
-            kube=work.fenced(claims.check),
-            settings=settings,
-            now=now,
-            logger=logger,
-            claims=claims,
-            management=kube if connection is not None else None,
-            target_uid=connection.verdict.recorded.cluster_uid if connection and connection.verdict.recorded else "",
+        ctx = fenced_context(
+            platform, work, management=kube if connection is not None else None, settings=settings, now=now
         )
+        ctx.logger = logger
+        ctx.target_uid = connection.verdict.recorded.cluster_uid if connection and connection.verdict.recorded else ""
         for step in reversed(steps()):
             results[step.name] = _cleanup_step(step, ctx)
     blocked = [f"{step}: {result.message}" for step, result in results.items() if not result.done]

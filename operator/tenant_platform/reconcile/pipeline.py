@@ -71,6 +71,23 @@ def steps() -> Sequence[Step]:
     return [*registry.STEPS, registry.HANDOFF]
 
 
+def fenced_context(
+    platform: TenantPlatform, work: Kube, *, management: Kube | None, settings: Settings, now: datetime
+) -> StepContext:
+    """The StepContext of a pass (``run`` and ``cleanup``): ``work`` (this cluster's client, or
+    the target's) fenced by the platform's NamespaceClaims, the write gate of every pass;
+    ``management`` is this cluster's client when the pass works in a target (else None)."""
+    claims = NamespaceClaims(platform, work)
+    return StepContext(
+        platform=platform,
+        kube=work.fenced(claims.check),
+        settings=settings,
+        now=now,
+        claims=claims,
+        management=management,
+    )
+
+
 def invalid_spec_message(exc: pydantic.ValidationError) -> str:
     parts = []
     for err in exc.errors():
@@ -145,18 +162,12 @@ def run(
         if isinstance(observed, targets.TargetObservation):  # the target's snapshot and read cache
             work = observed.kube or work
             observed = observed.observed
-    claims = NamespaceClaims(platform, work)
-    ctx = StepContext(
-        platform=platform,
-        kube=work.fenced(claims.check),
-        settings=settings,
-        now=now,
-        observed=observed,
-        dry_run=dry_run,
-        recorded=Recorded(domain=platform.spec.domain),
-        claims=claims,
-        management=kube if connection is not None else None,
+    ctx = fenced_context(
+        platform, work, management=kube if connection is not None else None, settings=settings, now=now
     )
+    ctx.observed = observed
+    ctx.dry_run = dry_run
+    ctx.recorded = Recorded(domain=platform.spec.domain)
     carried = carried_conditions(old_status, generation, only) if only is not None else None
     if carried is not None:  # a partial pass starts from the facts every step recorded last time
         ctx.recorded = Recorded.parse(old_status.get("recorded"))

@@ -47,6 +47,19 @@ class Pki:
     sa_key: Path
     sa_pub: Path
 
+    @classmethod
+    def under(cls, directory: Path) -> Pki:
+        """The paths ``write_pki(directory)`` writes (nothing is read or written here)."""
+        return cls(
+            ca_crt=directory / "ca.crt",
+            apiserver_crt=directory / "apiserver.crt",
+            apiserver_key=directory / "apiserver.key",
+            admin_crt=directory / "admin.crt",
+            admin_key=directory / "admin.key",
+            sa_key=directory / "sa.key",
+            sa_pub=directory / "sa.pub",
+        )
+
 
 def _sign(
     *,
@@ -139,15 +152,7 @@ def write_pki(directory: Path, *, service_ip: str) -> Pki:
         extensions=_leaf_extensions(ExtendedKeyUsageOID.CLIENT_AUTH),
     )
     sa_key = new_key()
-    pki = Pki(
-        ca_crt=directory / "ca.crt",
-        apiserver_crt=directory / "apiserver.crt",
-        apiserver_key=directory / "apiserver.key",
-        admin_crt=directory / "admin.crt",
-        admin_key=directory / "admin.key",
-        sa_key=directory / "sa.key",
-        sa_pub=directory / "sa.pub",
-    )
+    pki = Pki.under(directory)
     files = {
         pki.ca_crt: cert_pem(ca),
         directory / "ca.key": key_pem(ca_key),
