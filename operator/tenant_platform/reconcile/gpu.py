@@ -13,25 +13,17 @@ Node labels
     A node is a GPU node when it advertises the HAMi count resource (``nvidia.com/gpu`` unless
     HAMi's ConfigMap renames it), carries an NVIDIA feature-discovery label or a HAMi register
     annotation, lists an NVIDIA runtime handler, or is selected by an NVIDIA RuntimeClass's
-    nodeSelector or ``spec.gpu.nodeSelector`` (hami/facts.py, hami/health.py). Each platform
-    applies ``spec.gpu.nodeLabels.labels`` to those nodes with server-side apply under its OWN
-    field manager, ``tenant-platform-operator/<platform>``, whose intent is a minimal Node:
-    ``{apiVersion, kind, metadata: {name, labels}}``. So:
-    - SSA records exactly which label keys each platform owns, on the node itself
-      (managedFields). That is the bookkeeping: it survives a lost status, a restored backup and
-      a re-created TenantPlatform, and cannot drift from what the API server enforces.
-    - Applying a smaller intent removes only the keys that platform alone owned: a key another
-      platform (same value) or a person also set stays. Deleting one platform therefore never
-      strips a label another platform still wants.
-    - Applies are not forced at first. When another platform's manager holds a key with another
-      value, the API server answers 409: that key is dropped from our intent and reported as
-      Conflict (neither overwrites; the platform holding the label keeps it). A conflict only
-      with a person or another tool (e.g. ``kubectl label gpu=off``) is drift: we apply again
-      with force. The snapshot pre-checks known conflicts, so a standing conflict costs no write.
-    - ``nvidia.com/*``, ``feature.node.kubernetes.io/*`` and other reserved prefixes are never
-      written (the CRD rejects them; hami/labels.py skips them too).
-    - No-op resyncs write nothing: a node whose owned keys and live values already match is
-      skipped.
+    nodeSelector or ``spec.gpu.nodeSelector`` (hami/facts.py, hami/health.py). The platform's
+    ``spec.gpu.nodeLabels.labels`` go on those nodes with server-side apply under one field
+    manager per label key and value, shared by every platform wanting that value
+    (``tenant-platform-operator/labels/<key>=<value>``), so a node carries a handful of our
+    managers however many platforms there are (docs/gpu.md). The plan (hami/labels.py, pure)
+    knows who wants what from the other TenantPlatforms' specs (``read_wanters``, from the watch)
+    and their GPU nodes as of their last pass (``SCOPES``); it applies what this platform wants,
+    lets go of what no live platform wants, reports a key held with another value a live platform
+    wants as Conflict (neither overwrites), and hands earlier versions' per-platform managers
+    over. ``nvidia.com/*``, ``feature.node.kubernetes.io/*`` and other reserved prefixes are
+    never written; no-op resyncs write nothing.
 
 Health (reads: reconcile/gpu_health.py; judged by hami/health.py): taints on GPU nodes, two
 device plugins on a node, HAMi's scheduler and device plugin readiness, and a dry-run GPU pod in
