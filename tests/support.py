@@ -23,3 +23,29 @@ def create_namespace(kube: Kube, name: str, *, wait_sa: bool = False, adoptable_
         kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": meta})
     if wait_sa:
         wait_for(lambda: kube.get("v1", "ServiceAccount", "default", name), f"ServiceAccount {name}/default")
+
+
+def shared_label_holders(kube: Kube) -> dict[str, dict[str, set[str]]]:
+    """Node -> our node-label value managers (``tenant-platform-operator/labels/...``) -> the keys
+    each owns there (from managedFields)."""
+    prefix = "tenant-platform-operator/labels/"
+    out: dict[str, dict[str, set[str]]] = {}
+    for node in kube.list("v1", "Node"):
+        for entry in node["metadata"].get("managedFields") or []:
+            manager = str(entry.get("manager") or "")
+            labels = ((entry.get("fieldsV1") or {}).get("f:metadata") or {}).get("f:labels") or {}
+            keys = {k[2:] for k in labels if k.startswith("f:")}
+            if manager.startswith(prefix) and keys:
+                out.setdefault(node["metadata"]["name"], {}).setdefault(manager, set()).update(keys)
+    return out
+
+
+def live_label_wanters(kube: Kube, *, besides: str = "") -> list[str]:
+    """TenantPlatforms in the API server, not being deleted, that want node labels (the default)."""
+    found = []
+    for body in kube.list("tenancy.dev/v1alpha1", "TenantPlatform"):
+        meta, spec = body["metadata"], body.get("spec") or {}
+        labels = ((spec.get("gpu") or {}).get("nodeLabels") or {}).get("enabled", True)
+        if meta["name"] != besides and not meta.get("deletionTimestamp") and labels:
+            found.append(meta["name"])
+    return found

@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 from fleet_support import SETTINGS, admin, cond, passes, put_secret, tenant_servers
+from tests.support import shared_label_holders
 
 from tenant_platform import reconcile
 from tenant_platform.api import constants
@@ -69,14 +70,10 @@ def ours(kube: Kube, platform: str) -> list[str]:
     return found
 
 
-def label_managers(kube: Kube, platform: str) -> list[str]:
-    """Nodes whose labels a field manager of this platform still owns."""
-    manager = f"tenant-platform-operator/{platform}"
-    return [
-        n["metadata"]["name"]
-        for n in kube.list("v1", "Node")
-        if any(m.get("manager") == manager for m in n["metadata"].get("managedFields") or [])
-    ]
+def labelled(kube: Kube) -> list[str]:
+    """Nodes on which our shared value manager holds ``gpu=on`` (both platforms want it)."""
+    manager = "tenant-platform-operator/labels/gpu=on"
+    return sorted(node for node, managers in shared_label_holders(kube).items() if manager in managers)
 
 
 def corefile(kube: Kube) -> str:
@@ -217,7 +214,8 @@ def test_deleting_a_target_platform_leaves_nothing_of_it_in_the_target(
     gateway = kube.get(*GATEWAY, f"{first}-gw", "istio-system")
     assert gateway is not None and not gateway["metadata"].get("ownerReferences")
     assert f"{first}.example.com" in corefile(kube)
-    assert label_managers(kube, first), "the gpu step labelled no node in the tenant"
+    labelled_before = labelled(kube)
+    assert labelled_before, "the gpu step labelled no node in the tenant"
     decoys = hand_made(kube, first, "hand")
     others = ours(kube, second)
 
@@ -256,14 +254,13 @@ def test_deleting_a_target_platform_leaves_nothing_of_it_in_the_target(
 
     wait_for(lambda: kube.get("v1", "Namespace", first) is None, timeout=60, what="namespace finalized")
     assert ours(kube, first) == []
-    assert label_managers(kube, first) == []
     assert f"{first}.example.com" not in corefile(kube)
     # Hand-made look-alikes and the other platform's objects stay, untouched.
     for api_version, kind, name, namespace in decoys:
         assert kube.get(api_version, kind, name, namespace or None) is not None, (kind, name)
     assert ours(kube, second) == others
     assert f"{second}.example.com" in corefile(kube)
-    assert label_managers(kube, second)
+    assert labelled(kube) == labelled_before  # the second platform still wants gpu=on: kept
     # Nothing of either platform in the management cluster.
     assert crd.get(*GATEWAY, f"{first}-gw", "istio-system") is None
     assert crd.get(*GATEWAY, f"{second}-gw", "istio-system") is None

@@ -1,9 +1,11 @@
-"""The gpu step against the real API server: node labels (SSA, per-platform field managers),
+"""The gpu step against the real API server: node labels (SSA, shared value field managers),
 HAMi capacity in status.gpu, conflicts, stale locks, dry run, and status written by a reconcile.
 
 Each test works on its own nodes (name prefix) and namespace, and deletes them at the end. The
 step reads a snapshot loaded from the API and restricted to the test's own objects, so other
-tests' nodes in the shared control plane do not change the totals asserted here.
+tests' nodes in the shared control plane do not change the totals asserted here. The platforms a
+test runs exist as TenantPlatforms in the API server (the step reads who else wants a label from
+there), and the step sees only this test's platforms among them.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import json
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -48,14 +51,31 @@ def kube(control_plane: ControlPlane) -> Kube:
     return Kube.from_kubeconfig(str(control_plane.kubeconfig_path))
 
 
+@dataclass
+class WorldContext(StepContext):
+    """A step context whose cluster holds only this test's TenantPlatforms (other tests' platforms
+    in the shared control plane would want labels on this test's nodes too)."""
+
+    prefix: str = ""
+
+    def platforms(self) -> list[dict[str, Any]]:
+        return [b for b in super().platforms() if b["metadata"]["name"].startswith(self.prefix + "-")]
+
+
+# Bodies of the platforms ``platform`` built, by name (the World declares them in the API server).
+_BODIES: dict[str, dict[str, Any]] = {}
+
+
 class World:
     """One test's nodes, namespace and platforms; everything is removed at teardown."""
 
-    def __init__(self, kube: Kube, prefix: str) -> None:
+    def __init__(self, kube: Kube, prefix: str, admin: Kube) -> None:
         self.kube = kube
+        self.admin = admin  # declares the TenantPlatforms (its writes are not counted on ``kube``)
         self.prefix = prefix
         self.namespace = prefix
         self.nodes: list[str] = []
+        self.platforms: set[str] = set()
         self._namespace_ready = False
 
     # ---- objects ----
@@ -165,24 +185,42 @@ class World:
         snap.replace_all(nodes, pods)
         return snap
 
-    def context(self, platform: TenantPlatform, *, now: datetime | None = None, dry_run: bool = False) -> StepContext:
-        return StepContext(
+    def context(
+        self,
+        platform: TenantPlatform,
+        *,
+        now: datetime | None = None,
+        dry_run: bool = False,
+        observed: Any = None,
+    ) -> StepContext:
+        return WorldContext(
             platform=platform,
             kube=self.kube,
             settings=Settings(),
             now=now or datetime.now(UTC),
             dry_run=dry_run,
-            observed=self.snapshot(),
+            observed=self.snapshot() if observed is None else observed,
+            prefix=self.prefix,
         )
 
+    def declare(self, platform: TenantPlatform) -> None:
+        """The platform as a TenantPlatform in the API server, with the spec it was built with."""
+        self.admin.apply(_BODIES[platform.name], force=True, field_manager="test-gpu")
+        self.platforms.add(platform.name)
+
     def run(self, platform: TenantPlatform, **kwargs: Any) -> StepResult:
+        self.declare(platform)
         return gpu.STEP.reconcile(self.context(platform, **kwargs))
 
     def cleanup(self, platform: TenantPlatform) -> None:
         result = gpu.STEP.cleanup(self.context(platform))
         assert result.done, result.message
+        self.admin.delete(constants.API_VERSION, constants.KIND, platform.name)
 
     def teardown(self) -> None:
+        for name in self.platforms:
+            self.admin.delete(constants.API_VERSION, constants.KIND, name)
+            gpu.SCOPES.forget(name)
         for name in self.nodes:
             self.kube.delete("v1", "Node", name)
         if self._namespace_ready:
@@ -190,8 +228,8 @@ class World:
 
 
 @pytest.fixture
-def world(kube: Kube, unique_name: str) -> Iterator[World]:
-    w = World(kube, unique_name[:40].rstrip("-"))
+def world(kube: Kube, crd: Kube, unique_name: str) -> Iterator[World]:
+    w = World(kube, unique_name[:40].rstrip("-"), crd)
     try:
         yield w
     finally:
@@ -199,11 +237,15 @@ def world(kube: Kube, unique_name: str) -> Iterator[World]:
 
 
 def platform(name: str, **gpu_spec: Any) -> TenantPlatform:
+    spec = {"namespace": f"{name}-ns", "domain": f"{name}.example.com", "gpu": gpu_spec}
+    _BODIES[name] = {
+        "apiVersion": constants.API_VERSION,
+        "kind": constants.KIND,
+        "metadata": {"name": name},
+        "spec": spec,
+    }
     return TenantPlatform.from_body(
-        {
-            "metadata": {"name": name, "uid": str(uuid.uuid4()), "generation": 1},
-            "spec": {"namespace": f"{name}-ns", "domain": f"{name}.example.com", "gpu": gpu_spec},
-        }
+        {"metadata": {"name": name, "uid": str(uuid.uuid4()), "generation": 1}, "spec": spec}
     )
 
 
@@ -545,7 +587,7 @@ def test_labels_appear_are_restored_and_only_ours_are_removed(world: World) -> N
     world.person_sets_label(gpu_node, "team", "ml")
     cpu_node = world.node("cpu")
     p = platform(f"{u}-p", hami={"enabled": False})  # labels only: no device plugin runs here
-    manager = f"tenant-platform-operator/{p.name}"
+    manager = "tenant-platform-operator/labels/gpu=on"  # shared by every platform wanting gpu=on
 
     result = world.run(p)
     assert condition(result)[:2] == ("True", "GPUNodesReady")
@@ -598,8 +640,9 @@ def test_label_a_person_or_another_platform_also_set_survives_our_cleanup(world:
     first, second = platform(f"{u}-one"), platform(f"{u}-two")
     world.run(first)
     world.run(second)
-    assert owners(world.kube, shared)[f"tenant-platform-operator/{first.name}"] == {"gpu"}
-    assert owners(world.kube, shared)[f"tenant-platform-operator/{second.name}"] == {"gpu"}
+    # One field manager holds the label for both platforms (not one per platform).
+    ours = {m: keys for m, keys in owners(world.kube, shared).items() if m.startswith("tenant-platform-operator")}
+    assert ours == {"tenant-platform-operator/labels/gpu=on": {"gpu"}}
 
     world.cleanup(first)
     assert world.labels(shared)["gpu"] == "on"  # the second platform still wants it
@@ -619,9 +662,8 @@ def test_two_platforms_wanting_different_values_conflict_and_neither_overwrites(
     assert condition(world.run(holder))[0] == "True"
 
     # The rival's snapshot does not know the holder yet: the API server's 409 tells it.
-    raced = gpu.STEP.reconcile(
-        StepContext(platform=rival, kube=world.kube, settings=Settings(), now=datetime.now(UTC), observed=stale_view)
-    )
+    world.declare(rival)
+    raced = gpu.STEP.reconcile(world.context(rival, observed=stale_view))
     state, reason, message = condition(raced)
     assert (state, reason) == ("False", "Conflict")
     assert f"Node {node}: label gpu is held by TenantPlatform {holder.name}" in message
@@ -675,6 +717,98 @@ def test_disabled_releases_labels(world: World) -> None:
     assert condition(result)[:2] == ("True", "Disabled")
     assert result.status == {"gpu": {"summary": "disabled"}}
     assert "gpu" not in world.labels(node)
+
+
+def ours(kube: Kube, node: str) -> dict[str, set[str]]:
+    """Our field managers on the node (value managers and earlier per-platform ones) -> keys."""
+    return {m: keys for m, keys in owners(kube, node).items() if m.startswith("tenant-platform-operator/")}
+
+
+def test_many_platforms_share_one_field_manager_per_label_value(world: World) -> None:
+    """However many platforms want gpu=on, each node carries one manager of ours, and only the
+    first platform writes; the label goes with the last platform that wants it."""
+    u = world.prefix
+    nodes = [world.node(f"g{i}", labels={"nvidia.com/gpu.present": "true"}) for i in range(2)]
+    platforms = [platform(f"{u}-p{i}", hami={"enabled": False}) for i in range(12)]
+    writes = world.kube.counter.snapshot()[1]
+    world.run(platforms[0])
+    assert world.kube.counter.snapshot()[1] - writes == 2  # one apply per node
+    for p in platforms[1:]:
+        before = world.kube.counter.snapshot()[1]
+        assert condition(world.run(p))[:2] == ("True", "GPUNodesReady")
+        assert world.kube.counter.snapshot()[1] == before  # held already: nothing to write
+    for node in nodes:
+        assert ours(world.kube, node) == {"tenant-platform-operator/labels/gpu=on": {"gpu"}}
+    for p in platforms[:-1]:
+        world.cleanup(p)
+        assert all(world.labels(n)["gpu"] == "on" for n in nodes)
+    world.cleanup(platforms[-1])
+    for node in nodes:
+        assert "gpu" not in world.labels(node)
+        assert ours(world.kube, node) == {}
+
+
+def test_a_live_platform_not_seen_yet_keeps_the_label_at_anothers_deletion(world: World) -> None:
+    """After an operator restart a platform's GPU nodes are not known until its first pass: it
+    counts as wanting its labels everywhere, so another platform's deletion leaves them."""
+    u = world.prefix
+    node = world.node("gpu", labels={"nvidia.com/gpu.present": "true"})
+    first, later = platform(f"{u}-first", hami={"enabled": False}), platform(f"{u}-later", hami={"enabled": False})
+    world.run(first)
+    world.declare(later)  # exists, no pass yet
+    world.cleanup(first)
+    assert world.labels(node)["gpu"] == "on"
+    world.cleanup(later)
+    assert "gpu" not in world.labels(node)
+
+
+def test_earlier_per_platform_managers_are_handed_over_and_released(world: World) -> None:
+    """Nodes labelled by an earlier version carry one manager per platform. A platform's pass hands
+    its label to the shared value manager (applied first, so the label is never absent) and lets
+    go of its own manager and of those of platforms that no longer exist; a live platform's
+    manager is left to that platform's own pass."""
+    u = world.prefix
+    node = world.node("gpu", labels={"nvidia.com/gpu.present": "true"})
+    first, second = platform(f"{u}-first", hami={"enabled": False}), platform(f"{u}-second", hami={"enabled": False})
+    world.declare(second)
+    for name in (first.name, second.name, f"{u}-gone"):
+        world.kube.apply(
+            {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node, "labels": {"gpu": "on"}}},
+            field_manager=f"tenant-platform-operator/{name}",
+        )
+    assert set(ours(world.kube, node)) == {
+        f"tenant-platform-operator/{n}" for n in (first.name, second.name, f"{u}-gone")
+    }
+
+    assert condition(world.run(first))[:2] == ("True", "GPUNodesReady")
+    assert ours(world.kube, node) == {
+        "tenant-platform-operator/labels/gpu=on": {"gpu"},
+        f"tenant-platform-operator/{second.name}": {"gpu"},
+    }
+    assert world.labels(node)["gpu"] == "on"
+    world.run(second)
+    assert ours(world.kube, node) == {"tenant-platform-operator/labels/gpu=on": {"gpu"}}
+    world.cleanup(first)
+    assert world.labels(node)["gpu"] == "on"
+    world.cleanup(second)
+    assert "gpu" not in world.labels(node)
+
+
+def test_a_deleted_platforms_earlier_manager_is_handed_to_a_platform_that_wants_it(world: World) -> None:
+    """The only holder is a deleted platform's per-platform manager; another platform wants the
+    same label there: the label moves to the value manager without going away."""
+    u = world.prefix
+    node = world.node("gpu", labels={"nvidia.com/gpu.present": "true"})
+    world.kube.apply(
+        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node, "labels": {"gpu": "on", "tier": "x"}}},
+        field_manager=f"tenant-platform-operator/{u}-gone",
+    )
+    p = platform(f"{u}-p", hami={"enabled": False})
+    world.run(p)
+    assert ours(world.kube, node) == {"tenant-platform-operator/labels/gpu=on": {"gpu"}}
+    labels = world.labels(node)
+    assert labels["gpu"] == "on"
+    assert "tier" not in labels  # nobody wants it: released with the deleted platform's manager
 
 
 # -- locks --------------------------------------------------------------------------------------------
@@ -740,16 +874,13 @@ def test_a_node_deleted_under_a_stale_snapshot_is_not_recreated(world: World) ->
     stale = world.snapshot()
     world.kube.delete("v1", "Node", node)
     wait_until(lambda: world.kube.get("v1", "Node", node) is None, "node deletion")
-    result = gpu.STEP.reconcile(
-        StepContext(platform=p, kube=world.kube, settings=Settings(), now=datetime.now(UTC), observed=stale)
-    )
+    world.declare(p)
+    result = gpu.STEP.reconcile(world.context(p, observed=stale))
     assert not result.failed
     assert world.kube.get("v1", "Node", node) is None  # an apply without the uid would have created it
     # Re-created under the same name: a new node (new uid), labelled on the next pass.
     world.node("gone", labels={"nvidia.com/gpu.present": "true"})
-    stale_result = gpu.STEP.reconcile(
-        StepContext(platform=p, kube=world.kube, settings=Settings(), now=datetime.now(UTC), observed=stale)
-    )
+    stale_result = gpu.STEP.reconcile(world.context(p, observed=stale))
     assert not stale_result.failed
     assert "gpu" not in world.labels(node)
     world.run(p)
@@ -779,7 +910,7 @@ def test_watches_keep_the_snapshot_current(world: World) -> None:
         wait_until(lambda: snapshot.view().pod(world.namespace, "p") is None, "the ended pod to leave")
         # Our label shows up with its field manager, a heartbeat-only change does not count.
         world.run(platform(f"{u}-p", hami={"enabled": False}))
-        wait_until(lambda: f"{u}-p" in snapshot.view().nodes[node].label_managers, "our label's manager")
+        wait_until(lambda: "gpu" in snapshot.view().nodes[node].label_holders, "our label's manager")
         world.kube.delete("v1", "Node", node)
         wait_until(lambda: node not in snapshot.view().nodes, "the deleted node to leave")
         # Watches time out server-side after 5 s and resume from their resourceVersion.

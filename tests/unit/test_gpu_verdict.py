@@ -174,6 +174,7 @@ class Node:
     capacity: Mapping[str, str] = field(default_factory=dict)
     allocatable: Mapping[str, str] = field(default_factory=dict)
     label_managers: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    label_holders: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     runtime_handlers: tuple[str, ...] = ()
     taints: tuple[tuple[str, str, str], ...] = ()
 

@@ -231,6 +231,7 @@ class Node:
     capacity: dict[str, str] | None = None
     allocatable: dict[str, str] | None = None
     label_managers: dict[str, frozenset[str]] | None = None
+    label_holders: dict[str, tuple[str, ...]] | None = None
     runtime_handlers: tuple[str, ...] = ()
     taints: tuple[tuple[str, str, str], ...] = ()
 

@@ -43,15 +43,8 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from tenant_platform.observe.objects import (
-    LABEL_MANAGER_PREFIX,
-    MAX_NODE_NAME,
-    NodeInfo,
-    PodInfo,
-    label_manager,
-    node_info,
-    pod_info,
-)
+from tenant_platform.hami.labels import LABEL_MANAGER_PREFIX, label_manager
+from tenant_platform.observe.objects import MAX_NODE_NAME, NodeInfo, PodInfo, node_info, pod_info
 
 if TYPE_CHECKING:
     pass

@@ -10,15 +10,13 @@ runtime handler names and MAX_TAINTS NoSchedule/NoExecute taints, each shortened
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final
 
-from tenant_platform.api import constants
 from tenant_platform.hami import bounds, names
+from tenant_platform.hami.labels import LABEL_MANAGER_PREFIX, VALUE_MANAGER_PREFIX
 
-# Our per-platform field managers for node labels: "tenant-platform-operator/<platform>".
-LABEL_MANAGER_PREFIX: Final = constants.FIELD_MANAGER + "/"
 # The longest Node name the API server accepts (a DNS subdomain).
 MAX_NODE_NAME: Final = 253
 # Runtime handlers (status.runtimeHandlers) and taints kept per node, each name at most 63/120 chars.
@@ -26,11 +24,6 @@ MAX_RUNTIME_HANDLERS: Final = 16
 MAX_TAINTS: Final = 8
 # Taint effects that keep pods away (PreferNoSchedule only prefers).
 BLOCKING_EFFECTS: Final = frozenset({"NoSchedule", "NoExecute"})
-
-
-def label_manager(platform: str) -> str:
-    """The SSA field manager that owns one platform's node labels."""
-    return LABEL_MANAGER_PREFIX + platform
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,11 +37,13 @@ class NodeInfo:
     """Extended resources only (names with a '/')."""
     allocatable: Mapping[str, str]
     label_managers: Mapping[str, frozenset[str]]
-    """Platform name -> label keys its field manager owns on this node."""
+    """Platform name -> label keys its per-platform field manager (earlier versions) owns."""
     runtime_handlers: tuple[str, ...] = ()
     """Names in status.runtimeHandlers (at most MAX_RUNTIME_HANDLERS)."""
     taints: tuple[tuple[str, str, str], ...] = ()
     """(key, value, effect) of NoSchedule/NoExecute taints (at most MAX_TAINTS)."""
+    label_holders: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
+    """Label key -> our value managers (hami/labels.py ``value_manager``) that own it on this node, sorted."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,17 +64,31 @@ def _annotation(annotations: Mapping[str, Any], suffix: str) -> str | None:
     return bounds.bounded(str(found[1])) if found is not None else None
 
 
-def _label_managers(managed_fields: Iterable[Mapping[str, Any]]) -> dict[str, frozenset[str]]:
+def _label_managers(
+    managed_fields: Iterable[Mapping[str, Any]],
+) -> tuple[dict[str, frozenset[str]], dict[str, tuple[str, ...]]]:
+    """(platform -> keys its earlier per-platform manager owns, key -> our value managers owning it)."""
     owned: dict[str, set[str]] = {}
+    holders: dict[str, set[str]] = {}
     for entry in managed_fields or ():
         manager = str(entry.get("manager") or "")
         if not manager.startswith(LABEL_MANAGER_PREFIX) or entry.get("operation") != "Apply":
             continue
         fields = ((entry.get("fieldsV1") or {}).get("f:metadata") or {}).get("f:labels") or {}
         keys = {key[2:] for key in fields if key.startswith("f:")}
-        if keys:
-            owned.setdefault(manager[len(LABEL_MANAGER_PREFIX) :], set()).update(keys)
-    return {platform: frozenset(keys) for platform, keys in sorted(owned.items())}
+        if not keys:
+            continue
+        if manager.startswith(VALUE_MANAGER_PREFIX):
+            for key in keys:
+                holders.setdefault(key, set()).add(manager)
+            continue
+        platform = manager[len(LABEL_MANAGER_PREFIX) :]
+        if "/" not in platform:  # a TenantPlatform name has none
+            owned.setdefault(platform, set()).update(keys)
+    return (
+        {platform: frozenset(keys) for platform, keys in sorted(owned.items())},
+        {key: tuple(sorted(managers)) for key, managers in sorted(holders.items())},
+    )
 
 
 def _extended(resources: Mapping[str, Any] | None) -> dict[str, str]:
@@ -113,7 +122,7 @@ def node_info(body: Mapping[str, Any]) -> NodeInfo:
     raw_labels = meta.get("labels") or {}
     raw_annotations = meta.get("annotations") or {}
     capacity = _extended(status.get("capacity"))
-    managers = _label_managers(meta.get("managedFields") or ())
+    managers, holders = _label_managers(meta.get("managedFields") or ())
     annotations = {k: bounds.bounded(str(v)) for k, v in sorted(raw_annotations.items()) if k in names.NODE_ANNOTATIONS}
     labels = {
         k: str(v)
@@ -130,6 +139,7 @@ def node_info(body: Mapping[str, Any]) -> NodeInfo:
         label_managers=MappingProxyType(managers),
         runtime_handlers=_runtime_handlers(status),
         taints=_taints(body.get("spec") or {}),
+        label_holders=MappingProxyType(holders),
     )
 
 

@@ -13,25 +13,17 @@ Node labels
     A node is a GPU node when it advertises the HAMi count resource (``nvidia.com/gpu`` unless
     HAMi's ConfigMap renames it), carries an NVIDIA feature-discovery label or a HAMi register
     annotation, lists an NVIDIA runtime handler, or is selected by an NVIDIA RuntimeClass's
-    nodeSelector or ``spec.gpu.nodeSelector`` (hami/facts.py, hami/health.py). Each platform
-    applies ``spec.gpu.nodeLabels.labels`` to those nodes with server-side apply under its OWN
-    field manager, ``tenant-platform-operator/<platform>``, whose intent is a minimal Node:
-    ``{apiVersion, kind, metadata: {name, labels}}``. So:
-    - SSA records exactly which label keys each platform owns, on the node itself
-      (managedFields). That is the bookkeeping: it survives a lost status, a restored backup and
-      a re-created TenantPlatform, and cannot drift from what the API server enforces.
-    - Applying a smaller intent removes only the keys that platform alone owned: a key another
-      platform (same value) or a person also set stays. Deleting one platform therefore never
-      strips a label another platform still wants.
-    - Applies are not forced at first. When another platform's manager holds a key with another
-      value, the API server answers 409: that key is dropped from our intent and reported as
-      Conflict (neither overwrites; the platform holding the label keeps it). A conflict only
-      with a person or another tool (e.g. ``kubectl label gpu=off``) is drift: we apply again
-      with force. The snapshot pre-checks known conflicts, so a standing conflict costs no write.
-    - ``nvidia.com/*``, ``feature.node.kubernetes.io/*`` and other reserved prefixes are never
-      written (the CRD rejects them; hami/labels.py skips them too).
-    - No-op resyncs write nothing: a node whose owned keys and live values already match is
-      skipped.
+    nodeSelector or ``spec.gpu.nodeSelector`` (hami/facts.py, hami/health.py). The platform's
+    ``spec.gpu.nodeLabels.labels`` go on those nodes with server-side apply under one field
+    manager per label key and value, shared by every platform wanting that value
+    (``tenant-platform-operator/labels/<key>=<value>``), so a node carries a handful of our
+    managers however many platforms there are (docs/gpu.md). The plan (hami/labels.py, pure)
+    knows who wants what from the other TenantPlatforms' specs (``read_wanters``, from the watch)
+    and their GPU nodes as of their last pass (``SCOPES``); it applies what this platform wants,
+    lets go of what no live platform wants, reports a key held with another value a live platform
+    wants as Conflict (neither overwrites), and hands earlier versions' per-platform managers
+    over. ``nvidia.com/*``, ``feature.node.kubernetes.io/*`` and other reserved prefixes are
+    never written; no-op resyncs write nothing.
 
 Health (reads: reconcile/gpu_health.py; judged by hami/health.py): taints on GPU nodes, two
 device plugins on a node, HAMi's scheduler and device plugin readiness, and a dry-run GPU pod in
@@ -52,13 +44,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+import pydantic
+
 from tenant_platform import metrics
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.hami import capacity, config, health, names
 from tenant_platform.hami.facts import detect
 from tenant_platform.hami.health import HealthFacts, Selector
-from tenant_platform.hami.labels import plan_labels
+from tenant_platform.hami.labels import Wanter, plan_labels, value_manager
 from tenant_platform.hami.names import ResourceNames
 from tenant_platform.hami.verdict import GpuFacts, GpuVerdict, evaluate, wanted_labels
 from tenant_platform.kube import errors
@@ -67,7 +61,7 @@ from tenant_platform.observe import reflector
 from tenant_platform.observe.cluster import ClusterSnapshot, ClusterView, NodeInfo
 from tenant_platform.reconcile.base import CleanupResult, StepContext, StepResult, api_error_condition
 from tenant_platform.reconcile.gpu_health import read_health, read_selectors
-from tenant_platform.reconcile.gpu_labels import LabelWrites, apply_labels, apply_node_labels, label_manager, node_gone
+from tenant_platform.reconcile.gpu_labels import LabelWrites, apply_labels
 
 COMPONENT: Final = "gpu"
 # How soon to retry after a label write failed (seconds).
@@ -152,6 +146,30 @@ def gather(ctx: StepContext) -> GpuFacts:
         probe_interval=ctx.settings.webhook_probe_interval,
     )
     return dataclasses.replace(facts, health=found)
+
+
+def read_wanters(ctx: StepContext) -> list[Wanter] | None:
+    """The other live TenantPlatforms preparing this cluster and the labels they want (their GPU
+    nodes from their last pass, when there was one); None when they cannot be read."""
+    try:
+        bodies = ctx.platforms()
+    except errors.KubeError as exc:
+        ctx.logger.warning("cannot read the TenantPlatforms: no shared node label is let go (%s)", exc.reason)
+        return None
+    wanters = []
+    for body in bodies:
+        meta = body.get("metadata") or {}
+        name = str(meta.get("name") or "")
+        if not name or name == ctx.name or meta.get("deletionTimestamp"):
+            continue
+        try:
+            other = TenantPlatform.from_body(body)
+        except pydantic.ValidationError:  # another platform's invalid spec: it labels nothing
+            continue
+        labels = wanted_labels(other)
+        if labels:
+            wanters.append(Wanter(name, labels, SCOPES.nodes_of(name)))
+    return wanters
 
 
 # -- report ---------------------------------------------------------------------------------------
@@ -246,6 +264,8 @@ class GpuScope:
     gpu_nodes: frozenset[str]
     names: ResourceNames
     selectors: tuple[Selector, ...]
+    managers: frozenset[tuple[str, str]] = frozenset()
+    """(label key, value manager) of the labels it wants."""
 
     def depends_on(self, platform: str, changed: frozenset[str] | None, node: Callable[[str], NodeInfo | None]) -> bool:
         """True when a change to the ``changed`` nodes (None: any) may change this platform's GPU
@@ -257,7 +277,11 @@ class GpuScope:
             return True
         for name in changed:
             info = node(name)
-            if info is not None and (platform in info.label_managers or detect(info, self.names, self.selectors)):
+            if info is not None and (
+                platform in info.label_managers
+                or any(m in info.label_holders.get(k, ()) for k, m in self.managers)
+                or detect(info, self.names, self.selectors)
+            ):
                 return True
         return False
 
@@ -284,6 +308,12 @@ class GpuScopes:
         with self._lock:
             self._scopes.pop(platform, None)
 
+    def nodes_of(self, platform: str) -> frozenset[str] | None:
+        """The platform's GPU nodes as of its last pass; None before its first."""
+        with self._lock:
+            scope = self._scopes.get(platform)
+        return None if scope is None else scope.gpu_nodes
+
     def depends_on(self, platform: str, changed: frozenset[str] | None, node: Callable[[str], NodeInfo | None]) -> bool:
         """See ``GpuScope.depends_on``; a platform without a pass yet depends on everything."""
         with self._lock:
@@ -301,6 +331,7 @@ def scope_of(platform: TenantPlatform, facts: GpuFacts) -> GpuScope:
         gpu_nodes=frozenset(facts.gpu_nodes),
         names=facts.names,
         selectors=facts.selectors,
+        managers=frozenset((k, value_manager(k, v)) for k, v in wanted_labels(platform).items()),
     )
 
 
@@ -319,35 +350,37 @@ class GpuStep:
         facts = gather(ctx)
         if not ctx.dry_run and facts.synced:
             SCOPES.remember(ctx.name, scope_of(ctx.platform, facts))
+        others = read_wanters(ctx)
         wanted = wanted_labels(ctx.platform)
-        plan = plan_labels(facts.nodes, set(facts.gpu_nodes), wanted, platform=ctx.name, dry_run=ctx.dry_run)
-        writes = apply_labels(ctx.kube, plan, platform=ctx.name, nodes=facts.nodes, wanted=wanted)
+        plan = plan_labels(
+            facts.nodes, set(facts.gpu_nodes), wanted, platform=ctx.name, dry_run=ctx.dry_run, others=others
+        )
+        writes = apply_labels(ctx.kube, plan, nodes=facts.nodes, others=others)
         return report(ctx, evaluate(ctx.platform, facts, labels=writes.outcome, now=ctx.now), writes)
 
     def cleanup(self, ctx: StepContext) -> CleanupResult:
-        """Release every node label this platform's field manager owns (others' stay)."""
+        """Let go of every node label no other live platform wants (and of this platform's
+        per-platform manager from earlier versions); labels others still want stay."""
         metrics.forget_gpu(ctx.name)
         SCOPES.forget(ctx.name)
-        nodes = ctx.kube.list("v1", "Node")
+        others = read_wanters(ctx)
+        if others is None:
+            return CleanupResult(done=False, message="could not read the TenantPlatforms to release GPU node labels")
         snapshot = ClusterSnapshot()
-        snapshot.replace_all(nodes, ())
-        owned = sorted(
-            (n for n in snapshot.view().nodes.values() if ctx.name in n.label_managers), key=lambda n: n.name
-        )
-        if not owned:
-            return CleanupResult(done=True)
+        snapshot.replace_all(ctx.kube.list("v1", "Node"), ())
+        nodes = snapshot.view().nodes
+        plan = plan_labels(nodes, (), {}, platform=ctx.name, dry_run=ctx.dry_run, others=others)
         if ctx.dry_run:
-            return CleanupResult(done=True, message=f"would remove GPU node labels from {len(owned)} node(s)")
-        problems = []
-        for node in owned:
-            try:
-                apply_node_labels(ctx.kube, node.name, {}, manager=label_manager(ctx.name), force=True, uid=node.uid)
-            except errors.KubeError as exc:
-                if not node_gone(exc):
-                    problems.append(f"node {node.name}: {exc.message or exc}")
-        if problems:
-            return CleanupResult(done=False, message="could not remove GPU node labels: " + "; ".join(problems[:5]))
-        return CleanupResult(done=True, message=f"removed GPU node labels from {len(owned)} node(s)")
+            if not plan.pending:
+                return CleanupResult(done=True)
+            return CleanupResult(done=True, message=f"would release GPU node labels on {len(plan.pending)} node(s)")
+        if not plan.jobs:
+            return CleanupResult(done=True)
+        writes = apply_labels(ctx.kube, plan, nodes=nodes, others=others)
+        if writes.errors:
+            problems = "; ".join(f"node {n}: {e.message or e}" for n, e in writes.errors[:5])
+            return CleanupResult(done=False, message=f"could not release GPU node labels: {problems}")
+        return CleanupResult(done=True, message=f"released GPU node labels on {len(plan.jobs)} node(s)")
 
 
 STEP = GpuStep()

@@ -1,14 +1,16 @@
-"""Writing GPU node labels: one server-side apply per node under the platform's own field manager.
+"""Writing GPU node labels: server-side applies under the shared value managers (hami/labels.py).
 
-The plan (hami/labels.py) gives each node's whole label intent. ``apply_labels`` writes it, in
-parallel (LABEL_WRITERS threads), with ``Kube.apply(field_manager=tenant-platform-operator/<platform>)``
-on a minimal Node ``{apiVersion, kind, metadata: {name, uid, labels}}``:
+Each job of the plan is one node: one apply per label it sets, under that label value's field
+manager (``value_manager``: ``tenant-platform-operator/labels/<key>=<value>``), on a minimal Node
+``{apiVersion, kind, metadata: {name, uid, labels}}``, then one empty apply per manager it lets go
+(which removes the keys only that manager owned). Nodes are written in parallel (LABEL_WRITERS
+threads).
 
-- not forced at first: when another platform's manager holds a key with another value, the API
-  server answers 409, that key is dropped from the intent and reported as a conflict (neither
-  platform overwrites the other); a conflict only with a person or another tool is drift, so the
-  apply is repeated with force;
-- the node's uid is a precondition: an apply to a Node that no longer exists would otherwise
+- Not forced at first: when a manager of ours holds the key with another value that a live
+  platform wants, the API server answers 409; that key is dropped from the job and reported as a
+  conflict (neither platform overwrites the other). A conflict only with a person, another tool
+  or a holder of ours nobody wants any more is drift: the apply is repeated with force.
+- The node's uid is a precondition: an apply to a Node that no longer exists would otherwise
   CREATE an empty Node (given create RBAC); with the uid the API server answers 409 (gone) or 422
   (re-created), and the node is left to the watch.
 """
@@ -16,24 +18,29 @@ on a minimal Node ``{apiVersion, kind, metadata: {name, uid, labels}}``:
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Final
 
-from tenant_platform.hami.labels import LabelJob, LabelOutcome, LabelPlan, NodeLike, conflict_sentence
+from tenant_platform.hami.labels import (
+    LABEL_MANAGER_PREFIX,
+    VALUE_MANAGER_PREFIX,
+    LabelJob,
+    LabelOutcome,
+    LabelPlan,
+    NodeLike,
+    Wanter,
+    conflict_sentence,
+    held_value,
+)
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube, Obj
-from tenant_platform.observe import cluster
 
 LABEL_WRITERS: Final = 8
-_APPLY_ATTEMPTS: Final = 3
+_APPLY_ATTEMPTS: Final = 2
 _CONFLICT_MANAGER = re.compile(r'conflicts? with "([^"]+)"')
 _LABEL_FIELD: Final = ".metadata.labels."
-
-
-def label_manager(platform: str) -> str:
-    return cluster.label_manager(platform)
 
 
 def apply_node_labels(
@@ -72,52 +79,80 @@ def node_gone(exc: errors.KubeError) -> bool:
     )
 
 
+def platforms_holding(key: str, managers: set[str], others: Sequence[Wanter] | None) -> list[str] | None:
+    """The live platforms a 409's ``managers`` hold ``key`` for: [] when only people, tools or
+    stale holders of ours; None when a manager of ours holds it and the platforms are not known."""
+    live = None if others is None else {w.platform for w in others}
+    held: set[str] = set()
+    for manager in managers:
+        if manager.startswith(VALUE_MANAGER_PREFIX):
+            if others is None:
+                return None
+            value = held_value(manager, key)
+            held |= {w.platform for w in others if value is None or w.labels.get(key) == value}
+        elif manager.startswith(LABEL_MANAGER_PREFIX):
+            platform = manager[len(LABEL_MANAGER_PREFIX) :]
+            if live is None:
+                return None
+            if platform in live:
+                held.add(platform)
+    return sorted(held)
+
+
 @dataclass
 class _NodeResult:
     node: str
-    applied: dict[str, str] | None = None
-    conflicts: list[tuple[str, list[str]]] = field(default_factory=list)
+    applied: dict[str, str] = field(default_factory=dict)
+    conflicts: list[tuple[str, str, list[str]]] = field(default_factory=list)
+    """(key, value wanted, the platforms holding it)."""
     error: errors.KubeError | None = None
+    gone: bool = False
 
 
-def _platforms_holding(by_key: Mapping[str, set[str]], manager: str) -> dict[str, list[str]]:
-    """Label key -> the other platforms whose managers a 409 names (people and tools left out)."""
-    prefix = cluster.LABEL_MANAGER_PREFIX
-    held = {
-        key: sorted(m[len(prefix) :] for m in managers if m.startswith(prefix) and m != manager)
-        for key, managers in by_key.items()
-    }
-    return {key: others for key, others in held.items() if others}
-
-
-def _apply_one(kube: Kube, job: LabelJob, platform: str) -> _NodeResult:
-    """Apply without force; drop keys another platform holds; force over anyone else."""
-    manager = label_manager(platform)
-    result = _NodeResult(job.node)
-    intent = dict(job.intent)
+def _apply_label(
+    kube: Kube, job: LabelJob, labels: Mapping[str, str], result: _NodeResult, *, manager: str,
+    others: Sequence[Wanter] | None,
+) -> None:  # fmt: skip
+    """One value manager's apply: not forced; forced over anyone but a live platform's holder."""
     force = False
-    for attempt in range(_APPLY_ATTEMPTS):
+    for _ in range(_APPLY_ATTEMPTS):
         try:
-            apply_node_labels(kube, job.node, intent, manager=manager, force=force, uid=job.uid)
-            result.applied = intent
-            return result
+            apply_node_labels(kube, job.node, labels, manager=manager, force=force, uid=job.uid)
+            result.applied.update(labels)
+            return
         except errors.KubeError as exc:
             if node_gone(exc):
-                return result  # the watch will tell the snapshot; a re-created node is a new node
-            if not isinstance(exc, errors.Conflict):
+                result.gone = True  # the watch will tell the snapshot; a re-created node is a new node
+                return
+            by_key = conflicting_managers(exc) if isinstance(exc, errors.Conflict) else {}
+            if not by_key or force:
                 result.error = exc
-                return result
-            by_key = conflicting_managers(exc)
-            if not by_key or attempt == _APPLY_ATTEMPTS - 1:
-                result.error = exc
-                return result
-            platform_held = _platforms_holding(by_key, manager)
-            if platform_held:
-                for key, others in sorted(platform_held.items()):
-                    intent = {k: v for k, v in intent.items() if k != key}
-                    result.conflicts.append((key, others))
+                return
+            for key, managers in sorted(by_key.items()):
+                holding = platforms_holding(key, managers, others)
+                if holding is None or holding:
+                    result.conflicts.append((key, labels.get(key, ""), holding or []))
+                    return
+            force = True  # only people, other tools or stale holders of ours: repair the drift
+
+
+def _write(kube: Kube, job: LabelJob, others: Sequence[Wanter] | None) -> _NodeResult:
+    """The job's applies, then its releases (skipped when an apply failed: nothing is let go
+    before what replaces it is in place)."""
+    result = _NodeResult(job.node)
+    for manager, labels in sorted(job.apply.items()):
+        _apply_label(kube, job, labels, result, manager=manager, others=others)
+        if result.gone or result.error is not None:
+            return result
+    for manager in job.release:
+        try:
+            apply_node_labels(kube, job.node, {}, manager=manager, force=True, uid=job.uid)
+        except errors.KubeError as exc:
+            if node_gone(exc):
+                result.gone = True
             else:
-                force = True  # only people or other tools: repair the drift
+                result.error = exc
+            return result
     return result
 
 
@@ -130,26 +165,28 @@ class LabelWrites:
 
 
 def apply_labels(
-    kube: Kube, plan: LabelPlan, *, platform: str, nodes: Mapping[str, NodeLike], wanted: Mapping[str, str]
+    kube: Kube,
+    plan: LabelPlan,
+    *,
+    nodes: Mapping[str, NodeLike],
+    others: Sequence[Wanter] | None = (),
 ) -> LabelWrites:
     """Write every job of ``plan``; conflicts the API server reveals join the plan's."""
     writes = LabelWrites(LabelOutcome(conflicts=list(plan.conflicts), pending=list(plan.pending)))
     if not plan.jobs:
         return writes
     if len(plan.jobs) == 1:
-        results = [_apply_one(kube, plan.jobs[0], platform)]
+        results = [_write(kube, plan.jobs[0], others)]
     else:
         workers = min(LABEL_WRITERS, len(plan.jobs))
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gpu-labels") as pool:
-            results = list(pool.map(lambda job: _apply_one(kube, job, platform), plan.jobs))
+            results = list(pool.map(lambda job: _write(kube, job, others), plan.jobs))
     for result in results:
-        if result.applied is not None:
+        if result.applied:
             writes.outcome.applied[result.node] = result.applied
-        for key, others in result.conflicts:
+        for key, value, holding in result.conflicts:
             writes.outcome.conflicts.append(
-                conflict_sentence(
-                    nodes.get(result.node), name=result.node, key=key, value=wanted.get(key, ""), others=others
-                )
+                conflict_sentence(nodes.get(result.node), name=result.node, key=key, value=value, others=holding)
             )
         if result.error is not None:
             writes.errors.append((result.node, result.error))
