@@ -199,8 +199,23 @@ def stage(cp: ControlPlane, admin: Kube, operator: Any, names: list[str], *, siz
     }
     rss = _rss_kib(operator.process.pid)
     out["operatorRssMiB"] = round(rss / 1024, 1) if rss else None
+    out["gpuNodes"] = node_managers(admin)
     out["loadAverage"] = os.getloadavg()
     return out
+
+
+def node_managers(admin: Kube) -> dict[str, Any]:
+    """On the nodes carrying our labels: our field managers (most on one node) and the largest
+    managedFields (entries, and bytes as JSON): what every node event carries to every watcher."""
+    ours, entries, size = 0, 0, 0
+    for node in admin.list("v1", "Node"):
+        managed = node["metadata"].get("managedFields") or []
+        mine = [m for m in managed if str(m.get("manager", "")).startswith(constants.FIELD_MANAGER + "/")]
+        if mine:
+            ours = max(ours, len(mine))
+            entries = max(entries, len(managed))
+            size = max(size, len(json.dumps(managed)))
+    return {"ourLabelManagersMax": ours, "managedFieldsEntriesMax": entries, "managedFieldsBytesMax": size}
 
 
 def grant_secret_watches(admin: Kube, names: list[str]) -> None:
