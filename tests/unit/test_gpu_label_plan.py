@@ -15,6 +15,7 @@ import pytest
 from tenant_platform.hami.labels import (
     MAX_MANAGER_LENGTH,
     VALUE_MANAGER_PREFIX,
+    Others,
     Wanter,
     held_value,
     label_manager,
@@ -203,3 +204,25 @@ def test_the_snapshot_reads_value_managers_and_earlier_managers_apart() -> None:
     info = node_info(body)
     assert dict(info.label_holders) == {"gpu": (ON,)}
     assert dict(info.label_managers) == {"alpha": frozenset({"gpu"}), "labels": frozenset({"gpu"})}
+
+
+def test_the_steady_state_never_reads_the_other_platforms() -> None:
+    """Reading every other TenantPlatform per pass would cost N parses per pass, N^2 at converge:
+    a plan asks for them only when a node needs them (a rival holder, a release, an earlier manager)."""
+    calls: list[int] = []
+
+    def read() -> list[Wanter]:
+        calls.append(1)
+        return [Wanter("b", {"gpu": "on"})]
+
+    steady = {
+        "n1": Node(labels={"gpu": "on"}, label_holders={"gpu": (ON,)}),
+        "cpu": Node(name="cpu", uid="uid-cpu"),
+    }
+    others = Others(read)
+    assert plan_labels(steady, {"n1"}, {"gpu": "on"}, platform="me", dry_run=False, others=others).jobs == []
+    assert not others.read and calls == []
+    stopped = {"n1": Node(labels={"gpu": "on"}, label_holders={"gpu": (ON,)})}
+    others = Others(read)
+    result = plan_labels(stopped, set(), {"gpu": "on"}, platform="me", dry_run=False, others=others)
+    assert result.jobs == [] and calls == [1]  # b still wants it, asked once

@@ -29,7 +29,8 @@ Writing the plan (and the conflicts only the API server can reveal) is reconcile
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Collection, Mapping, Sequence
+import threading
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
@@ -107,6 +108,45 @@ class Wanter:
         return self.labels.get(key) == value and (self.nodes is None or node in self.nodes)
 
 
+class Others:
+    """The other live platforms, read at most once per pass and only when a node's plan needs
+    them (a steady state, where every held label is one this platform wants, never does)."""
+
+    def __init__(self, read: Callable[[], Sequence[Wanter] | None]) -> None:
+        self._read = read
+        self._lock = threading.Lock()
+        self._done = False
+        self._wanters: Sequence[Wanter] | None = None
+
+    @classmethod
+    def of(cls, wanters: Sequence[Wanter] | None) -> Others:
+        return cls(lambda: wanters)
+
+    @property
+    def read(self) -> bool:
+        """Whether they were needed (and read) so far."""
+        return self._done
+
+    def get(self) -> Sequence[Wanter] | None:
+        """The wanters; None when they could not be read."""
+        with self._lock:
+            if not self._done:
+                self._wanters = self._read()
+                self._done = True
+            return self._wanters
+
+    def names(self) -> set[str] | None:
+        wanters = self.get()
+        return None if wanters is None else {w.platform for w in wanters}
+
+    def wanting(self, node: str, key: str, value: str) -> list[str] | None:
+        """The other platforms that want ``key=value`` on ``node``; None when not known."""
+        wanters = self.get()
+        if wanters is None:
+            return None
+        return sorted(w.platform for w in wanters if w.wants(node, key, value))
+
+
 @dataclass(frozen=True)
 class LabelJob:
     """One node's writes: applies (manager -> its one label), then releases (the uid is the
@@ -154,33 +194,24 @@ def conflict_sentence(node: NodeLike | None, *, name: str, key: str, value: str,
     return f"Node {name}: label {held} is held by {holder}; this platform wants {key}={value}."
 
 
-def wanting(others: Sequence[Wanter] | None, node: str, key: str, value: str) -> list[str] | None:
-    """The other platforms that want ``key=value`` on ``node``; None when they are not known."""
-    if others is None:
-        return None
-    return sorted(w.platform for w in others if w.wants(node, key, value))
-
-
 class _NodePlan:
     """One node's applies, releases and conflicts (see the module docstring for the rules)."""
 
-    def __init__(
-        self, node: NodeLike, target: Mapping[str, str], *, platform: str, others: Sequence[Wanter] | None
-    ) -> None:
+    def __init__(self, node: NodeLike, target: Mapping[str, str], *, platform: str, others: Others) -> None:
         self.node, self.target, self.platform, self.others = node, target, platform, others
         self.apply: dict[str, dict[str, str]] = {}
         self.release: list[str] = []
         self.conflicts: list[str] = []
-        live_names = None if others is None else {w.platform for w in others}
         for key, value in sorted(target.items()):
-            self._want(key, value, live_names)
+            self._want(key, value)
         self._release_unwanted()
-        self._release_earlier(live_names)
+        if node.label_managers:
+            self._release_earlier(others.names())
 
     def _wanted_by_others(self, key: str, value: str) -> list[str] | None:
-        return wanting(self.others, self.node.name, key, value)
+        return self.others.wanting(self.node.name, key, value)
 
-    def _want(self, key: str, value: str, live_names: set[str] | None) -> None:
+    def _want(self, key: str, value: str) -> None:
         node, mine = self.node, value_manager(key, value)
         live = node.labels.get(key)
         holders = node.label_holders.get(key, ())
@@ -192,6 +223,7 @@ class _NodePlan:
         earlier = [p for p, keys in node.label_managers.items() if p != self.platform and key in keys]
         if live is not None and (rivals or earlier):
             holding = self._wanted_by_others(key, live)
+            live_names = self.others.names()
             if holding is not None and live_names is not None:
                 holding = sorted(set(holding) | {p for p in earlier if p in live_names})
             if holding is None or holding:
@@ -262,13 +294,16 @@ def plan_labels(
     *,
     platform: str,
     dry_run: bool,
-    others: Sequence[Wanter] | None = (),
+    others: Others | Sequence[Wanter] | None = (),
 ) -> LabelPlan:
     """This platform's label writes for every snapshot node, minus what needs no write.
 
-    ``others``: the other live platforms preparing this cluster (None: they could not be read,
-    so nothing shared is released and a held key is a conflict).
+    ``others``: the other live platforms preparing this cluster, or an ``Others`` reading them
+    when first needed (None: they could not be read, so nothing shared is released and a held
+    key is a conflict).
     """
+    if not isinstance(others, Others):
+        others = Others.of(others)
     plan = LabelPlan()
     for name in sorted(nodes):
         node = nodes[name]

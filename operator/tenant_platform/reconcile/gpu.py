@@ -52,7 +52,7 @@ from tenant_platform.api.models import TenantPlatform
 from tenant_platform.hami import capacity, config, health, names
 from tenant_platform.hami.facts import detect
 from tenant_platform.hami.health import HealthFacts, Selector
-from tenant_platform.hami.labels import Wanter, plan_labels, value_manager
+from tenant_platform.hami.labels import Others, Wanter, plan_labels, value_manager
 from tenant_platform.hami.names import ResourceNames
 from tenant_platform.hami.verdict import GpuFacts, GpuVerdict, evaluate, wanted_labels
 from tenant_platform.kube import errors
@@ -148,6 +148,38 @@ def gather(ctx: StepContext) -> GpuFacts:
     return dataclasses.replace(facts, health=found)
 
 
+class _WantedLabels:
+    """Each TenantPlatform's wanted labels, parsed once per spec generation (a pass that needs the
+    other platforms would otherwise parse every one of them)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._parsed: dict[str, tuple[tuple[str, int], dict[str, str]]] = {}
+
+    def labels(self, body: Obj) -> dict[str, str]:
+        meta = body.get("metadata") or {}
+        name = str(meta.get("name") or "")
+        version = (str(meta.get("uid") or ""), int(meta.get("generation") or 0))
+        with self._lock:
+            known = self._parsed.get(name)
+        if known is not None and known[0] == version and version[1]:
+            return known[1]
+        try:
+            labels = wanted_labels(TenantPlatform.from_body(body))
+        except pydantic.ValidationError:  # another platform's invalid spec: it labels nothing
+            labels = {}
+        with self._lock:
+            self._parsed[name] = (version, labels)
+        return labels
+
+    def forget(self, name: str) -> None:
+        with self._lock:
+            self._parsed.pop(name, None)
+
+
+_WANTED: Final = _WantedLabels()
+
+
 def read_wanters(ctx: StepContext) -> list[Wanter] | None:
     """The other live TenantPlatforms preparing this cluster and the labels they want (their GPU
     nodes from their last pass, when there was one); None when they cannot be read."""
@@ -162,11 +194,7 @@ def read_wanters(ctx: StepContext) -> list[Wanter] | None:
         name = str(meta.get("name") or "")
         if not name or name == ctx.name or meta.get("deletionTimestamp"):
             continue
-        try:
-            other = TenantPlatform.from_body(body)
-        except pydantic.ValidationError:  # another platform's invalid spec: it labels nothing
-            continue
-        labels = wanted_labels(other)
+        labels = _WANTED.labels(body)
         if labels:
             wanters.append(Wanter(name, labels, SCOPES.nodes_of(name)))
     return wanters
@@ -350,7 +378,7 @@ class GpuStep:
         facts = gather(ctx)
         if not ctx.dry_run and facts.synced:
             SCOPES.remember(ctx.name, scope_of(ctx.platform, facts))
-        others = read_wanters(ctx)
+        others = Others(lambda: read_wanters(ctx))  # read only when a node's plan needs them
         wanted = wanted_labels(ctx.platform)
         plan = plan_labels(
             facts.nodes, set(facts.gpu_nodes), wanted, platform=ctx.name, dry_run=ctx.dry_run, others=others
@@ -363,6 +391,7 @@ class GpuStep:
         per-platform manager from earlier versions); labels others still want stay."""
         metrics.forget_gpu(ctx.name)
         SCOPES.forget(ctx.name)
+        _WANTED.forget(ctx.name)
         others = read_wanters(ctx)
         if others is None:
             return CleanupResult(done=False, message="could not read the TenantPlatforms to release GPU node labels")

@@ -30,6 +30,7 @@ from tenant_platform.hami.labels import (
     LabelOutcome,
     LabelPlan,
     NodeLike,
+    Others,
     Wanter,
     conflict_sentence,
     held_value,
@@ -79,23 +80,21 @@ def node_gone(exc: errors.KubeError) -> bool:
     )
 
 
-def platforms_holding(key: str, managers: set[str], others: Sequence[Wanter] | None) -> list[str] | None:
+def platforms_holding(key: str, managers: set[str], others: Others) -> list[str] | None:
     """The live platforms a 409's ``managers`` hold ``key`` for: [] when only people, tools or
     stale holders of ours; None when a manager of ours holds it and the platforms are not known."""
-    live = None if others is None else {w.platform for w in others}
     held: set[str] = set()
     for manager in managers:
+        if not manager.startswith(LABEL_MANAGER_PREFIX):
+            continue  # a person or another tool
+        wanters = others.get()
+        if wanters is None:
+            return None
         if manager.startswith(VALUE_MANAGER_PREFIX):
-            if others is None:
-                return None
             value = held_value(manager, key)
-            held |= {w.platform for w in others if value is None or w.labels.get(key) == value}
-        elif manager.startswith(LABEL_MANAGER_PREFIX):
-            platform = manager[len(LABEL_MANAGER_PREFIX) :]
-            if live is None:
-                return None
-            if platform in live:
-                held.add(platform)
+            held |= {w.platform for w in wanters if value is None or w.labels.get(key) == value}
+        elif manager[len(LABEL_MANAGER_PREFIX) :] in {w.platform for w in wanters}:
+            held.add(manager[len(LABEL_MANAGER_PREFIX) :])
     return sorted(held)
 
 
@@ -111,7 +110,7 @@ class _NodeResult:
 
 def _apply_label(
     kube: Kube, job: LabelJob, labels: Mapping[str, str], result: _NodeResult, *, manager: str,
-    others: Sequence[Wanter] | None,
+    others: Others,
 ) -> None:  # fmt: skip
     """One value manager's apply: not forced; forced over anyone but a live platform's holder."""
     force = False
@@ -136,7 +135,7 @@ def _apply_label(
             force = True  # only people, other tools or stale holders of ours: repair the drift
 
 
-def _write(kube: Kube, job: LabelJob, others: Sequence[Wanter] | None) -> _NodeResult:
+def _write(kube: Kube, job: LabelJob, others: Others) -> _NodeResult:
     """The job's applies, then its releases (skipped when an apply failed: nothing is let go
     before what replaces it is in place)."""
     result = _NodeResult(job.node)
@@ -169,9 +168,11 @@ def apply_labels(
     plan: LabelPlan,
     *,
     nodes: Mapping[str, NodeLike],
-    others: Sequence[Wanter] | None = (),
+    others: Others | Sequence[Wanter] | None = (),
 ) -> LabelWrites:
     """Write every job of ``plan``; conflicts the API server reveals join the plan's."""
+    if not isinstance(others, Others):
+        others = Others.of(others)
     writes = LabelWrites(LabelOutcome(conflicts=list(plan.conflicts), pending=list(plan.pending)))
     if not plan.jobs:
         return writes
