@@ -36,8 +36,7 @@ RBAC_GROUP = "rbac.authorization.k8s.io"
 
 def reviews_asked(control_plane: ControlPlane) -> int:
     """SubjectAccessReviews the API server has answered so far (all clients of this session)."""
-    counts = apimetrics.parse(control_plane.metrics_text())
-    return sum(v for (_, resource), v in counts.by_verb_resource.items() if resource == "subjectaccessreviews")
+    return apimetrics.access_reviews(apimetrics.parse(control_plane.metrics_text()))
 
 
 @pytest.fixture
