@@ -1,7 +1,8 @@
 """Access-review answers kept per namespace (kube/reviews.py, ``CachedKube.can_i``) on the real API
 server: an RBAC change in one namespace re-asks the reviews of that namespace only, and the fresh
 answer is the API server's; a ClusterRole or ClusterRoleBinding change re-asks everything.
-SubjectAccessReviews are counted from the API server's apiserver_request_total.
+The operator's Secret-watch grants (SelfSubjectAccessReviews, kube/secretwatch.py) likewise.
+Reviews are counted from the API server's apiserver_request_total.
 
 As an attacker: a tenant admin (the built-in ``admin`` ClusterRole bound in their own namespace)
 may write Roles and RoleBindings there, and nothing else. Their writes drop answers of their
@@ -271,3 +272,46 @@ def test_a_relisted_rbac_watch_drops_every_answer(
     assert not list_nodes(cache, who)
     assert reviews_asked(control_plane) == before + 2
     assert len(cache.reviews) == 0  # within the settle window of the relist: not kept
+
+
+def self_reviews_asked(control_plane: ControlPlane) -> int:
+    counts = apimetrics.parse(control_plane.metrics_text())
+    return sum(v for (_, resource), v in counts.by_verb_resource.items() if resource == "selfsubjectaccessreviews")
+
+
+def test_secret_watch_grants_are_asked_again_only_for_their_namespace(
+    as_operator: Kube, crd: Kube, namespaces: tuple[str, str], unique_name: str, control_plane: ControlPlane
+) -> None:
+    """As the operator's own identity: whether it may watch a Secret by name (SelfSubjectAccessReviews,
+    kube/secretwatch.py) is asked again after an RBAC change in the Secret's namespace, not after
+    one in another namespace."""
+    a, b = namespaces
+    crd.create({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": a}, "data": {}})
+    scopes = [Scope(RBAC, kind, keep=False, role="rbac") for kind in RBAC_KINDS]
+    cache = CachedKube(as_operator.sibling(), scopes).start()
+    try:
+        assert cache.wait_synced(30)
+        time.sleep(RBAC_SETTLE_SECONDS + 0.5)
+        before = self_reviews_asked(control_plane)
+        assert cache.get("v1", "Secret", "s", a) is not None
+        assert self_reviews_asked(control_plane) > before  # not granted: answered "no", kept
+        assert cache.secrets.decided(a) == 1
+        before = self_reviews_asked(control_plane)
+        assert cache.get("v1", "Secret", "s", a) is not None
+        assert self_reviews_asked(control_plane) == before
+
+        since = time.monotonic()
+        crd.create(binding("unrelated", b, "ClusterRole", "view", user(f"{unique_name}-x")))
+        wait_for(lambda: seen_after(cache, b, since), "the RoleBinding event in B", 30)
+        assert cache.secrets.decided(a) == 1
+        before = self_reviews_asked(control_plane)
+        assert cache.get("v1", "Secret", "s", a) is not None
+        assert self_reviews_asked(control_plane) == before
+
+        crd.create(binding("related", a, "ClusterRole", "view", user(f"{unique_name}-x")))
+        wait_for(lambda: cache.secrets.decided(a) == 0, "the grant answer in A dropped", 30)
+        before = self_reviews_asked(control_plane)
+        assert cache.get("v1", "Secret", "s", a) is not None
+        assert self_reviews_asked(control_plane) > before
+    finally:
+        cache.stop()

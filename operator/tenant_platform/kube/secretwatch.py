@@ -127,6 +127,11 @@ class SecretWatches:
         with self._lock:
             return [w.informer for w in self._watches.values()]
 
+    def decided(self, namespace: str) -> int:
+        """How many grant answers are kept for Secrets in ``namespace``."""
+        with self._lock:
+            return self._granted.count(namespace)
+
     def forget(self, namespace: str | None = None) -> None:
         """RBAC changed in ``namespace`` (None: a cluster-wide change): the grants of Secrets there
         (None: all) are asked again at the next GET."""
