@@ -72,3 +72,8 @@ def parse(text: str) -> RequestCounts:
         elif verb == "WATCH":
             watches += value
     return RequestCounts(reads, writes, control_plane, watches, dry_runs, by)
+
+
+def access_reviews(counts: RequestCounts) -> int:
+    """SubjectAccessReviews among ``counts`` (read from the reads above; the operator's ``can_i``)."""
+    return sum(v for (_, resource), v in counts.by_verb_resource.items() if resource == "subjectaccessreviews")

@@ -3,7 +3,8 @@ under its deploy/ RBAC (as in the e2e tests).
 
 Reports, as counts and ratios rather than pass/fail timings:
   - seconds from apply to Ready for one TenantPlatform, and for N (default 50) applied at once;
-  - API requests per converge (reads and writes apart), from apiserver_request_total;
+  - API requests per converge (reads and writes apart; SubjectAccessReviews also on their own),
+    from apiserver_request_total;
   - API requests per no-op resync (writes must be 0), with the number of passes taken from the
     operator's own tenant_platform_reconcile_step_duration_seconds_count.
 
@@ -175,6 +176,7 @@ def stage(cp: ControlPlane, admin: Kube, operator: Any, names: list[str], *, siz
         "readsPerPlatform": round((converge.reads - polls) / len(new), 1),
         "writesPerPlatform": round((converge.writes - len(new)) / len(new), 1),
         "passesPerPlatform": round(n_passes / len(new), 2),
+        "accessReviewsPerPlatform": round(apimetrics.access_reviews(converge) / len(new), 1),
     }
     # Steady state: let time-driven transitions settle first (DNS reports ReloadPending for 150 s
     # after a Corefile change), then count over a window with nothing changing.

@@ -15,10 +15,11 @@
   by the request's selector. Anything else (set-based selectors, other field selectors) is a LIST.
 - Discovery (``served``, ``resource``, and a GET of ``/apis/<group>/<version>``): the document is
   kept until any CustomResourceDefinition changes (a CRD informer with no store).
-- ``can_i``: SubjectAccessReview answers are kept until any Role, RoleBinding, ClusterRole or
-  ClusterRoleBinding changes (informers with no store drop every answer on any event). An answer
-  obtained within ``RBAC_SETTLE_SECONDS`` of the last RBAC event is not kept: the API server's
-  own authorizer follows RBAC through its informers and may lag behind our watch.
+- ``can_i``: SubjectAccessReview answers are kept per review namespace (kube/reviews.py has the
+  rules): a Role or RoleBinding event in namespace X drops only the answers of reviews in X, a
+  ClusterRole or ClusterRoleBinding event (or a relist of those events-only watches) drops all.
+  An answer obtained within ``RBAC_SETTLE_SECONDS`` after the last such event (in its namespace,
+  or cluster-wide) is not kept: the API server's authorizer may lag behind our watch.
 - The one-node sample (``GET /api/v1/nodes?limit=1``, the DNS step's distribution evidence) is
   kept for ``node_sample_ttl`` seconds: a node's distribution labels do not change at run time.
 - Writes go to the API; the response updates the store (read-your-writes), and the watch event
@@ -28,8 +29,8 @@ Until an informer has completed its first listing (and while it relists after a 
 in its scope go to the API, so a slow or forbidden watch costs requests, never correctness.
 Secrets are not cached unless an admin granted ``list`` and ``watch`` of a named Secret: the
 operator may not list or watch Secrets (docs/security.md); kube/secretwatch.py watches a Secret
-by name where RBAC allows exactly that (asked with SelfSubjectAccessReviews, again after any RBAC
-change), and otherwise its GETs go to the API.
+by name where RBAC allows exactly that (asked with SelfSubjectAccessReviews, again after an RBAC
+change in its namespace or a cluster-wide one), and otherwise its GETs go to the API.
 
 Listeners: an event on a "child" scope calls ``on_child(platform name)`` with the object's
 ``tenancy.dev/tenant-platform`` label (the operator wakes that platform's loop, so a child
@@ -62,6 +63,7 @@ from tenant_platform.kube.informer import (
     parse_selector,
     selector_matches,
 )
+from tenant_platform.kube.reviews import ReviewAnswers, affected_namespace
 from tenant_platform.kube.secretwatch import RecentReads, SecretWatches
 
 log = logging.getLogger("tenant_platform.kube.cache")
@@ -77,7 +79,8 @@ class _Shared:
 
     hits: int = 0
     misses: int = 0
-    rbac_changed_at: float = -RBAC_SETTLE_SECONDS
+    rbac_listings: int = len(RBAC_KINDS)
+    """Completed listings of the RBAC watches when answers were last checked (one each at first)."""
     node_sample: tuple[float, Obj] | None = None
 
 
@@ -123,12 +126,14 @@ class CachedKube(Kube):
             base,
             secret_watcher,
             listener=self._listener,
-            rbac_settled=lambda: self.clock() - self._shared.rbac_changed_at > RBAC_SETTLE_SECONDS,
+            settle=RBAC_SETTLE_SECONDS,
+            clock=clock,
             watch_timeout=watch_timeout,
         )
         self.recent_secrets = RecentReads(clock)
         self._lock = threading.Lock()
-        self._reviews: dict[tuple[Any, ...], tuple[bool, str]] = {}
+        self.reviews: ReviewAnswers[tuple[Any, ...], tuple[bool, str]] = ReviewAnswers(settle=RBAC_SETTLE_SECONDS)
+        """Access-review answers by review namespace (kube/reviews.py); guarded by ``_lock``."""
         self._documents: dict[str, Obj | None] = {}
         # NB: mutable state lives in one shared object: ``fenced`` views (kube/client.py) are
         # shallow copies, so a value assigned on a view would be lost when the pass ends.
@@ -184,7 +189,7 @@ class CachedKube(Kube):
             "objects": {i.scope.describe(): len(i) for i in self.informers if i.scope.keep},
             "hits": self.hits,
             "misses": self.misses,
-            "reviews": len(self._reviews),
+            "reviews": len(self.reviews),
             "secretWatches": len(self.secrets.informers()),
         }
 
@@ -193,10 +198,10 @@ class CachedKube(Kube):
     def _listener(self, scope: Scope) -> Callable[[str, Obj | None, Obj | None], None]:
         def listen(event_type: str, old: Obj | None, new: Obj | None) -> None:
             if scope.role == "rbac":
+                namespace = affected_namespace(scope.kind, old, new)
                 with self._lock:
-                    self._reviews.clear()
-                    self._shared.rbac_changed_at = self.clock()
-                self.secrets.forget()
+                    self.reviews.changed(namespace, self.clock())
+                self.secrets.forget(namespace)
             elif scope.role == "crd":
                 with self._lock:
                     self._documents.clear()
@@ -373,8 +378,21 @@ class CachedKube(Kube):
         return any(i.scope.role == "crd" and i.synced.is_set() for i in self.informers)
 
     def _rbac_watched(self) -> bool:
-        watched = {i.scope.kind for i in self.informers if i.scope.role == "rbac" and i.synced.is_set()}
-        return watched >= set(RBAC_KINDS)
+        """Whether every RBAC kind is watched (synced). A relist of one of them (after a watch gap,
+        whose events may be lost; the informer reports none while it is not synced) drops every
+        kept answer here, before any is read: its completed listings are counted."""
+        rbac = [i for i in self.informers if i.scope.role == "rbac"]
+        if {i.scope.kind for i in rbac if i.synced.is_set()} < set(RBAC_KINDS):
+            return False
+        listings = sum(i.lists for i in rbac)
+        with self._lock:
+            relisted = listings != self._shared.rbac_listings
+            if relisted:
+                self._shared.rbac_listings = listings
+                self.reviews.changed(None, self.clock())
+        if relisted:
+            self.secrets.forget(None)
+        return True
 
     def can_i(
         self,
@@ -395,18 +413,18 @@ class CachedKube(Kube):
                 subresource=subresource,
             )  # fmt: skip
         with self._lock:
-            if key in self._reviews:
+            kept = self.reviews.get(namespace, key)
+            if kept is not None:
                 self.hits += 1
-                return self._reviews[key]
+                return kept
             asked_at = self.clock()
         answer = super().can_i(
             user=user, groups=groups, verb=verb, resource=resource, group=group, namespace=namespace,
             subresource=subresource,
         )  # fmt: skip
         with self._lock:
-            # Kept only if no RBAC event arrived meanwhile, and the last one has settled.
-            if self._shared.rbac_changed_at < asked_at - RBAC_SETTLE_SECONDS:
-                self._reviews[key] = answer
+            # Kept only if no RBAC event that can affect it arrived meanwhile, and the last one settled.
+            self.reviews.keep(namespace, key, answer, asked_at=asked_at, now=self.clock())
         return answer
 
     # ---- writes: the response updates the store ---------------------------------------------------

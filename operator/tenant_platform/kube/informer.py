@@ -11,9 +11,11 @@ takes an answer from a store that may have missed events for long.
 
 Memory: objects are kept whole except ``metadata.managedFields`` (often the largest part of a
 small object, and read by no step); a scope with ``keep=False`` stores nothing and only reports
-events (used for the RBAC kinds and CRDs, whose changes drop the access-review and discovery
-answers); a ``names_only`` scope lists and watches metadata only (PartialObjectMetadata) and keeps
-each object's namespace, name and resourceVersion: which objects exist, nothing of their content.
+events, each with the object it carries (a deletion's as the old object: its namespace says which
+access-review answers it drops); used for the RBAC kinds and CRDs, whose changes drop the
+access-review and discovery answers; a ``names_only`` scope lists and watches metadata only
+(PartialObjectMetadata) and keeps each object's namespace, name and resourceVersion: which
+objects exist, nothing of their content.
 """
 
 from __future__ import annotations
@@ -268,7 +270,12 @@ class Informer:
                     self._count += 1
                 changed = True
         if changed and self.listener is not None:
-            self.listener(event_type, held, obj if event_type != "DELETED" else None)
+            if event_type == "DELETED":
+                # NB: an events-only scope (or a miss) holds nothing: report the deleted object the
+                # event carries, so a listener still learns its namespace (kube/reviews.py).
+                self.listener(event_type, held if held is not None else obj, None)
+            else:
+                self.listener(event_type, held, obj)
 
     def watch_once(self, resource_version: str, stopped: threading.Event) -> str:
         """Apply watch events until the server ends the watch; returns the last resourceVersion."""

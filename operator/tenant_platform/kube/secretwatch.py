@@ -12,10 +12,12 @@ answers its GETs from the watch:
   ``watch`` of that name, as the operator's own identity). Both allowed: an informer for that one
   Secret starts (field selector on the name), and GETs are answered from it once it has listed.
   Otherwise the answer "not granted" is kept and GETs go to the API, as before.
-- Answers are dropped when any RBAC object changes (the cache's RBAC watches call ``forget``),
-  and asked again at the next GET: a grant added later is picked up, and the watch of a Secret
-  whose grant was removed is stopped (until then its informer, refused, stops answering and GETs
-  go to the API). An answer obtained within ``settle`` seconds of an RBAC change is not kept.
+- Answers are dropped when an RBAC object that can affect them changes (the cache's RBAC watches
+  call ``forget``): a Role or RoleBinding in the Secret's namespace, or any ClusterRole or
+  ClusterRoleBinding (kube/reviews.py has the rules), and asked again at the next GET: a grant
+  added later is picked up, and the watch of a Secret whose grant was removed is stopped (until
+  then its informer, refused, stops answering and GETs go to the API). An answer asked within
+  ``settle`` seconds after such a change (or before it) is not kept.
 - The Secret's events wake the platform its ``tenancy.dev/tenant-platform`` label names (ours:
   the self-signed certificate, the kubeconfig Secret), else every platform (someone else's
   certificate rotated): a rotated or deleted Secret is acted on at once, not at the drift timer.
@@ -36,6 +38,7 @@ from dataclasses import dataclass
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube, Obj
 from tenant_platform.kube.informer import Informer, Listener, Scope
+from tenant_platform.kube.reviews import ReviewAnswers
 
 log = logging.getLogger("tenant_platform.kube.cache")
 
@@ -59,16 +62,17 @@ class SecretWatches:
         watcher: Kube,
         *,
         listener: Callable[[Scope], Listener],
-        rbac_settled: Callable[[], bool],
+        settle: float,
+        clock: Callable[[], float],
         watch_timeout: int = 300,
     ) -> None:
         self.kube = kube  # asks the access reviews (counted as the cache's reads)
         self.watcher = watcher  # runs the watches (a client with its own connection pool)
         self.listener = listener
-        self.rbac_settled = rbac_settled
+        self.clock = clock
         self.watch_timeout = watch_timeout
         self._lock = threading.Lock()
-        self._granted: dict[Key, bool] = {}
+        self._granted: ReviewAnswers[str, bool] = ReviewAnswers(settle=settle)  # by namespace, then name
         self._watches: dict[Key, _Watch] = {}
         self._closed = False
 
@@ -77,7 +81,7 @@ class SecretWatches:
         starts or stops the watch, when no answer about the grant is kept."""
         key = (namespace, name)
         with self._lock:
-            decided = key in self._granted
+            decided = self._granted.get(namespace, name) is not None
         if not decided:
             self._decide(key)
         with self._lock:
@@ -88,7 +92,7 @@ class SecretWatches:
 
     def _decide(self, key: Key) -> None:
         namespace, name = key
-        settled = self.rbac_settled()
+        asked_at = self.clock()
         try:
             granted = all(
                 self.kube.may_i(verb=verb, resource="secrets", namespace=namespace, name=name)
@@ -100,8 +104,7 @@ class SecretWatches:
         with self._lock:
             if self._closed:
                 return
-            if settled and self.rbac_settled():
-                self._granted[key] = granted
+            self._granted.keep(namespace, name, granted, asked_at=asked_at, now=self.clock())
             watch = self._watches.get(key)
             if granted and watch is None:
                 self._watches[key] = self._start(key)
@@ -124,10 +127,16 @@ class SecretWatches:
         with self._lock:
             return [w.informer for w in self._watches.values()]
 
-    def forget(self) -> None:
-        """RBAC changed: every grant is asked again at the next GET."""
+    def decided(self, namespace: str) -> int:
+        """How many grant answers are kept for Secrets in ``namespace``."""
         with self._lock:
-            self._granted.clear()
+            return self._granted.count(namespace)
+
+    def forget(self, namespace: str | None = None) -> None:
+        """RBAC changed in ``namespace`` (None: a cluster-wide change): the grants of Secrets there
+        (None: all) are asked again at the next GET."""
+        with self._lock:
+            self._granted.changed(namespace, self.clock())
 
     def stop(self) -> None:
         with self._lock:
