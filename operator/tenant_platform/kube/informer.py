@@ -242,8 +242,10 @@ class Informer:
             self._store = fresh
             self._count = count
         self.lists += 1
-        if self.listener is not None and self.synced.is_set():
+        if self.listener is not None and self.lists > 1:
             # A relist after a gap: report what changed meanwhile (the first listing is no news).
+            # NB: not "while synced": a gap clears ``synced`` before the relist, and the changes
+            # missed in it are exactly what the listeners must hear of.
             for key in old.keys() | fresh.keys():
                 before, after = old.get(key), fresh.get(key)
                 if _rv(before) != _rv(after) or (before is None) != (after is None):
