@@ -3,7 +3,7 @@
 Bounded whatever the cluster holds: at most MAX_LISTED_NODES node entries and NODES_BUDGET bytes
 of them (problem nodes first), at most MAX_RECORDED_NODES recorded nodes and RECORDED_BUDGET
 bytes. Each node entry also carries what hami/health.py found (``NodeExtras``: how it was
-detected, its taints, a device-plugin conflict) and its fit (hami/fit.py ``free_fit``).
+detected, its taints, a device-plugin conflict) and its fit (hami/fit.py ``free_fit``, kept on the NodeCapacity).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from tenant_platform.api.status.gpu import (
 )
 from tenant_platform.hami.capacity import NodeCapacity, quantity_int, summary_line, total_status
 from tenant_platform.hami.facts import GpuFacts
-from tenant_platform.hami.fit import free_fit, total_fit
+from tenant_platform.hami.fit import total_fit
 from tenant_platform.hami.names import GFD_COUNT_LABEL, GFD_PRODUCT_LABEL, ResourceNames
 
 # status.gpu.nodes lists at most this many nodes (problem nodes first); totals and metrics cover
@@ -52,7 +52,7 @@ class NodeExtras:
         """``entry`` with these extras, and the fit of ``capacity`` when it has cards."""
         return entry.model_copy(
             update={
-                "fit": free_fit(capacity) if capacity is not None and capacity.cards else None,
+                "fit": capacity.fit if capacity is not None and capacity.cards else None,
                 "detected_by": list(self.detected_by) or None,
                 "taints": list(self.taints) or None,
                 "device_plugin_conflict": self.device_plugin_conflict,
@@ -122,8 +122,11 @@ def status_section(
     wanted: Mapping[str, str],
     extras: Mapping[str, NodeExtras] | None = None,
     health: GpuHealthStatus | None = None,
+    total: GpuTotal | None = None,
 ) -> GpuStatus:
-    """``status.gpu``: per node (capped), totals, the printer-column summary, labels, names."""
+    """``status.gpu``: per node (capped), totals, the printer-column summary, labels, names.
+
+    ``total``: ``total_status(capacities)`` when the caller has it already."""
     spec = platform.spec.gpu
     if not spec.node_labels.enabled and not spec.hami.enabled:
         return GpuStatus(summary="disabled")
@@ -133,7 +136,8 @@ def status_section(
         count = len(capacities)
         entries = listed(capacities, labelled, MAX_LISTED_NODES, extras=extras)
         ignored = sum(c.ignored_count for c in capacities)
-        total = total_status(capacities).model_copy(update={"fit": total_fit([free_fit(c) for c in capacities])})
+        rollup = total if total is not None else total_status(capacities)
+        total = rollup.model_copy(update={"fit": total_fit([c.fit for c in capacities])})
         summary = summary_line(total)
         names = ResourceNamesSource(**_resource_names(facts.names).model_dump(), source=facts.names_source)
     else:
