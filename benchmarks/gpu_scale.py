@@ -147,7 +147,8 @@ def snapshot_footprint(kube: Kube) -> dict[str, Any]:
     """The snapshot's own size and the gpu step's time over it, measured in this process."""
     from tenant_platform.api.models import TenantPlatform  # noqa: PLC0415
     from tenant_platform.config import Settings  # noqa: PLC0415
-    from tenant_platform.hami import allocations, register  # noqa: PLC0415
+    from tenant_platform.hami import allocations, capacity, register  # noqa: PLC0415
+    from tenant_platform.hami.facts import DETECTIONS  # noqa: PLC0415
     from tenant_platform.observe import cluster  # noqa: PLC0415
     from tenant_platform.reconcile import gpu  # noqa: PLC0415
     from tenant_platform.reconcile.base import StepContext  # noqa: PLC0415
@@ -169,6 +170,8 @@ def snapshot_footprint(kube: Kube) -> dict[str, Any]:
     timings = []
     register.cache.clear()
     allocations.cache.clear()
+    capacity.CACHE.clear()
+    DETECTIONS.clear()
     for _ in range(3):
         ctx = StepContext(
             platform=platform, kube=kube, settings=Settings(), now=datetime.now(UTC), dry_run=True, observed=snapshot

@@ -4,20 +4,22 @@ Builds Node and Pod bodies with benchmarks/gpu_scale.py's builders (``--nodes`` 
 ``--cards`` cards each, HAMi v2.10 register annotation, ``--pods`` pods HAMi placed on them), fills
 an ``observe.cluster.ClusterSnapshot`` with them, and times, each on its own:
 
-- ``replace_all`` (the reflectors' first listing) and ``view()`` (what every pass takes);
+- ``replace_all`` (the reflectors' first listing) and ``view()`` after a change (what a pass takes);
 - the reflector's event apply path: one pod allocation change (``handle_pod_event`` of a MODIFIED
   pod), one node heartbeat that changes nothing kept, one node annotation change;
 - the pure parts of the gpu step: ``GpuFacts.gpu_nodes`` (hami/facts.py ``detect`` per node),
   ``plan_labels`` (hami/labels.py), ``evaluate`` (hami/verdict.py, which runs hami/capacity.py per
-  GPU node), cold (parse caches empty) and warm;
+  GPU node), cold (caches empty) and warm;
 - a whole pure pass (view -> facts -> gpu_nodes -> plan_labels -> evaluate) after one pod change,
   which is what a GPU-only pass costs besides its API reads and the status write;
 
-then profiles that pass with cProfile and prints the top functions by cumulative time. The
-result's ``digest`` (a hash of the condition, status.gpu and the recorded facts) lets a change be
-checked for identical output. The gpu step's API reads (HAMi's ConfigMap, RuntimeClasses, the
-health reads, the dry-run pod) are not part of this: HAMi's resource names are the defaults and
-the health facts empty.
+and measures (tracemalloc) what one view allocates and what a cold pass leaves allocated once its
+result is dropped (the parse and per-node caches). Then it profiles one pass with cProfile and
+prints the top functions by cumulative time. The result's ``digest`` (a hash of the condition,
+status.gpu and the recorded facts) lets a change be checked for identical output. The gpu step's
+API reads (HAMi's ConfigMap, RuntimeClasses, the health reads, the dry-run pod) are not part of
+this: HAMi's resource names are the defaults and the health facts empty. Nodes carry the
+platform's label already (``--unlabelled``: they do not, as before a first pass).
 
     .venv/bin/python -m benchmarks.gpu_step_profile                       # 500 nodes, 5,000 pods
     .venv/bin/python -m benchmarks.gpu_step_profile --nodes 5000 --pods 50000
@@ -167,6 +169,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         snapshot.view()
         views.append(time.perf_counter() - started)
     out["view_after_a_change_ms"] = round(statistics.median(views) * 1e3, 2)
+    snapshot.handle_pod_event("MODIFIED", modified_pod(3, args, 3000))
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    taken = snapshot.view()
+    out["view_mib"] = round((tracemalloc.get_traced_memory()[0] - before) / 2**20, 1)
+    tracemalloc.stop()
+    del taken
 
     # The reflector's event apply path, per event.
     events = min(args.events, args.pods)

@@ -196,6 +196,15 @@ def test_retain_and_the_byte_bound() -> None:
     assert small.misses == 4
 
 
+def test_large_allocation_values_make_an_entry_expensive() -> None:
+    """Pods with large (hostile) allocation values count in the byte bound: not kept past it."""
+    cache = CapacityCache(max_bytes=50_000)
+    big = tuple(Pod(name=f"p{i}", allocated="GPU-a,NVIDIA,1,1:" * 2000) for i in range(2))
+    first = compute("n", TWO, None, None, big, cache=cache)
+    assert len(cache) == 0 and cache.bytes == 0
+    assert seen(compute("n", TWO, None, None, big, cache=cache)) == seen(first)
+
+
 def test_totals_hands_out_a_copy() -> None:
     node = compute("n", TWO, None, None, (Pod(allocated="GPU-a,NVIDIA,1000,10:;"),))
     node.totals().mem_used += 99
