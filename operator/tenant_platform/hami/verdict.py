@@ -258,7 +258,7 @@ def _health(
     conflicting = health.conflicts(facts.health, split, gpu_nodes) if enabled else {}
     problems = health.problems(facts.health, conflicting, gpu_nodes=len(gpu_nodes)) if enabled else []
     notes = health.notes(facts.health, tainted=tainted, gpu_nodes=len(gpu_nodes), hami_enabled=enabled)
-    extras = {n: _extras(facts.detections[n], facts.nodes[n].taints, conflicting.get(n)) for n in gpu_nodes}
+    extras = {n: _extras(facts.detections[n], tuple(facts.nodes[n].taints), conflicting.get(n)) for n in gpu_nodes}
     detected = Counter(s for d in facts.detections.values() for s in d)
     section = health.health_status(
         facts.health,
