@@ -46,6 +46,7 @@ from benchmarks.gpu_scale import POD_MIB, node_body, pod_body
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.hami import allocations, capacity, register
 from tenant_platform.hami.facts import DETECTIONS, GpuFacts
+from tenant_platform.hami.gpustatus import ENTRIES
 from tenant_platform.hami.labels import LabelOutcome, plan_labels
 from tenant_platform.hami.verdict import GpuVerdict, evaluate, wanted_labels
 from tenant_platform.observe.cluster import ClusterSnapshot, ClusterView, label_manager
@@ -130,6 +131,7 @@ def clear_caches() -> None:
     allocations.cache.clear()
     capacity.CACHE.clear()
     DETECTIONS.clear()
+    ENTRIES.clear()
 
 
 def retained_by_a_pass(snapshot: ClusterSnapshot, tp: TenantPlatform, now: datetime) -> float:

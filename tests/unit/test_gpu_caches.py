@@ -3,6 +3,8 @@
 - hami/capacity.py ``CapacityCache``: a node's capacity is reused only while its register and
   cordon values and its pods are equal; a changed value is parsed again; the lock is judged on
   every call; ``retain`` forgets nodes that are gone; the byte bound holds.
+- ``NodeCapacity.model_sums`` (``model_rollup``) and hami/gpustatus.py ``EntryMemo`` (listed
+  node entries) equal what they replace.
 - hami/facts.py ``DetectionCache``: a node's detection is reused only for the same frozen node
   object and equal resource names and selectors.
 - observe/cluster.py ``view()``: the same view until something changes; per-node pod tuples
@@ -27,6 +29,7 @@ from tests.unit.test_gpu_verdict import EVALUATE_ROWS, Node, facts, gpu_node, pl
 from tenant_platform.hami import allocations, capacity, health, register
 from tenant_platform.hami.capacity import CapacityCache, NodeCapacity
 from tenant_platform.hami.facts import DETECTIONS, DetectionCache, detect
+from tenant_platform.hami.gpustatus import ENTRIES, NodeExtras, listed
 from tenant_platform.hami.names import DEFAULT_NAMES, ResourceNames
 from tenant_platform.hami.verdict import evaluate
 from tenant_platform.observe import cluster
@@ -213,6 +216,36 @@ def test_totals_hands_out_a_copy() -> None:
     assert capacity.total_status([node]).memory_mib.used == 1000
 
 
+def reference_rollup(nodes: list[NodeCapacity]) -> dict[str, dict[str, int]]:
+    """``model_rollup`` as it was computed card by card, before the per-node sums."""
+    out: dict[str, dict[str, int]] = {}
+    for node in nodes:
+        for state in node.cards:
+            entry = out.setdefault(
+                state.card.model, {"cards": 0, "memory_total_mib": 0, "memory_free_mib": 0, "cores_free_percent": 0}
+            )
+            entry["cards"] += 1
+            if state.schedulable:
+                entry["memory_total_mib"] += state.card.devmem
+                entry["memory_free_mib"] += state.free_mem
+                entry["cores_free_percent"] += state.free_cores
+    ranked = sorted(out.items(), key=lambda kv: (-kv[1]["cards"], kv[0]))
+    kept = dict(ranked[: capacity.MAX_MODELS])
+    for _, rest in ranked[capacity.MAX_MODELS :]:
+        other = kept.setdefault(capacity.OTHER_MODELS, dict.fromkeys(rest, 0))
+        for key, value in rest.items():
+            other[key] += value
+    return dict(sorted(kept.items()))
+
+
+def test_model_rollup_equals_card_by_card() -> None:
+    many = reg(*(card(f"GPU-m{i}", model=f"model-{i % 11}", healthy=i % 5 != 0, mem=1000 + i) for i in range(30)))
+    nodes = [uncached("n", *row) for _, *row in NODES]
+    nodes.append(uncached("many", many, "GPU-m3,GPU-m4", None, (Pod(allocated="GPU-m1,NVIDIA,10,10:;"),)))
+    for subset in (nodes, nodes[:5], nodes[-1:], []):
+        assert capacity.model_rollup(subset) == reference_rollup(subset)
+
+
 # -- detection ------------------------------------------------------------------------------------------
 
 
@@ -295,6 +328,7 @@ def clear() -> None:
     allocations.cache.clear()
     capacity.CACHE.clear()
     DETECTIONS.clear()
+    ENTRIES.clear()
 
 
 def outcome(decided: Any) -> str:
@@ -315,6 +349,40 @@ def test_evaluate_cold_and_warm_agree(row: tuple[Any, ...]) -> None:
     cold = outcome(evaluate(platform(**tweaks), facts(*nodes, **extra), labels=labels, now=NOW))
     warm = outcome(evaluate(platform(**tweaks), facts(*nodes, **extra), labels=labels, now=NOW))
     assert cold == warm
+
+
+# -- status.gpu.nodes entries ----------------------------------------------------------------------------
+
+
+def test_listed_entries_equal_fresh_ones() -> None:
+    cache = CapacityCache()
+    nodes = [compute(f"n{i}", *row, cache=cache) for i, (_, *row) in enumerate(NODES)]
+    labelled = frozenset(n.name for n in nodes[::2])
+    extras = {"n4": NodeExtras(detected_by=("capacity",), taints=("a:NoSchedule",))}
+
+    def fresh() -> list[Any]:
+        ENTRIES.clear()
+        return [e.dump() for e in listed(nodes, labelled, 500, extras=extras)]
+
+    want = fresh()
+    assert [e.dump() for e in listed(nodes, labelled, 500, extras=extras)] == want  # from the memo
+    assert [e.dump() for e in listed(nodes, labelled, 3, budget=10_000, extras=extras)] == [
+        e.dump() for e in listed(nodes, labelled, 3, budget=10_000, extras=extras)
+    ]
+    # labelled, extras and the capacity (a new object) each make the entry be built again
+    other = frozenset(n.name for n in nodes[1::2])
+    got = [e.dump() for e in listed(nodes, other, 500, extras={})]
+    ENTRIES.clear()
+    assert got == [e.dump() for e in listed(nodes, other, 500, extras={})]
+    nodes[4] = compute("n4", ONE, None, None, (), cache=cache)
+    assert [e["cards"] for e in (e.dump() for e in listed(nodes, labelled, 500)) if e["name"] == "n4"] == [1]
+
+
+def test_a_held_lock_is_listed_as_of_now() -> None:
+    lock = "2025-06-01T08:19:00Z,ml,p"
+    first = listed([compute("n", TWO, None, lock, ())], frozenset(), 500)
+    later = listed([compute("n", TWO, None, lock, (), now=NOW + timedelta(minutes=10))], frozenset(), 500)
+    assert (first[0].dump()["lock"]["state"], later[0].dump()["lock"]["state"]) == ("dangling", "expired")
 
 
 # -- the snapshot's views --------------------------------------------------------------------------------

@@ -135,6 +135,18 @@ class NodeCapacity:
         return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
 
     @cached_property
+    def model_sums(self) -> dict[str, tuple[int, int, int, int]]:
+        """Per model: cards, and over schedulable cards memory total and free (MiB) and cores free
+        (%) (what ``model_rollup`` adds up). Do not modify."""
+        out: dict[str, tuple[int, int, int, int]] = {}
+        for state in self.cards:
+            cards, total, free, cores = out.get(state.card.model, (0, 0, 0, 0))
+            if state.schedulable:
+                total, free, cores = total + state.card.devmem, free + state.free_mem, cores + state.free_cores
+            out[state.card.model] = (cards + 1, total, free, cores)
+        return out
+
+    @cached_property
     def _totals(self) -> Totals:
         totals = Totals()
         for state in self.schedulable:
@@ -401,15 +413,14 @@ def model_rollup(nodes: Sequence[NodeCapacity]) -> dict[str, dict[str, int]]:
     """Per model: cards, memory total/free (MiB), cores free (%), over schedulable cards."""
     out: dict[str, dict[str, int]] = {}
     for node in nodes:
-        for state in node.cards:
+        for model, (cards, total, free, cores) in node.model_sums.items():
             entry = out.setdefault(
-                state.card.model, {"cards": 0, "memory_total_mib": 0, "memory_free_mib": 0, "cores_free_percent": 0}
+                model, {"cards": 0, "memory_total_mib": 0, "memory_free_mib": 0, "cores_free_percent": 0}
             )
-            entry["cards"] += 1
-            if state.schedulable:
-                entry["memory_total_mib"] += state.card.devmem
-                entry["memory_free_mib"] += state.free_mem
-                entry["cores_free_percent"] += state.free_cores
+            entry["cards"] += cards
+            entry["memory_total_mib"] += total
+            entry["memory_free_mib"] += free
+            entry["cores_free_percent"] += cores
     ranked = sorted(out.items(), key=lambda kv: (-kv[1]["cards"], kv[0]))
     kept = dict(ranked[:MAX_MODELS])
     for _, rest in ranked[MAX_MODELS:]:  # bounded metric label values, as in status

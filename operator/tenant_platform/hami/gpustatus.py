@@ -3,12 +3,15 @@
 Bounded whatever the cluster holds: at most MAX_LISTED_NODES node entries and NODES_BUDGET bytes
 of them (problem nodes first), at most MAX_RECORDED_NODES recorded nodes and RECORDED_BUDGET
 bytes. Each node entry also carries what hami/health.py found (``NodeExtras``: how it was
-detected, its taints, a device-plugin conflict) and its fit (hami/fit.py ``free_fit``, kept on the NodeCapacity).
+detected, its taints, a device-plugin conflict) and its fit (hami/fit.py ``free_fit``, kept on
+the NodeCapacity). A listed node's entry is built once while its capacity, labelled and extras
+stay the same (``EntryMemo``).
 """
 
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -93,14 +96,50 @@ def listed(
     chosen: list[GpuNodeStatus] = []
     used = 0
     for capacity in ranked[:limit]:
-        entry = more.get(capacity.name, NO_EXTRAS).apply(
-            capacity.to_status(labelled=capacity.name in labelled), capacity
-        )
-        used += len(json.dumps(entry.dump(), separators=(",", ":")))
+        entry, size = ENTRIES.entry(capacity, capacity.name in labelled, more.get(capacity.name, NO_EXTRAS))
+        used += size
         if used > budget:
             break
         chosen.append(entry)
     return sorted(chosen, key=lambda e: e.name)
+
+
+class EntryMemo:
+    """A listed node's entry and its JSON size by node name, reused while the node's capacity is
+    the same object (hami/capacity.py CapacityCache hands out the same one while nothing about the
+    node changed; a held lock makes a new one every pass) and labelled and extras are equal. At most
+    MAX_ENTRIES (then it starts over). Thread-safe."""
+
+    MAX_ENTRIES: Final = 4 * MAX_LISTED_NODES
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: dict[str, tuple[NodeCapacity, bool, NodeExtras, GpuNodeStatus, int]] = {}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def entry(self, capacity: NodeCapacity, labelled: bool, extras: NodeExtras) -> tuple[GpuNodeStatus, int]:
+        """(the node's status entry, its JSON size in bytes)."""
+        with self._lock:
+            found = self._entries.get(capacity.name)
+        if found is not None and found[0] is capacity and found[1] == labelled and found[2] == extras:
+            return found[3], found[4]
+        entry = extras.apply(capacity.to_status(labelled=labelled), capacity)
+        size = len(json.dumps(entry.dump(), separators=(",", ":")))
+        with self._lock:
+            if len(self._entries) >= self.MAX_ENTRIES:
+                self._entries.clear()
+            self._entries[capacity.name] = (capacity, labelled, extras, entry, size)
+        return entry, size
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+ENTRIES: Final = EntryMemo()
+"""The process's memo of listed node entries (``ENTRIES.clear()``)."""
 
 
 def _resource_names(names: ResourceNames) -> ResourceNamesStatus:
