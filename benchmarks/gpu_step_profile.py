@@ -9,7 +9,7 @@ an ``observe.cluster.ClusterSnapshot`` with them, and times, each on its own:
   pod), one node heartbeat that changes nothing kept, one node annotation change;
 - the pure parts of the gpu step: ``GpuFacts.gpu_nodes`` (hami/facts.py ``detect`` per node),
   ``plan_labels`` (hami/labels.py), ``evaluate`` (hami/verdict.py, which runs hami/capacity.py per
-  GPU node), cold (caches empty) and warm;
+  GPU node), cold (caches empty) and warm, and ``model_rollup`` (the per-model gauges' sums);
 - a whole pure pass (view -> facts -> gpu_nodes -> plan_labels -> evaluate) after one pod change,
   which is what a GPU-only pass costs besides its API reads and the status write;
 
@@ -235,6 +235,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     out["evaluate_cold_ms"] = round(seconds * 1e3, 1)
     seconds, decided = timed(lambda: evaluate(tp, facts_of(view), labels=outcome, now=now), args.repeat)
     out["evaluate_warm_ms"] = round(seconds * 1e3, 1)
+    seconds, _ = timed(lambda: capacity.model_rollup(decided.capacities), args.repeat)
+    out["model_rollup_ms"] = round(seconds * 1e3, 1)  # the per-model gauges (reconcile/gpu.py record_metrics)
     condition = decided.verdict.conditions[0]
     out["condition"] = f"{condition.reason}: {condition.message[:120]}"
 
