@@ -15,6 +15,8 @@ registered. It reports:
 - the gpu step's time over the whole snapshot (cold and warm parse caches);
 - API requests the child made: its Kube.counter (the step) and apiserver_request_total deltas
   (kopf's lists and watches included), with this driver's own requests listed apart.
+- with ``--profile``: the child's refreshes after the first under cProfile (top functions by
+  cumulative time, in ``child.refresh_profile_cumulative``).
 
     .venv/bin/python -m benchmarks.gpu_scale            # 2,000 nodes x 8 cards, 20,000 pods
     .venv/bin/python -m benchmarks.gpu_scale --quick    # 100 nodes, 1,000 pods
@@ -23,9 +25,12 @@ registered. It reports:
 from __future__ import annotations
 
 import argparse
+import cProfile
 import gc
+import io
 import json
 import os
+import pstats
 import signal
 import subprocess
 import sys
@@ -147,7 +152,9 @@ def snapshot_footprint(kube: Kube) -> dict[str, Any]:
     """The snapshot's own size and the gpu step's time over it, measured in this process."""
     from tenant_platform.api.models import TenantPlatform  # noqa: PLC0415
     from tenant_platform.config import Settings  # noqa: PLC0415
-    from tenant_platform.hami import allocations, register  # noqa: PLC0415
+    from tenant_platform.hami import allocations, capacity, register  # noqa: PLC0415
+    from tenant_platform.hami.facts import DETECTIONS  # noqa: PLC0415
+    from tenant_platform.hami.gpustatus import ENTRIES  # noqa: PLC0415
     from tenant_platform.observe import cluster  # noqa: PLC0415
     from tenant_platform.reconcile import gpu  # noqa: PLC0415
     from tenant_platform.reconcile.base import StepContext  # noqa: PLC0415
@@ -169,6 +176,9 @@ def snapshot_footprint(kube: Kube) -> dict[str, Any]:
     timings = []
     register.cache.clear()
     allocations.cache.clear()
+    capacity.CACHE.clear()
+    DETECTIONS.clear()
+    ENTRIES.clear()
     for _ in range(3):
         ctx = StepContext(
             platform=platform, kube=kube, settings=Settings(), now=datetime.now(UTC), dry_run=True, observed=snapshot
@@ -186,6 +196,9 @@ def main(argv: Iterable[str] | None = None) -> None:
     parser.add_argument("--pods", type=int, default=20000)
     parser.add_argument("--threads", type=int, default=16, help="client threads creating objects")
     parser.add_argument("--debounce", type=float, default=1.0, help="settings.gpu_debounce for the child")
+    parser.add_argument(
+        "--profile", action="store_true", help="cProfile the child's refreshes after the first (top functions in child)"
+    )
     parser.add_argument("--samples", type=int, default=5, help="allocation changes timed")
     parser.add_argument("--quick", action="store_true", help="100 nodes, 1,000 pods")
     parser.add_argument("--json", action="store_true", help="print only the JSON result")
@@ -194,7 +207,7 @@ def main(argv: Iterable[str] | None = None) -> None:
     parser.add_argument("--stats", help=argparse.SUPPRESS)
     args = parser.parse_args(list(argv) if argv is not None else None)
     if args.operator_child:
-        run_child(args.kubeconfig, args.stats, args.debounce)
+        run_child(args.kubeconfig, args.stats, args.debounce, profile=args.profile)
         return
     if args.quick:
         args.nodes, args.pods = 100, 1000
@@ -261,6 +274,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             str(stats_path),
             "--debounce",
             str(args.debounce),
+            *(["--profile"] if args.profile else []),
         ]
         started = time.monotonic()
         child = subprocess.Popen(command, env=env, cwd=Path(__file__).resolve().parents[1])
@@ -331,7 +345,7 @@ def render(result: dict[str, Any]) -> str:
 # -- child: the GPU part of the operator ---------------------------------------------------------------
 
 
-def run_child(kubeconfig: str, stats_path: str, debounce: float) -> None:
+def run_child(kubeconfig: str, stats_path: str, debounce: float, *, profile: bool = False) -> None:
     """The GPU part of the operator: the snapshot's watches (handlers_gpu.start_watches, as the
     operator's startup does) and the debounced gpu_refresher calling reconcile.run with only the
     gpu step registered (one refresher per platform here, so each platform's latency is timed)."""
@@ -351,6 +365,7 @@ def run_child(kubeconfig: str, stats_path: str, debounce: float) -> None:
     kube = Kube.from_kubeconfig(kubeconfig)
     settings = Settings(gpu_debounce=debounce)
     refreshes: list[float] = []
+    profiler = cProfile.Profile() if profile else None
     lock = threading.Lock()
     started = time.monotonic()
     synced_after: list[float] = []
@@ -360,7 +375,16 @@ def run_child(kubeconfig: str, stats_path: str, debounce: float) -> None:
             began = time.monotonic()
             body = kube.get(constants.API_VERSION, constants.KIND, name)
             if body is not None:
-                reconcile.run(body, kube=kube, settings=settings, now=datetime.now(UTC), observed=cluster.SNAPSHOT)
+                if profiler is not None and refreshes:  # every refresh after the first
+                    profiler.enable()
+                    try:
+                        reconcile.run(
+                            body, kube=kube, settings=settings, now=datetime.now(UTC), observed=cluster.SNAPSHOT
+                        )
+                    finally:
+                        profiler.disable()
+                else:
+                    reconcile.run(body, kube=kube, settings=settings, now=datetime.now(UTC), observed=cluster.SNAPSHOT)
             refreshes.append(round(time.monotonic() - began, 3))
 
     @kopf.on.startup()
@@ -388,6 +412,11 @@ def run_child(kubeconfig: str, stats_path: str, debounce: float) -> None:
 
     kopf.run(standalone=True, clusterwide=True)
     reflectors = {r.kind: r for w in watches for r in w.reflectors}
+    top: list[str] = []
+    if profiler is not None:
+        text = io.StringIO()
+        pstats.Stats(profiler, stream=text).strip_dirs().sort_stats("cumulative").print_stats(40)
+        top = [line for line in text.getvalue().splitlines() if line.strip()][-41:]
     Path(stats_path).write_text(
         json.dumps(
             {
@@ -401,6 +430,7 @@ def run_child(kubeconfig: str, stats_path: str, debounce: float) -> None:
                 "refresh_seconds_first": refreshes[:1],
                 "refresh_seconds_max_after_first": max(refreshes[1:], default=0),
                 "snapshot_objects": len(cluster.SNAPSHOT),
+                "refresh_profile_cumulative": top,
                 "reflectors": {
                     kind: {"lists": r.lists, "watches": r.watches, "events": r.events, "errors": r.errors}
                     for kind, r in reflectors.items()

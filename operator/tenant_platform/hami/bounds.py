@@ -31,8 +31,12 @@ MAX_INT: Final = 2**31 - 1
 MAX_ID_CHARS: Final = 128
 # At most this many cards per node register (real nodes have 1 to 16).
 MAX_CARDS: Final = 128
-# Byte budget of each parse cache.
-CACHE_BYTES: Final = 16 * 1024 * 1024
+# Byte budget of each parse cache. Small: a pass reuses each node's whole capacity while its
+# annotations and pods are unchanged (hami/capacity.py CapacityCache), so these serve the nodes a
+# change touches, and the first pass over a big cluster parses every value whatever the budget.
+CACHE_BYTES: Final = 4 * 1024 * 1024
+# Byte budget of the per-node capacity cache (about 2.6 KB per node with 8 cards: 12,000 such nodes).
+CAPACITY_CACHE_BYTES: Final = 32 * 1024 * 1024
 
 _DIGITS: Final = frozenset("0123456789")
 

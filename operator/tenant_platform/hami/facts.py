@@ -3,14 +3,20 @@
 A node is a GPU node when it advertises one (GPU capacity, NVIDIA feature-discovery labels, a
 HAMi register annotation: capacity.advertised_by) or when hami/health.py's other sources find it
 (an NVIDIA runtime handler, an NVIDIA RuntimeClass's nodeSelector, ``spec.gpu.nodeSelector``).
+
+Every pass asks this of every node; ``DETECTIONS`` keeps each node's answer while the node is the
+same immutable object (the snapshot replaces a node's ``NodeInfo`` only when something kept of it
+changed) and HAMi's resource names and the selectors are equal to last time.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
+from typing import Final
 
 from tenant_platform.hami.allocations import PodLike
 from tenant_platform.hami.capacity import advertised_by
@@ -28,6 +34,65 @@ def detect(node: NodeLike, names: ResourceNames, selectors: Sequence[Selector]) 
     return detected_by(
         advertised=advertised, labels=node.labels, runtime_handlers=node.runtime_handlers, selectors=tuple(selectors)
     )
+
+
+def _immutable(node: NodeLike) -> bool:
+    """A frozen dataclass (observe's NodeInfo): the same object always says the same."""
+    params = getattr(type(node), "__dataclass_params__", None)
+    return bool(params is not None and params.frozen)
+
+
+class DetectionCache:
+    """Each node's ``detect`` answer by node name, from the last pass over all nodes; reused while
+    the node is the same frozen object and the resource names and selectors are equal. Holds the
+    nodes of the last pass only (a deleted node's entry goes with the next pass). Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._names: ResourceNames = DEFAULT_NAMES
+        self._selectors: tuple[Selector, ...] = ()
+        self._entries: dict[str, tuple[NodeLike, tuple[str, ...]]] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def detections(
+        self, nodes: Mapping[str, NodeLike], names: ResourceNames, selectors: tuple[Selector, ...]
+    ) -> dict[str, tuple[str, ...]]:
+        """GPU node -> every source that makes it one, over ``nodes``."""
+        with self._lock:
+            same = names == self._names and selectors == self._selectors
+            previous = self._entries if same else {}
+        entries: dict[str, tuple[NodeLike, tuple[str, ...]]] = {}
+        out: dict[str, tuple[str, ...]] = {}
+        hits = 0
+        for node in nodes.values():
+            found = previous.get(node.name)
+            if found is not None and found[0] is node:
+                entries[node.name] = found
+                sources = found[1]
+                hits += 1
+            else:
+                sources = detect(node, names, selectors)
+                if _immutable(node):
+                    entries[node.name] = (node, sources)
+            if sources:
+                out[node.name] = sources
+        with self._lock:
+            self._entries, self._names, self._selectors = entries, names, selectors
+            self.hits += hits
+            self.misses += len(nodes) - hits
+        return out
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries = {}
+
+
+DETECTIONS: Final = DetectionCache()
+"""The process's detection cache (``DETECTIONS.clear()``)."""
 
 
 @dataclass(frozen=True)
@@ -53,12 +118,7 @@ class GpuFacts:
     @cached_property
     def detections(self) -> dict[str, tuple[str, ...]]:
         """GPU node -> every source that makes it one (hami/health.py SOURCES)."""
-        out: dict[str, tuple[str, ...]] = {}
-        for node in self.nodes.values():
-            sources = detect(node, self.names, self.selectors)
-            if sources:
-                out[node.name] = sources
-        return out
+        return DETECTIONS.detections(self.nodes, self.names, tuple(self.selectors))
 
     @cached_property
     def gpu_nodes(self) -> list[str]:

@@ -3,12 +3,15 @@
 Bounded whatever the cluster holds: at most MAX_LISTED_NODES node entries and NODES_BUDGET bytes
 of them (problem nodes first), at most MAX_RECORDED_NODES recorded nodes and RECORDED_BUDGET
 bytes. Each node entry also carries what hami/health.py found (``NodeExtras``: how it was
-detected, its taints, a device-plugin conflict) and its fit (hami/fit.py ``free_fit``).
+detected, its taints, a device-plugin conflict) and its fit (hami/fit.py ``free_fit``, kept on
+the NodeCapacity). A listed node's entry is built once while its capacity, labelled and extras
+stay the same (``EntryMemo``).
 """
 
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -27,7 +30,7 @@ from tenant_platform.api.status.gpu import (
 )
 from tenant_platform.hami.capacity import NodeCapacity, quantity_int, summary_line, total_status
 from tenant_platform.hami.facts import GpuFacts
-from tenant_platform.hami.fit import free_fit, total_fit
+from tenant_platform.hami.fit import total_fit
 from tenant_platform.hami.names import GFD_COUNT_LABEL, GFD_PRODUCT_LABEL, ResourceNames
 
 # status.gpu.nodes lists at most this many nodes (problem nodes first); totals and metrics cover
@@ -52,7 +55,7 @@ class NodeExtras:
         """``entry`` with these extras, and the fit of ``capacity`` when it has cards."""
         return entry.model_copy(
             update={
-                "fit": free_fit(capacity) if capacity is not None and capacity.cards else None,
+                "fit": capacity.fit if capacity is not None and capacity.cards else None,
                 "detected_by": list(self.detected_by) or None,
                 "taints": list(self.taints) or None,
                 "device_plugin_conflict": self.device_plugin_conflict,
@@ -93,14 +96,50 @@ def listed(
     chosen: list[GpuNodeStatus] = []
     used = 0
     for capacity in ranked[:limit]:
-        entry = more.get(capacity.name, NO_EXTRAS).apply(
-            capacity.to_status(labelled=capacity.name in labelled), capacity
-        )
-        used += len(json.dumps(entry.dump(), separators=(",", ":")))
+        entry, size = ENTRIES.entry(capacity, capacity.name in labelled, more.get(capacity.name, NO_EXTRAS))
+        used += size
         if used > budget:
             break
         chosen.append(entry)
     return sorted(chosen, key=lambda e: e.name)
+
+
+class EntryMemo:
+    """A listed node's entry and its JSON size by node name, reused while the node's capacity is
+    the same object (hami/capacity.py CapacityCache hands out the same one while nothing about the
+    node changed; a held lock makes a new one every pass) and labelled and extras are equal. At most
+    MAX_ENTRIES (then it starts over). Thread-safe."""
+
+    MAX_ENTRIES: Final = 4 * MAX_LISTED_NODES
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: dict[str, tuple[NodeCapacity, bool, NodeExtras, GpuNodeStatus, int]] = {}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def entry(self, capacity: NodeCapacity, labelled: bool, extras: NodeExtras) -> tuple[GpuNodeStatus, int]:
+        """(the node's status entry, its JSON size in bytes)."""
+        with self._lock:
+            found = self._entries.get(capacity.name)
+        if found is not None and found[0] is capacity and found[1] == labelled and found[2] == extras:
+            return found[3], found[4]
+        entry = extras.apply(capacity.to_status(labelled=labelled), capacity)
+        size = len(json.dumps(entry.dump(), separators=(",", ":")))
+        with self._lock:
+            if len(self._entries) >= self.MAX_ENTRIES:
+                self._entries.clear()
+            self._entries[capacity.name] = (capacity, labelled, extras, entry, size)
+        return entry, size
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+ENTRIES: Final = EntryMemo()
+"""The process's memo of listed node entries (``ENTRIES.clear()``)."""
 
 
 def _resource_names(names: ResourceNames) -> ResourceNamesStatus:
@@ -122,8 +161,11 @@ def status_section(
     wanted: Mapping[str, str],
     extras: Mapping[str, NodeExtras] | None = None,
     health: GpuHealthStatus | None = None,
+    total: GpuTotal | None = None,
 ) -> GpuStatus:
-    """``status.gpu``: per node (capped), totals, the printer-column summary, labels, names."""
+    """``status.gpu``: per node (capped), totals, the printer-column summary, labels, names.
+
+    ``total``: ``total_status(capacities)`` when the caller has it already."""
     spec = platform.spec.gpu
     if not spec.node_labels.enabled and not spec.hami.enabled:
         return GpuStatus(summary="disabled")
@@ -133,7 +175,8 @@ def status_section(
         count = len(capacities)
         entries = listed(capacities, labelled, MAX_LISTED_NODES, extras=extras)
         ignored = sum(c.ignored_count for c in capacities)
-        total = total_status(capacities).model_copy(update={"fit": total_fit([free_fit(c) for c in capacities])})
+        rollup = total if total is not None else total_status(capacities)
+        total = rollup.model_copy(update={"fit": total_fit([c.fit for c in capacities])})
         summary = summary_line(total)
         names = ResourceNamesSource(**_resource_names(facts.names).model_dump(), source=facts.names_source)
     else:

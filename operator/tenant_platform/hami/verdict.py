@@ -25,15 +25,19 @@ ignored pods per node (hami/capacity.py), notes of at most 200 characters, at mo
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 from tenant_platform.api import constants, reasons
 from tenant_platform.api.models import TenantPlatform, parse_duration
+from tenant_platform.api.status.gpu import GpuTotal
 from tenant_platform.hami import health
 from tenant_platform.hami.allocations import PodLike
+from tenant_platform.hami.capacity import CACHE as CAPACITY_CACHE
 from tenant_platform.hami.capacity import NodeCapacity, node_capacity, quantity_int, summary_line, total_status
 from tenant_platform.hami.facts import GpuFacts
 from tenant_platform.hami.freshness import (
@@ -64,6 +68,7 @@ from tenant_platform.hami.names import (
     DEFAULT_NAMES,
     LOCK,
     REGISTER,
+    hami_annotation,
 )
 from tenant_platform.status import conditions
 from tenant_platform.status.conditions import Condition
@@ -135,12 +140,13 @@ def evaluate(platform: TenantPlatform, facts: GpuFacts, *, labels: LabelOutcome,
     if spec.hami.enabled:
         owner = _owner(facts)
         for name in gpu_nodes:
+            annotations = facts.nodes[name].annotations
             capacities.append(
                 node_capacity(
                     name,
-                    register=facts.annotation(name, REGISTER),
-                    lock=facts.annotation(name, LOCK),
-                    cordon=facts.annotation(name, CORDON),
+                    register=_value(annotations, REGISTER),
+                    lock=_value(annotations, LOCK),
+                    cordon=_value(annotations, CORDON),
                     pods=facts.pods_by_node.get(name, ()),
                     now=now,
                     lock_timeout=timeout,
@@ -148,6 +154,8 @@ def evaluate(platform: TenantPlatform, facts: GpuFacts, *, labels: LabelOutcome,
                 )
             )
             allocatable[name] = quantity_int(facts.nodes[name].allocatable.get(facts.names.count))
+        CAPACITY_CACHE.retain(facts.nodes)  # forget the capacity of nodes that are gone
+    total = total_status(capacities)
     extras, health_problems, notes, all_tainted, health_section = _health(facts, capacities, enabled=spec.hami.enabled)
     condition = gpu_condition(
         Findings(
@@ -163,10 +171,18 @@ def evaluate(platform: TenantPlatform, facts: GpuFacts, *, labels: LabelOutcome,
             health_problems=health_problems,
             notes=notes,
             all_tainted=all_tainted,
+            total=total,
         )
     )
     status = status_section(
-        platform, facts, capacities=capacities, labelled=labelled, wanted=wanted, extras=extras, health=health_section
+        platform,
+        facts,
+        capacities=capacities,
+        labelled=labelled,
+        wanted=wanted,
+        extras=extras,
+        health=health_section,
+        total=total,
     )
     recorded = recorded_facts(facts, capacities=capacities, names=facts.names if spec.hami.enabled else None)
     requeues = [
@@ -205,13 +221,33 @@ def evaluate(platform: TenantPlatform, facts: GpuFacts, *, labels: LabelOutcome,
     return GpuVerdict(verdict, tuple(capacities))
 
 
+def _value(annotations: Mapping[str, str], suffix: str) -> str | None:
+    """The value of HAMi's ``suffix`` annotation (either prefix), as ``GpuFacts.annotation``."""
+    found = hami_annotation(annotations, suffix)
+    return found[1] if found else None
+
+
+@lru_cache(maxsize=1024)
+def _extras(detected_by: tuple[str, ...], taints: tuple[tuple[str, str, str], ...], conflict: str | None) -> NodeExtras:
+    """One node's NodeExtras (shared: most nodes have the same detection sources and no taints)."""
+    return NodeExtras(
+        detected_by=detected_by,
+        taints=tuple(health.taint_phrase(t) for t in health.chosen_taints(taints)),
+        device_plugin_conflict=conflict,
+    )
+
+
 def _health(
     facts: GpuFacts, capacities: Sequence[NodeCapacity], *, enabled: bool
 ) -> tuple[dict[str, NodeExtras], list[health.Problem], list[str], bool, Any]:
     """Per node extras, health problems, notes, whether every GPU node is tainted, status.gpu.health."""
     gpu_nodes = facts.gpu_nodes
     count = facts.names.count
-    tainted = {n: found for n in gpu_nodes if (found := health.blocking_taints(facts.nodes[n].taints, count))}
+    tainted = {
+        n: found
+        for n in gpu_nodes
+        if (taints := facts.nodes[n].taints) and (found := health.blocking_taints(taints, count))
+    }
     split: dict[str, str] = {}
     for capacity in capacities:
         why = health.split_count_conflict(
@@ -222,17 +258,11 @@ def _health(
     conflicting = health.conflicts(facts.health, split, gpu_nodes) if enabled else {}
     problems = health.problems(facts.health, conflicting, gpu_nodes=len(gpu_nodes)) if enabled else []
     notes = health.notes(facts.health, tainted=tainted, gpu_nodes=len(gpu_nodes), hami_enabled=enabled)
-    extras = {
-        n: NodeExtras(
-            detected_by=facts.detections[n],
-            taints=tuple(health.taint_phrase(t) for t in health.chosen_taints(facts.nodes[n].taints)),
-            device_plugin_conflict=conflicting.get(n),
-        )
-        for n in gpu_nodes
-    }
+    extras = {n: _extras(facts.detections[n], tuple(facts.nodes[n].taints), conflicting.get(n)) for n in gpu_nodes}
+    detected = Counter(s for d in facts.detections.values() for s in d)
     section = health.health_status(
         facts.health,
-        detected={s: sum(1 for d in facts.detections.values() if s in d) for s in health.SOURCES},
+        detected={s: detected[s] for s in health.SOURCES},
         conflicting=conflicting,
         tainted=len(tainted),
         notes=notes,
@@ -265,6 +295,8 @@ class Findings:
     """Sentences that do not fail GPUReady (hami/health.py ``notes``)."""
     all_tainted: bool = False
     """Every GPU node carries a NoSchedule/NoExecute taint a GPU pod is not given a toleration for."""
+    total: GpuTotal | None = None
+    """``total_status(nodes)`` when the caller has it already (computed here otherwise)."""
 
 
 def _names(items: Sequence[str], limit: int = 5) -> str:
@@ -318,7 +350,8 @@ def gpu_condition(findings: Findings) -> Condition:
     if findings.labels_enabled:
         message += f", {len(findings.labelled)} labelled"
     if findings.hami_enabled:
-        message += f"; HAMi reports {summary_line(total_status(findings.nodes))}"
+        total = findings.total if findings.total is not None else total_status(findings.nodes)
+        message += f"; HAMi reports {summary_line(total)}"
     message += "." + _ignored_sentence(findings.nodes) + notes
     return conditions.true(type_, reasons.GPU.TAINTED if findings.all_tainted else reasons.GPU.READY, message)
 

@@ -101,6 +101,10 @@ class ClusterSnapshot:
         self._nodes: dict[str, NodeInfo] = {}
         self._pods: dict[tuple[str, str], PodInfo] = {}
         self._by_node: dict[str, dict[tuple[str, str], PodInfo]] = {}
+        # Node -> its pods as the views hand them out, rebuilt only for the nodes a change touches.
+        self._placed: dict[str, tuple[PodInfo, ...]] = {}
+        # The last view and what it was taken at (change number, staleness): reused until either moves.
+        self._view: tuple[tuple[int, tuple[datetime, str] | None], ClusterView] | None = None
         self._changes = 0
         # (change number, nodes it touched or None for any, the platforms it concerns or None for
         # all), one entry per change.
@@ -252,6 +256,7 @@ class ClusterSnapshot:
                 self._unindex(old, key)
             self._pods[key] = info
             self._by_node.setdefault(info.node, {})[key] = info
+            self._retuple(info.node)
             self._bump(info.node, *((old.node,) if old is not None and old.node != info.node else ()))
             return True
 
@@ -273,6 +278,15 @@ class ClusterSnapshot:
             placed.pop(key, None)
             if not placed:
                 del self._by_node[old.node]
+        self._retuple(old.node)
+
+    def _retuple(self, node: str) -> None:
+        """Rebuild the pods tuple of one node the views hand out (after its pods changed)."""
+        placed = self._by_node.get(node)
+        if placed:
+            self._placed[node] = tuple(placed.values())
+        else:
+            self._placed.pop(node, None)
 
     def handle_node_event(self, event_type: str | None, body: Mapping[str, Any]) -> bool:
         """One watch event for a Node (type None: initial listing)."""
@@ -304,8 +318,9 @@ class ClusterSnapshot:
         by_node: dict[str, dict[tuple[str, str], PodInfo]] = {}
         for key, info in new_pods.items():
             by_node.setdefault(info.node, {})[key] = info
+        placed = {node: tuple(p.values()) for node, p in by_node.items()}
         with self._cond:
-            self._pods, self._by_node = new_pods, by_node
+            self._pods, self._by_node, self._placed = new_pods, by_node, placed
             self._synced_kinds.add("pods")
             self._stale.pop("pods", None)
             self._bump()
@@ -318,18 +333,27 @@ class ClusterSnapshot:
     # ---- reading -------------------------------------------------------------------------------
 
     def view(self) -> ClusterView:
-        """A consistent, immutable copy for one reconcile (O(nodes + pods), no parsing)."""
+        """A consistent, immutable copy for one reconcile (O(nodes + pods), no parsing).
+
+        The same view object is handed out again until something changes (``changes`` or the
+        staleness), so platforms whose passes follow one change share one copy; the per-node pod
+        tuples are rebuilt only for the nodes a change touched."""
         with self._cond:
             stale = min(self._stale.values()) if self._stale else None
-            return ClusterView(
+            key = (self._changes, stale)
+            if self._view is not None and self._view[0] == key:
+                return self._view[1]
+            view = ClusterView(
                 nodes=MappingProxyType(dict(self._nodes)),
-                pods_by_node=MappingProxyType({node: tuple(p.values()) for node, p in self._by_node.items()}),
+                pods_by_node=MappingProxyType(dict(self._placed)),
                 pods=MappingProxyType(dict(self._pods)),
                 changes=self._changes,
                 synced=self._is_synced(),
                 stale_since=stale[0] if stale else None,
                 stale_why=stale[1] if stale else "",
             )
+            self._view = (key, view)
+            return view
 
     def node(self, name: str) -> NodeInfo | None:
         """One node as kept now (no copy of the rest)."""
