@@ -67,14 +67,7 @@ def platform() -> TenantPlatform:
 
 def facts_of(view: ClusterView) -> GpuFacts:
     """What ``reconcile/gpu.gather`` builds from a view, without its API reads."""
-    return GpuFacts(
-        nodes=view.nodes,
-        pods_by_node=view.pods_by_node,
-        pod=view.pod,
-        synced=view.synced,
-        stale_since=view.stale_since,
-        stale_why=view.stale_why,
-    )
+    return GpuFacts.of_view(view)
 
 
 def one_pass(snapshot: ClusterSnapshot, tp: TenantPlatform, now: datetime) -> GpuVerdict:

@@ -7,10 +7,10 @@ earlier versions' per-platform managers; the plan is compared as (applies, relea
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from tests.hami_support import HamiNode
 
 from tenant_platform.hami.labels import (
     MAX_MANAGER_LENGTH,
@@ -28,18 +28,8 @@ ON = value_manager("gpu", "on")
 OFF = value_manager("gpu", "off")
 
 
-@dataclass(frozen=True)
-class Node:
-    name: str = "n1"
-    uid: str = "uid-n1"
-    labels: Mapping[str, str] = field(default_factory=dict)
-    annotations: Mapping[str, str] = field(default_factory=dict)
-    capacity: Mapping[str, str] = field(default_factory=dict)
-    allocatable: Mapping[str, str] = field(default_factory=dict)
-    label_managers: Mapping[str, frozenset[str]] = field(default_factory=dict)
-    label_holders: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    runtime_handlers: tuple[str, ...] = ()
-    taints: tuple[tuple[str, str, str], ...] = ()
+def Node(name: str = "n1", **fields: Any) -> HamiNode:  # noqa: N802 - reads as the class it builds
+    return HamiNode(name, **{"uid": f"uid-{name}", **fields})
 
 
 def plan(

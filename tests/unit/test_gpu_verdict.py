@@ -9,12 +9,11 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from tests.hami_support import Pod, no_owner
+from tests.hami_support import HamiNode, Pod, no_owner
 
 from tenant_platform.api import reasons
 from tenant_platform.api.models import TenantPlatform
@@ -163,20 +162,7 @@ def test_many_nodes_are_abbreviated() -> None:
 # -- evaluate: facts + spec -> Verdict -------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Node:
-    """A NodeLike for tests (what observe's snapshot keeps of a Node)."""
-
-    name: str
-    uid: str = "uid-1"
-    labels: Mapping[str, str] = field(default_factory=dict)
-    annotations: Mapping[str, str] = field(default_factory=dict)
-    capacity: Mapping[str, str] = field(default_factory=dict)
-    allocatable: Mapping[str, str] = field(default_factory=dict)
-    label_managers: Mapping[str, frozenset[str]] = field(default_factory=dict)
-    label_holders: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    runtime_handlers: tuple[str, ...] = ()
-    taints: tuple[tuple[str, str, str], ...] = ()
+Node = HamiNode
 
 
 def gpu_node(

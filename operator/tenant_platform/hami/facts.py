@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
-from typing import Final
+from typing import Any, Final
 
 from tenant_platform.hami.allocations import PodLike
 from tenant_platform.hami.capacity import advertised_by
@@ -114,6 +114,20 @@ class GpuFacts:
     selectors: tuple[Selector, ...] = ()
     """spec.gpu.nodeSelector and the nodeSelectors of NVIDIA RuntimeClasses."""
     health: HealthFacts = field(default_factory=HealthFacts)
+
+    @classmethod
+    def of_view(cls, view: Any, **read: Any) -> GpuFacts:
+        """From a snapshot view (observe's ClusterView: nodes, HAMi pods, whether it is current)
+        and what else the pass ``read`` (names, selectors, health)."""
+        return cls(
+            nodes=view.nodes,
+            pods_by_node=view.pods_by_node,
+            pod=view.pod,
+            synced=view.synced,
+            stale_since=view.stale_since,
+            stale_why=view.stale_why,
+            **read,
+        )
 
     @cached_property
     def detections(self) -> dict[str, tuple[str, ...]]:

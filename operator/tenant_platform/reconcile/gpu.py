@@ -120,13 +120,8 @@ def gather(ctx: StepContext) -> GpuFacts:
     else:
         resource_names, source = names.DEFAULT_NAMES, "defaults"
     selectors, classes, failed = read_selectors(ctx.kube, health.spec_selector(spec.gpu.node_selector))
-    facts = GpuFacts(
-        nodes=view.nodes,
-        pods_by_node=view.pods_by_node,
-        pod=view.pod,
-        synced=view.synced,
-        stale_since=view.stale_since,
-        stale_why=view.stale_why,
+    facts = GpuFacts.of_view(
+        view,
         names=resource_names,
         names_source=source,
         selectors=selectors,
