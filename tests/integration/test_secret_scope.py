@@ -13,9 +13,11 @@ server's own apiserver_request_total.
 
 from __future__ import annotations
 
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,6 +26,7 @@ from tests.support import create_namespace
 
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
+from tenant_platform.kube import errors
 from tenant_platform.kube.cache import RBAC_SETTLE_SECONDS, CachedKube
 from tenant_platform.kube.client import Kube
 from tenant_platform.testing.controlplane import ControlPlane
@@ -83,7 +86,7 @@ def test_secrets_watched_cluster_wide_make_a_no_op_pass_free(
     assert names.scope.names_only and not names.scope.labels
     # No per-name watch: two watches whatever the number of Secrets and platforms.
     assert all(i.scope.name is None for i in cached.secrets.informers())
-    run(cached, unique_name)  # fills the access-review answers (asked after the last RBAC write)
+    previous = run(cached, unique_name)  # fills the access-review answers (asked after the last RBAC write)
 
     # The drift timer's pass (not an event-woken one reusing recent reads): no request at all. The
     # edge Secret comes from the labelled informer; the kubeconfig Secret (disabled here, so
@@ -92,7 +95,7 @@ def test_secrets_watched_cluster_wide_make_a_no_op_pass_free(
     reads_before = cached.counter.snapshot()
     outcome = run(cached, unique_name)
     delta = requests(control_plane) - before
-    assert not outcome.status_written
+    assert not outcome.status_written, changed(previous.status, outcome.status)
     assert delta == Counter(), delta
     assert cached.counter.snapshot() == reads_before
 
@@ -165,3 +168,98 @@ def test_an_unlabelled_secret_named_in_the_spec_is_still_read(
     before = requests(control_plane)
     run(early, unique_name)
     assert requests(control_plane) - before == Counter()
+
+
+def test_a_forged_label_on_someone_elses_secret(
+    granted: CachedKube, crd: Kube, make_platform: Any, unique_name: str, control_plane: ControlPlane
+) -> None:
+    """As an identity that may only write Secrets in its own namespace (a tenant), the worst it can
+    do to the labelled informer: a Secret labelled with another platform's name, under the name
+    of that platform's edge Secret. It is held (a label proves nothing, docs/security.md) and wakes
+    that platform, whose pass still reads its own Secret (keys are namespace and name), writes
+    nothing and leaves the forged one alone."""
+    cached = granted
+    body = make_platform(
+        unique_name,
+        unique_name,
+        mesh={"sidecarStyle": "Native"},
+        edgeCertificate={"issuer": "SelfSigned", "secretName": f"{unique_name}-tls"},
+    )
+    spec = TenantPlatform.from_body(body).spec
+    edge = (spec.gateway.namespace, spec.edge_certificate.secret_name)
+    converge(cached, unique_name)
+    wait_for(lambda: cluster_wide_synced(cached), "the cluster-wide Secret informers synced", 30)
+    time.sleep(RBAC_SETTLE_SECONDS + 0.5)
+    run(cached, unique_name)
+    ours = crd.get("v1", "Secret", edge[1], edge[0])
+    assert ours is not None
+
+    mallory_ns = f"{unique_name}-mallory"
+    create_namespace(crd, mallory_ns)
+    crd.create({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "mallory", "namespace": mallory_ns}})
+    crd.create(
+        {
+            "apiVersion": RBAC,
+            "kind": "Role",
+            "metadata": {"name": "secrets", "namespace": mallory_ns},
+            "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["create", "update", "patch"]}],
+        }
+    )
+    crd.create(
+        {
+            "apiVersion": RBAC,
+            "kind": "RoleBinding",
+            "metadata": {"name": "secrets", "namespace": mallory_ns},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "secrets"},
+            "subjects": [{"kind": "ServiceAccount", "name": "mallory", "namespace": mallory_ns}],
+        }
+    )
+    token, _ = crd.request_token(mallory_ns, "mallory", expiration_seconds=600)
+    with tempfile.TemporaryDirectory() as tmp:
+        mallory = Kube.from_kubeconfig(str(control_plane.kubeconfig_for_token(token, Path(tmp) / "mallory")))
+    try:
+        woken: list[str] = cached.woken  # type: ignore[attr-defined]
+        forged = secret(edge[1], mallory_ns, type="kubernetes.io/tls")
+        forged["metadata"]["labels"] = {constants.LABEL_PLATFORM: unique_name}
+        forged["stringData"] = {"tls.crt": "forged", "tls.key": "forged"}
+        created: list[dict[str, Any]] = []
+        woken.clear()
+        wait_for(lambda: _created(mallory, forged, created), "mallory's Secret created (her RoleBinding settled)", 30)
+        labelled = next(i for i in cached.secrets.informers() if not i.scope.names_only)
+        wait_for(lambda: labelled.get(mallory_ns, edge[1]) is not None, "the forged Secret in the store", 30)
+        wait_for(lambda: unique_name in woken, "the named platform woken", 30)
+        time.sleep(RBAC_SETTLE_SECONDS + 0.5)  # mallory's Role and binding were RBAC changes
+        run(cached, unique_name)
+        before = requests(control_plane)
+        outcome = run(cached, unique_name)
+        assert requests(control_plane) - before == Counter()
+        assert not outcome.status_written
+        after = crd.get("v1", "Secret", edge[1], edge[0])
+        assert after is not None and after["metadata"]["uid"] == ours["metadata"]["uid"]
+        assert after["data"] == ours["data"]
+        left = crd.get("v1", "Secret", edge[1], mallory_ns)
+        # Untouched: still hers, as she wrote it.
+        assert left is not None and left["metadata"]["resourceVersion"] == created[0]["metadata"]["resourceVersion"]
+    finally:
+        crd.delete("v1", "Namespace", mallory_ns)
+
+
+def changed(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """What differs between two statuses (conditions by type, other keys whole)."""
+    out: dict[str, Any] = {}
+    for key in before.keys() | after.keys():
+        if key == "conditions":
+            old = {c["type"]: c for c in before.get(key) or []}
+            new = {c["type"]: c for c in after.get(key) or []}
+            out.update({t: (old.get(t), new.get(t)) for t in old.keys() | new.keys() if old.get(t) != new.get(t)})
+        elif before.get(key) != after.get(key):
+            out[key] = (before.get(key), after.get(key))
+    return out
+
+
+def _created(kube: Kube, obj: dict[str, Any], out: list[dict[str, Any]]) -> bool:
+    try:
+        out.append(kube.create(obj))
+    except errors.Forbidden:
+        return False
+    return True
