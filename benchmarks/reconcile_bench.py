@@ -17,6 +17,10 @@ operator's VmRSS. ``--kubectl`` first times ``kubectl apply --server-side`` of t
 ``watch`` of the two Secrets each reads (the edge certificate, the kubeconfig Secret's name) by
 name, as docs/security.md's sample Role does, so the steady state shows the operator with its
 Secrets watched (kube/secretwatch.py) instead of read with a GET per pass.
+``--grant-secret-list``: before the operator starts, grant it ``list`` and ``watch`` of every
+Secret (deploy/components/watch-secrets, the chart's ``rbac.watchSecrets``), so every stage runs
+with the two cluster-wide Secret informers (our Secrets by label, every Secret's name) instead;
+the steady state then also reports the Secret watches open on the API server.
 
     .venv/bin/python -m benchmarks.reconcile_bench [--platforms 50] [--json]
     .venv/bin/python -m benchmarks.reconcile_bench --sizes 50,500 --drift-interval 300 --kubectl
@@ -42,10 +46,11 @@ from tenant_platform.api.models import TenantPlatform
 from tenant_platform.kube.client import Kube
 from tenant_platform.testing import seed
 from tenant_platform.testing.controlplane import ControlPlane
-from tenant_platform.testing.operator import OPERATOR_NAMESPACE, OPERATOR_SA, start_operator
+from tenant_platform.testing.operator import OPERATOR_NAMESPACE, OPERATOR_SA, REPO, apply_file, start_operator
 from tenant_platform.testing.wait import wait_for
 
 SAMPLE = Path(__file__).resolve().parents[1] / "deploy" / "samples" / "tenantplatform.yaml"
+WATCH_SECRETS = REPO / "deploy" / "components" / "watch-secrets" / "rbac.yaml"
 
 
 def platform(name: str) -> dict[str, Any]:
@@ -110,6 +115,9 @@ def main() -> None:
     parser.add_argument("--window", type=float, help="steady-state window in seconds (default: one drift interval)")
     parser.add_argument("--kubectl", action="store_true", help="also time kubectl apply --server-side")
     parser.add_argument("--grant-secret-watches", action="store_true", help="grant list/watch of each Secret by name")
+    parser.add_argument(
+        "--grant-secret-list", action="store_true", help="grant list/watch of every Secret (rbac.watchSecrets)"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     sizes = [int(n) for n in args.sizes.split(",")] if args.sizes else [args.platforms]
@@ -117,6 +125,7 @@ def main() -> None:
         "sizes": sizes,
         "driftIntervalSeconds": args.drift_interval,
         "secretWatchesGranted": args.grant_secret_watches,
+        "secretListGranted": args.grant_secret_list,
         "machine": machine(),
     }
     if args.kubectl:
@@ -125,6 +134,8 @@ def main() -> None:
         admin = Kube.from_kubeconfig(str(cp.kubeconfig_path))
         devmode.install_crd(admin)
         seed.seed_cluster(str(cp.kubeconfig_path))
+        if args.grant_secret_list:
+            apply_file(admin, WATCH_SECRETS)
         operator = start_operator(cp, admin, Path(work), drift_interval=args.drift_interval, metrics=True)
         try:
             # One platform: converge.
@@ -198,12 +209,23 @@ def stage(cp: ControlPlane, admin: Kube, operator: Any, names: list[str], *, siz
         "writes": idle.writes,
         "controlPlaneComponentWrites": idle.control_plane_writes,
         "requests": {f"{v} {r}": c for (v, r), c in sorted(idle.by_verb_resource.items()) if v != "WATCH" and c},
+        "secretWatchesOpen": open_watches(cp.metrics_text(), "secrets"),
     }
     rss = _rss_kib(operator.process.pid)
     out["operatorRssMiB"] = round(rss / 1024, 1) if rss else None
     out["gpuNodes"] = node_managers(admin)
     out["loadAverage"] = os.getloadavg()
     return out
+
+
+def open_watches(metrics_text: str, resource: str) -> int:
+    """Watches of ``resource`` open on the API server now (apiserver_longrunning_requests)."""
+    total = 0.0
+    for line in metrics_text.splitlines():
+        watch = line.startswith("apiserver_longrunning_requests{") and 'verb="WATCH"' in line
+        if watch and f'resource="{resource}"' in line:
+            total += float(line.rsplit(" ", 1)[1])
+    return int(total)
 
 
 def node_managers(admin: Kube) -> dict[str, Any]:

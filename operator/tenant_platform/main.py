@@ -83,7 +83,8 @@ def stop_cache(**_: Any) -> None:
 
 
 # The kinds of the children the steps write (labelled with our platform label). Secrets are left
-# out: the operator may not list or watch them (docs/security.md), so they stay GETs by name.
+# out: the operator may not list or watch them by default (docs/security.md), so they stay GETs by
+# name, unless an admin grants list and watch of Secrets (SECRET_SCOPES below).
 CHILD_KINDS: tuple[tuple[str, str], ...] = (
     ("v1", "ServiceAccount"),
     ("v1", "ConfigMap"),
@@ -92,6 +93,17 @@ CHILD_KINDS: tuple[tuple[str, str], ...] = (
     ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"),
     ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"),
     ("networking.istio.io/v1", "Gateway"),
+)
+
+
+# Run only where the operator may list and watch every Secret (Helm value rbac.watchSecrets, or
+# deploy/components/watch-secrets; kube/secretwatch.py asks, again after any RBAC change): our own
+# Secrets held whole (self-signed edge certificates, kubeconfig Secrets; an event wakes the
+# platform their label names), and which Secrets exist, names only (a name in neither is answered
+# "absent"; an unlabelled Secret that exists, e.g. an admin's certificate, is still a GET).
+SECRET_SCOPES: tuple[Scope, ...] = (
+    Scope("v1", "Secret", labels=((constants.LABEL_PLATFORM, None),), role="child"),
+    Scope("v1", "Secret", names_only=True, role="names"),
 )
 
 
@@ -149,6 +161,7 @@ def cached_client(settings: Settings, state: handlers.OperatorState) -> CachedKu
         cache_scopes(settings),
         on_child=on_child,
         on_fact=state.wake_all,
+        secret_scopes=SECRET_SCOPES,
     )
 
 

@@ -40,7 +40,13 @@ RBAC = "rbac.authorization.k8s.io/v1"
 
 def start_cache(base: Kube) -> CachedKube:
     woken: list[str] = []
-    kube = CachedKube(base, main.cache_scopes(SETTINGS), on_child=woken.append, on_fact=lambda: woken.append("*"))
+    kube = CachedKube(
+        base,
+        main.cache_scopes(SETTINGS),
+        on_child=woken.append,
+        on_fact=lambda: woken.append("*"),
+        secret_scopes=main.SECRET_SCOPES,  # as the operator: used only where Secrets may be listed and watched
+    )
     kube.woken = woken  # type: ignore[attr-defined]
     kube.start()
     # The GPU snapshot the operator's Node and Pod watches keep (handlers_gpu), as steps get it.
@@ -68,7 +74,8 @@ def cached(crd: Kube, control_plane: ControlPlane) -> Iterator[CachedKube]:
 @pytest.fixture
 def as_operator_cached(crd: Kube, as_operator: Kube) -> Iterator[CachedKube]:
     """The cache as the operator's own ServiceAccount under deploy/base/rbac.yaml (and its fences):
-    it may GET Secrets by name, not list or watch them, unless a test grants one by name."""
+    it may GET Secrets by name, not list or watch them, unless a test grants one by name (or all:
+    tests/integration/test_secret_scope.py)."""
     base = as_operator.sibling()
     kube = start_cache(base)
     yield kube

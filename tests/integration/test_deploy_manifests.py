@@ -96,6 +96,13 @@ def base_rbac() -> list[Obj]:
     return [d for d in docs(text) if d["kind"] in RBAC_KINDS]
 
 
+WATCH_SECRETS = ROOT / "deploy" / "components" / "watch-secrets"
+
+
+def watch_secrets_rbac() -> list[Obj]:
+    return docs((WATCH_SECRETS / "rbac.yaml").read_text())
+
+
 # -- generated files --------------------------------------------------------------------------
 
 
@@ -183,7 +190,7 @@ def test_kustomize_rbac_is_base_rbac() -> None:
 
 
 def test_rbac_has_no_wildcards_or_escalate() -> None:
-    for obj in base_rbac():
+    for obj in [*base_rbac(), *watch_secrets_rbac()]:
         for rule in obj.get("rules") or []:
             for field in ("apiGroups", "resources", "verbs", "resourceNames"):
                 assert "*" not in rule.get(field, []), (obj["metadata"]["name"], rule)
@@ -191,6 +198,51 @@ def test_rbac_has_no_wildcards_or_escalate() -> None:
             assert "impersonate" not in rule["verbs"]
             if "bind" in rule["verbs"]:
                 assert rule.get("resourceNames"), "bind must be limited to named roles"
+
+
+def test_base_rbac_does_not_list_or_watch_secrets() -> None:
+    """Listing or watching Secrets is the opt-in below, never the default."""
+    for obj in base_rbac():
+        for rule in obj.get("rules") or []:
+            if "secrets" in rule.get("resources", []) and not rule.get("resourceNames"):
+                assert not {"list", "watch"} & set(rule["verbs"]), (obj["metadata"]["name"], rule)
+
+
+@pytest.mark.parametrize("namespace", [BASE_NAMESPACE, "platform-operators"])
+def test_watch_secrets_value_renders_the_component(namespace: str) -> None:
+    """rbac.watchSecrets=true adds exactly deploy/components/watch-secrets (list and watch of
+    Secrets, bound to the operator's ServiceAccount in the release namespace); off by default."""
+    default = by_key(docs(helm_template(namespace)))
+    on = by_key(docs(helm_template(namespace, "rbac.watchSecrets=true")))
+    expected = move_namespace(watch_secrets_rbac(), BASE_NAMESPACE, namespace)
+    assert set(on) - set(default) == set(map(key, expected))
+    for obj in expected:
+        got = on[key(obj)]
+        assert without_labels(got) == without_labels(obj), key(obj)
+    (role,) = [o for o in expected if o["kind"] == "ClusterRole"]
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["list", "watch"]}]
+    (binding,) = [o for o in expected if o["kind"] == "ClusterRoleBinding"]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "tenant-platform-operator", "namespace": namespace}
+    ]
+
+
+def test_watch_secrets_component_in_an_overlay(tmp_path: Path) -> None:
+    """The kustomize component adds the same two objects to deploy/base, which stays unchanged."""
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+        f"resources: [{os.path.relpath(BASE, overlay)}]\n"
+        f"components: [{os.path.relpath(WATCH_SECRETS, overlay)}]\n"
+    )
+    kubectl = find_bin_dir() / "kubectl"
+    proc = subprocess.run([str(kubectl), "kustomize", str(overlay)], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    rendered = by_key(docs(proc.stdout))
+    base = by_key(kustomize())
+    assert set(rendered) - set(base) == set(map(key, watch_secrets_rbac()))
+    assert {k: rendered[k] for k in base} == base
 
 
 # -- the chart's defaults are the kustomize base -------------------------------------------------
@@ -337,6 +389,7 @@ EVERY_OPTION = (
     "metrics.grafanaDashboard.enabled=true",
     "imagePullSecrets[0].name=registry",
     "priorityClassName=system-cluster-critical",
+    "rbac.watchSecrets=true",
 )
 
 # Pod Security `restricted` judges the pod template of every variant the values offer (the API

@@ -27,10 +27,14 @@
 
 Until an informer has completed its first listing (and while it relists after a failure) reads
 in its scope go to the API, so a slow or forbidden watch costs requests, never correctness.
-Secrets are not cached unless an admin granted ``list`` and ``watch`` of a named Secret: the
-operator may not list or watch Secrets (docs/security.md); kube/secretwatch.py watches a Secret
-by name where RBAC allows exactly that (asked with SelfSubjectAccessReviews, again after an RBAC
-change in its namespace or a cluster-wide one), and otherwise its GETs go to the API.
+Secrets are not cached unless an admin granted ``list`` and ``watch`` of them: the operator may
+not list or watch Secrets by default (docs/security.md). kube/secretwatch.py asks with
+SelfSubjectAccessReviews (again after an RBAC change that can affect the answer: in the Secret's
+namespace, or cluster-wide): granted for every Secret (and given ``secret_scopes``), it runs
+those scopes, main.py's label-selected one holding our own Secrets and a names-only one, read as
+above (ours from the first, "absent" from the second, a GET for an unlabelled Secret that
+exists); granted for a named Secret, it watches that one by name; otherwise Secret GETs go to
+the API.
 
 Listeners: an event on a "child" scope calls ``on_child(platform name)`` with the object's
 ``tenancy.dev/tenant-platform`` label (the operator wakes that platform's loop, so a child
@@ -98,6 +102,7 @@ class CachedKube(Kube):
         watch_timeout: int = 300,
         clock: Callable[[], float] = time.monotonic,
         watcher: Kube | None = None,
+        secret_scopes: Sequence[Scope] = (),
     ) -> None:
         super().__init__(base.api)
         self.counter = base.counter
@@ -129,6 +134,7 @@ class CachedKube(Kube):
             settle=RBAC_SETTLE_SECONDS,
             clock=clock,
             watch_timeout=watch_timeout,
+            cluster_scopes=secret_scopes,
         )
         self.recent_secrets = RecentReads(clock)
         self._lock = threading.Lock()
@@ -191,6 +197,7 @@ class CachedKube(Kube):
             "misses": self.misses,
             "reviews": len(self.reviews),
             "secretWatches": len(self.secrets.informers()),
+            "secretsClusterWide": self.secrets.cluster_wide(),
         }
 
     # ---- listeners -------------------------------------------------------------------------------
