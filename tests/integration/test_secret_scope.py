@@ -21,7 +21,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.integration.test_cache import SETTINGS, converge, requests, run, start_cache, stop_cache
+from tests.integration.test_cache import (  # the operator identity's request count, shared
+    SETTINGS,
+    converge,
+    operator_requests,  # noqa: F401 - a fixture used by name below
+    requests,
+    run,
+    start_cache,
+    stop_cache,
+)
 from tests.support import create_namespace
 
 from tenant_platform.api import constants
@@ -29,6 +37,7 @@ from tenant_platform.api.models import TenantPlatform
 from tenant_platform.kube import errors
 from tenant_platform.kube.cache import RBAC_SETTLE_SECONDS, CachedKube
 from tenant_platform.kube.client import Kube
+from tenant_platform.testing.apirequests import RequestCounter
 from tenant_platform.testing.controlplane import ControlPlane
 from tenant_platform.testing.operator import REPO, apply_file
 from tenant_platform.testing.wait import wait_for
@@ -67,7 +76,11 @@ def secret(name: str, namespace: str, **extra: Any) -> dict[str, Any]:
 
 
 def test_secrets_watched_cluster_wide_make_a_no_op_pass_free(
-    granted: CachedKube, crd: Kube, make_platform: Any, unique_name: str, control_plane: ControlPlane
+    granted: CachedKube,
+    crd: Kube,
+    make_platform: Any,
+    unique_name: str,
+    operator_requests: RequestCounter,  # noqa: F811 - the fixture imported above
 ) -> None:
     cached = granted
     body = make_platform(
@@ -91,18 +104,18 @@ def test_secrets_watched_cluster_wide_make_a_no_op_pass_free(
     # The drift timer's pass (not an event-woken one reusing recent reads): no request at all. The
     # edge Secret comes from the labelled informer; the kubeconfig Secret (disabled here, so
     # absent) is answered "absent" by the names-only one.
-    before = requests(control_plane)
+    before = requests(operator_requests)
     reads_before = cached.counter.snapshot()
     outcome = run(cached, unique_name)
-    delta = requests(control_plane) - before
+    delta = requests(operator_requests) - before
     assert not outcome.status_written, changed(previous.status, outcome.status)
     assert delta == Counter(), delta
     assert cached.counter.snapshot() == reads_before
 
     # A Secret that does not exist: answered without a request.
-    before = requests(control_plane)
+    before = requests(operator_requests)
     assert cached.get("v1", "Secret", f"{unique_name}-nothing", unique_name) is None
-    assert requests(control_plane) - before == Counter()
+    assert requests(operator_requests) - before == Counter()
 
     # Only our Secrets are held whole; the names-only store keeps no data of any Secret.
     held = labelled.get(*edge)
@@ -130,14 +143,18 @@ def test_secrets_watched_cluster_wide_make_a_no_op_pass_free(
     wait_for(lambda: (run(cached, unique_name), not cached.secrets.informers())[1], "informers stopped", 30)
     assert not cached.secrets.cluster_wide()
     run(cached, unique_name)  # asks the per-name reviews again (not granted either)
-    before = requests(control_plane)
+    before = requests(operator_requests)
     run(cached, unique_name)
-    delta = requests(control_plane) - before
-    assert delta == Counter({("GET", "secrets"): 2}), delta
+    delta = requests(operator_requests) - before
+    assert delta == Counter({("get", "secrets"): 2}), delta
 
 
 def test_an_unlabelled_secret_named_in_the_spec_is_still_read(
-    granted: CachedKube, crd: Kube, make_platform: Any, unique_name: str, control_plane: ControlPlane
+    granted: CachedKube,
+    crd: Kube,
+    make_platform: Any,
+    unique_name: str,
+    operator_requests: RequestCounter,  # noqa: F811 - the fixture imported above
 ) -> None:
     """A hand-made Secret (here a pull secret the spec names) is in the names-only store, not held:
     the drift timer's pass reads it with one GET, as without the grant; an event-woken pass reuses
@@ -158,20 +175,26 @@ def test_an_unlabelled_secret_named_in_the_spec_is_still_read(
     wait_for(lambda: cluster_wide_synced(cached), "the cluster-wide Secret informers synced", 30)
     time.sleep(RBAC_SETTLE_SECONDS + 0.5)  # access-review answers are kept once RBAC writes settled
     run(cached, unique_name)
-    before = requests(control_plane)
+    before = requests(operator_requests)
     outcome = run(cached, unique_name)
-    assert requests(control_plane) - before == Counter({("GET", "secrets"): 1})
+    assert requests(operator_requests) - before == Counter({("get", "secrets"): 1})
     assert outcome.status["conditions"], outcome.status
     ready = next(c for c in outcome.status["conditions"] if c["type"] == constants.PULL_SECRETS_READY)
     assert ready["status"] == "True", ready
     early = cached.reusing_secrets(SETTINGS.drift_interval)
-    before = requests(control_plane)
+    before = requests(operator_requests)
     run(early, unique_name)
-    assert requests(control_plane) - before == Counter()
+    assert requests(operator_requests) - before == Counter()
 
 
 def test_a_forged_label_on_someone_elses_secret(
-    granted: CachedKube, crd: Kube, make_platform: Any, unique_name: str, control_plane: ControlPlane
+    granted: CachedKube,
+    *,
+    crd: Kube,
+    make_platform: Any,
+    unique_name: str,
+    control_plane: ControlPlane,
+    operator_requests: RequestCounter,  # noqa: F811 - the fixture imported above
 ) -> None:
     """As an identity that may only write Secrets in its own namespace (a tenant), the worst it can
     do to the labelled informer: a Secret labelled with another platform's name, under the name
@@ -230,9 +253,9 @@ def test_a_forged_label_on_someone_elses_secret(
         wait_for(lambda: unique_name in woken, "the named platform woken", 30)
         time.sleep(RBAC_SETTLE_SECONDS + 0.5)  # mallory's Role and binding were RBAC changes
         run(cached, unique_name)
-        before = requests(control_plane)
+        before = requests(operator_requests)
         outcome = run(cached, unique_name)
-        assert requests(control_plane) - before == Counter()
+        assert requests(operator_requests) - before == Counter()
         assert not outcome.status_written
         after = crd.get("v1", "Secret", edge[1], edge[0])
         assert after is not None and after["metadata"]["uid"] == ours["metadata"]["uid"]
