@@ -77,3 +77,20 @@ def parse(text: str) -> RequestCounts:
 def access_reviews(counts: RequestCounts) -> int:
     """SubjectAccessReviews among ``counts`` (read from the reads above; the operator's ``can_i``)."""
     return sum(v for (_, resource), v in counts.by_verb_resource.items() if resource == "subjectaccessreviews")
+
+
+def by_code(text: str, code: str) -> Counter[str]:
+    """Requests the API server answered with ``code`` (e.g. "409"), by "VERB resource"."""
+    found: Counter[str] = Counter()
+    for line in text.splitlines():
+        match = _LINE.match(line)
+        if not match:
+            continue
+        labels = dict(_LABEL.findall(match["labels"]))
+        if labels.get("code") != code:
+            continue
+        resource = labels.get("resource", "")
+        if labels.get("subresource"):
+            resource += "/" + labels["subresource"]
+        found[f"{labels.get('verb', '')} {resource}"] += int(float(match["value"]))
+    return found

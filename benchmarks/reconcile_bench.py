@@ -84,6 +84,66 @@ def passes(operator_metrics: str) -> int:
     return int(total)
 
 
+STEP_SERIES = re.compile(
+    r"^tenant_platform_reconcile_step_duration_seconds_(?P<kind>sum|count)\{(?P<labels>[^}]*)\} (?P<value>\S+)$"
+)
+CONFLICT_RETRY_LOG = "changed while we edited it; retrying"
+
+
+def step_totals(operator_metrics: str) -> dict[str, tuple[float, float]]:
+    """Per step, over every platform: (seconds spent, observations) from the operator's
+    tenant_platform_reconcile_step_duration_seconds histogram."""
+    totals: dict[str, tuple[float, float]] = {}
+    for line in operator_metrics.splitlines():
+        match = STEP_SERIES.match(line)
+        if not match:
+            continue
+        step = re.search(r'step="([^"]*)"', match["labels"])
+        if not step:
+            continue
+        seconds, count = totals.get(step.group(1), (0.0, 0.0))
+        if match["kind"] == "sum":
+            seconds += float(match["value"])
+        else:
+            count += float(match["value"])
+        totals[step.group(1)] = (seconds, count)
+    return totals
+
+
+def step_report(before: dict[str, tuple[float, float]], after: dict[str, tuple[float, float]]) -> dict[str, Any]:
+    """Per step during a window: seconds in total, runs, and mean milliseconds per run, most first."""
+    rows = []
+    for step, (seconds, count) in after.items():
+        s0, c0 = before.get(step, (0.0, 0.0))
+        rows.append((step, seconds - s0, count - c0))
+    rows.sort(key=lambda r: -r[1])
+    return {
+        step: {"seconds": round(sec, 1), "runs": int(n), "meanMs": round(1000 * sec / n, 1) if n else None}
+        for step, sec, n in rows
+    }
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User plus system CPU seconds of process ``pid`` so far (/proc/<pid>/stat)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def operator_metrics(operator: Any, attempts: int = 3) -> str:
+    """The operator's /metrics text; a scrape timing out (a busy 2-core machine) is tried again."""
+    for attempt in range(attempts):
+        try:
+            return str(operator.metrics())
+        except TimeoutError:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(5)
+    raise AssertionError("unreachable")
+
+
 def wait_ready(kube: Kube, names: list[str], timeout: float) -> tuple[float, int]:
     """Seconds until every platform is Ready, and how many LIST requests the wait itself made."""
     start = time.monotonic()
@@ -147,7 +207,7 @@ def main() -> None:
             results["one"] = {
                 "secondsToReady": round(seconds, 2),
                 "converge": {"reads": converge.reads - polls - 1, "writes": converge.writes - 1},
-                "passes": passes(operator.metrics()),
+                "passes": passes(operator_metrics(operator)),
             }
             names: list[str] = []
             results["stages"] = []
@@ -171,16 +231,27 @@ def stage(cp: ControlPlane, admin: Kube, operator: Any, names: list[str], *, siz
     """Add platforms up to ``size`` at once; time until all Ready; then the steady state."""
     new = [f"bench-{i:03d}" for i in range(len(names), size)]
     names.extend(new)
-    before = apimetrics.parse(cp.metrics_text())
-    passes_before = passes(operator.metrics())
+    api_before = cp.metrics_text()
+    before = apimetrics.parse(api_before)
+    conflicts_before = apimetrics.by_code(api_before, "409")
+    operator_before = operator_metrics(operator)
+    passes_before = passes(operator_before)
+    steps_before = step_totals(operator_before)
+    cpu_before = cpu_seconds(operator.process.pid)
+    retries_before = operator.log().count(CONFLICT_RETRY_LOG)
     for name in new:
         admin.apply(platform(name))
     seconds, polls = wait_ready(admin, names, 3600)
     time.sleep(2)
-    converge = apimetrics.parse(cp.metrics_text()) - before
+    api_after = cp.metrics_text()
+    converge = apimetrics.parse(api_after) - before
+    conflicts = apimetrics.by_code(api_after, "409")
+    conflicts.subtract(conflicts_before)
+    operator_after = operator_metrics(operator)
+    cpu_after = cpu_seconds(operator.process.pid)
     if args.grant_secret_watches:
         grant_secret_watches(admin, new)
-    n_passes = passes(operator.metrics()) - passes_before
+    n_passes = passes(operator_metrics(operator)) - passes_before
     out: dict[str, Any] = {"platforms": size, "added": len(new)}
     out["converge"] = {
         "secondsToAllReady": round(seconds, 2),
@@ -188,16 +259,21 @@ def stage(cp: ControlPlane, admin: Kube, operator: Any, names: list[str], *, siz
         "writesPerPlatform": round((converge.writes - len(new)) / len(new), 1),
         "passesPerPlatform": round(n_passes / len(new), 2),
         "accessReviewsPerPlatform": round(apimetrics.access_reviews(converge) / len(new), 1),
+        "operatorCpuSeconds": round(cpu_after - cpu_before, 1) if cpu_after is not None and cpu_before else None,
+        "corefileWrites": converge.by_verb_resource.get(("PUT", "configmaps"), 0),
+        "conflicts409": {k: v for k, v in sorted(conflicts.items()) if v},
+        "corefileConflictRetries": operator.log().count(CONFLICT_RETRY_LOG) - retries_before,
+        "stepSeconds": step_report(steps_before, step_totals(operator_after)),
     }
     # Steady state: let time-driven transitions settle first (DNS reports ReloadPending for 150 s
     # after a Corefile change), then count over a window with nothing changing.
     time.sleep(max(args.drift_interval if args.window is None else 0.0, args.settle))
     window = args.window or args.drift_interval
     before = apimetrics.parse(cp.metrics_text())
-    passes_before = passes(operator.metrics())
+    passes_before = passes(operator_metrics(operator))
     time.sleep(window)
     idle = apimetrics.parse(cp.metrics_text()) - before
-    n_passes = passes(operator.metrics()) - passes_before
+    n_passes = passes(operator_metrics(operator)) - passes_before
     per_minute = 60.0 / window
     out["steadyState"] = {
         "windowSeconds": window,

@@ -41,7 +41,7 @@ from tenant_platform.hami import names as hami_names
 from tenant_platform.kube.cache import CachedKube, Scope, operator_scopes
 from tenant_platform.kube.client import Kube
 from tenant_platform.kube.lease import LeaderElector, LeaseConfig
-from tenant_platform.status import apiaddresses
+from tenant_platform.status import apiaddresses, coredns
 from tenant_platform.status.coredns import DEFAULT_POD_LABELS, CoreDNSTarget
 
 log = logging.getLogger("tenant_platform.main")
@@ -117,7 +117,8 @@ def cache_scopes(settings: Settings) -> list[Scope]:
         Scope("apps/v1", "Deployment", namespace=mesh),
         Scope("v1", "Service", namespace=mesh),
         Scope("apps/v1", "Deployment", namespace=dns.namespace, name=dns.deployment),
-        Scope("v1", "ConfigMap", namespace=dns.namespace, name=dns.config_map),
+        # A platform writing its own block wakes only itself (not every platform: N^2 passes).
+        Scope("v1", "ConfigMap", namespace=dns.namespace, name=dns.config_map, concerns=coredns.platforms_concerned),
         Scope("v1", "ConfigMap", namespace=dns.namespace, name=dns.custom_config_map),
         # GPUReady's health reads (reconcile/gpu_health.py): NVIDIA RuntimeClasses, every DaemonSet
         # (HAMi's device plugin and GPU device plugins anywhere; a few per cluster) and HAMi's

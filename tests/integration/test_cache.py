@@ -10,10 +10,11 @@ These run ``reconcile.run`` in-process with a ``CachedKube`` built as the operat
 
 from __future__ import annotations
 
+import copy
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -533,3 +534,84 @@ def test_a_platforms_own_policy_wakes_only_that_platform(cached: CachedKube, crd
     finally:
         crd.delete(VAP, "ValidatingAdmissionPolicy", ours)
         crd.delete(VAP, "ValidatingAdmissionPolicy", f"{unique_name}-hand")
+
+
+def test_the_domain_guards_read_every_platform_from_the_cache_without_copying_it(
+    cached: CachedKube, make_platform: Any, unique_name: str
+) -> None:
+    """The DNS, Gateway and GPU steps read every TenantPlatform on each pass (ctx.platforms()):
+    from the cache, with no request and no copy of the N bodies (which made converging N
+    platforms cost N^2 copies under the informer's lock: docs/performance.md). ``list`` still
+    hands out copies a caller may change."""
+    from tenant_platform.reconcile.base import StepContext  # noqa: PLC0415
+
+    body = make_platform(unique_name, unique_name)
+    ctx = StepContext(platform=TenantPlatform.from_body(body), kube=cached, settings=SETTINGS, now=NOW)
+    wait_for(lambda: unique_name in {b["metadata"]["name"] for b in ctx.platforms()}, "the platform in the cache", 30)
+    reads = cached.counter.snapshot()[0]
+    first, second = ctx.platforms(), ctx.platforms()
+    assert cached.counter.snapshot()[0] == reads
+    assert [id(b) for b in first] == [id(b) for b in second]  # the held bodies, not copies
+    listed = {b["metadata"]["name"]: b for b in cached.list(constants.API_VERSION, constants.KIND)}
+    listed[unique_name]["spec"]["domain"] = "changed.example.com"  # a copy: the cache keeps its own
+    mine = next(b for b in ctx.platforms() if b["metadata"]["name"] == unique_name)
+    assert mine["spec"]["domain"] == body["spec"]["domain"]
+
+
+def test_a_conflict_refreshes_the_held_object_so_the_retry_can_succeed(
+    cached: CachedKube, crd: Kube, unique_name: str
+) -> None:
+    """A PUT answered 409 (someone changed the object since we read it) reads the object again
+    from the API into the cache: the caller's re-read and retry (the Corefile edit) sees the
+    change at once instead of the same stale copy until the watch brings the event (with many
+    platforms writing the one CoreDNS ConfigMap, every retry of a pass failed alike)."""
+    create_namespace(crd, unique_name)
+    try:
+        labels = {constants.LABEL_PLATFORM: unique_name}
+        meta = {"name": "shared", "namespace": unique_name, "labels": labels}
+        crd.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {"a": "1"}})
+        wait_for(lambda: cached.get("v1", "ConfigMap", "shared", unique_name) is not None, "held", 30)
+        ours = cached.get("v1", "ConfigMap", "shared", unique_name)
+        assert ours is not None
+        theirs = crd.get("v1", "ConfigMap", "shared", unique_name)
+        assert theirs is not None
+        theirs["data"] = {"a": "theirs"}
+        theirs = crd.replace(theirs)
+        # The watch has not brought their change yet: the store still holds what we read.
+        informer = next(i for i in cached._covering("v1", "ConfigMap", unique_name, "shared") if i.scope.labels)
+        with informer._lock:
+            informer._store[(unique_name, "shared")] = copy.deepcopy(ours)
+        ours["data"] = {"a": "ours"}
+        with pytest.raises(errors.Conflict):
+            cached.replace(ours)
+        again = cached.get("v1", "ConfigMap", "shared", unique_name)
+        assert again is not None and again["data"] == {"a": "theirs"}
+        assert again["metadata"]["resourceVersion"] == theirs["metadata"]["resourceVersion"]
+        again["data"]["a"] = "ours"
+        assert cached.replace(again)["data"] == {"a": "ours"}
+    finally:
+        crd.delete("v1", "Namespace", unique_name)
+
+
+def test_a_platforms_corefile_block_wakes_only_that_platform(cached: CachedKube, crd: Kube, unique_name: str) -> None:
+    """One platform writing its block into the shared CoreDNS ConfigMap wakes that platform, not
+    every platform (N writes x N passes while N platforms converge); removing a block still
+    wakes every platform (one refused for that domain may take it now)."""
+    from tenant_platform.render import corefile  # noqa: PLC0415
+
+    def edit(change: Callable[[str], str]) -> None:
+        live = crd.get("v1", "ConfigMap", "coredns", "kube-system")
+        assert live is not None
+        live["data"]["Corefile"] = change(live["data"]["Corefile"])
+        crd.replace(live)
+
+    woken: list[str] = cached.woken  # type: ignore[attr-defined]
+    mark = len(woken)
+    edit(lambda text: corefile.upsert_block(text, unique_name, f"{unique_name}.example.com", "gw.istio.svc"))
+    try:
+        wait_for(lambda: unique_name in woken[mark:], "the block's platform woken", 30)
+        assert "*" not in woken[mark:]
+    finally:
+        mark = len(woken)
+        edit(lambda text: corefile.remove_block(text, unique_name))
+    wait_for(lambda: "*" in woken[mark:], "every platform woken by the removal", 30)

@@ -23,7 +23,9 @@
 - The one-node sample (``GET /api/v1/nodes?limit=1``, the DNS step's distribution evidence) is
   kept for ``node_sample_ttl`` seconds: a node's distribution labels do not change at run time.
 - Writes go to the API; the response updates the store (read-your-writes), and the watch event
-  echoing it is recognised by its resourceVersion and reported to nobody.
+  echoing it is recognised by its resourceVersion and reported to nobody. A ``replace`` answered
+  409 (stale resourceVersion) reads the object from the API into the store, so the caller's
+  re-read and retry see the change before the watch brings it.
 
 Until an informer has completed its first listing (and while it relists after a failure) reads
 in its scope go to the API, so a slow or forbidden watch costs requests, never correctness.
@@ -38,7 +40,9 @@ the API.
 
 Listeners: an event on a "child" scope calls ``on_child(platform name)`` with the object's
 ``tenancy.dev/tenant-platform`` label (the operator wakes that platform's loop, so a child
-changed by hand is repaired from the event); an event on a "fact" scope calls ``on_fact()``.
+changed by hand is repaired from the event); an event on a "fact" scope calls ``on_fact()``,
+unless the scope's ``concerns`` names the platforms the event concerns (the CoreDNS ConfigMap:
+a platform writing its own block wakes only itself): then ``on_child`` for each of them.
 """
 
 from __future__ import annotations
@@ -222,8 +226,12 @@ class CachedKube(Kube):
                 # so each platform's own policies do not wake every other platform. Anything else
                 # (a fact, someone else's certificate rotated) may concern any platform.
                 owners = [_platforms_of(o) for o in (old, new) if o]
+                concerned = scope.concerns(old, new) if scope.concerns is not None else None
                 if owners and all(owners) and self.on_child is not None:
                     for name in sorted({n for names in owners for n in names}):
+                        self.on_child(name)
+                elif concerned is not None and self.on_child is not None:
+                    for name in concerned:
                         self.on_child(name)
                 elif self.on_fact is not None:
                     self.on_fact()
@@ -329,6 +337,15 @@ class CachedKube(Kube):
                 return informer.items(namespace, wanted)
         self.misses += 1
         return super().list(api_version, kind, namespace, label_selector=label_selector, field_selector=field_selector)
+
+    def list_shared(self, api_version: str, kind: str, namespace: str | None = None) -> builtins.list[Obj]:
+        """Every held object of a kind, not copied (read-only, see ``Kube.list_shared``): a guard
+        that reads every TenantPlatform on every pass costs no copy of N bodies."""
+        informer = self._for_list(api_version, kind, namespace, {}, None)
+        if informer is not None:
+            self.hits += 1
+            return informer.items(namespace, {}, shared=True)
+        return super().list_shared(api_version, kind, namespace)
 
     def request(
         self,
@@ -476,9 +493,31 @@ class CachedKube(Kube):
         return result
 
     def replace(self, obj: Obj) -> Obj:
-        result = super().replace(obj)
+        try:
+            result = super().replace(obj)
+        except errors.Conflict:
+            # The resourceVersion we sent is stale: the caller re-reads and retries (the Corefile
+            # edit, reconcile/dns.py), and a re-read from the store, before the watch brings the
+            # change, would give it the same stale object, so all its retries would fail alike.
+            self._refresh(obj)
+            raise
         self._remember(result, obj["apiVersion"], obj["kind"])
         return result
+
+    def _refresh(self, obj: Obj) -> None:
+        """Read ``obj`` from the API into the store (after a 409 on a precondition)."""
+        api_version, kind = str(obj.get("apiVersion") or ""), str(obj.get("kind") or "")
+        namespace, name = key_of(obj)
+        if not any(True for _ in self._covering(api_version, kind, namespace or None, name)):
+            return
+        try:
+            live = super().get(api_version, kind, name, namespace or None)
+        except errors.KubeError:
+            return
+        if live is None:
+            self._forget(api_version, kind, name, namespace or None)
+        else:
+            self._remember(live, api_version, kind)
 
     def merge_patch(
         self,

@@ -322,6 +322,11 @@ class Kube:
                 return items
             query["continue"] = token
 
+    def list_shared(self, api_version: str, kind: str, namespace: str | None = None) -> builtins.list[Obj]:
+        """As ``list``, for callers that only read: a caching client (kube/cache.py) answers with
+        the objects it holds, not copies, so the caller must never change what it gets."""
+        return self.list(api_version, kind, namespace)
+
     def served(self, api_version: str, kind: str) -> bool:
         """Whether the API server serves a kind, by discovery of its group-version."""
         try:

@@ -60,6 +60,9 @@ class Scope:
     absent_on_miss: bool = True
     """False: a miss still asks the API (a TenantPlatform just created may be read before its
     watch event arrives, and reading it as absent would park its loop until the drift timer)."""
+    concerns: Callable[[Obj | None, Obj | None], tuple[str, ...] | None] | None = None
+    """A "fact" scope's filter: given an event's (old, new), the platforms it concerns (only they
+    are woken), or None for every platform (status/coredns.py ``platforms_concerned``)."""
     names_only: bool = False
     """Keep only which objects exist (namespace, name, resourceVersion), listed and watched as
     metadata only (PartialObjectMetadata): never answers a read with an object, only "absent"
@@ -159,13 +162,18 @@ class Informer:
         self.forbidden = False
 
     # ---- reads (copies: callers may mutate what they get) --------------------------------------
+    # NB: a held object is never changed in place (an event or a write's response replaces it), so
+    # the copies are made after the lock is released: one reader copying many objects does not
+    # hold up the watch thread and every other reader.
 
     def get(self, namespace: str | None, name: str) -> Obj | None:
         with self._lock:
             found = self._store.get((namespace or "", name))
-            return copy.deepcopy(found) if found is not None else None
+        return copy.deepcopy(found) if found is not None else None
 
-    def items(self, namespace: str | None, wanted: dict[str, str | None]) -> list[Obj]:
+    def items(self, namespace: str | None, wanted: dict[str, str | None], *, shared: bool = False) -> list[Obj]:
+        """The held objects in ``namespace`` (None: all) matching ``wanted``; copies, or with
+        ``shared`` the held objects themselves (read-only: the caller must not change them)."""
         with self._lock:
             found = [
                 o
@@ -173,7 +181,7 @@ class Informer:
                 if (namespace is None or ns == namespace)
                 and selector_matches(wanted, (o.get("metadata") or {}).get("labels") or {})
             ]
-            return copy.deepcopy(found)
+        return found if shared else copy.deepcopy(found)
 
     def __len__(self) -> int:
         with self._lock:

@@ -72,12 +72,14 @@ class StepContext:
 
         Without spec.target: those without one. With it: those whose kubeconfig Secret is the same,
         or whose recorded target has the same cluster uid (two Secrets for one cluster).
+        Read-only: from the operator's cache these are the cached bodies themselves, not copies
+        (``Kube.list_shared``; N bodies copied on every pass made converging N platforms cost N^2).
         """
         if self.management is None:
-            return [b for b in self.kube.list(constants.API_VERSION, constants.KIND) if not _target_of(b)]
+            return [b for b in self.kube.list_shared(constants.API_VERSION, constants.KIND) if not _target_of(b)]
         own = self.platform.spec.target.secret_ref() if self.platform.spec.target else None
         same: list[Obj] = []
-        for body in self.management.list(constants.API_VERSION, constants.KIND):
+        for body in self.management.list_shared(constants.API_VERSION, constants.KIND):
             target = _target_of(body)
             if not target:
                 continue

@@ -307,3 +307,47 @@ def pickup(
         f"Changed at {at}; the reload plugin has had time to load it into pods {names} (not confirmed "
         f"by CoreDNS itself; if the domain does not resolve, restart CoreDNS: {target.restart}).",
     )
+
+
+def platforms_concerned(old: Obj | None, new: Obj | None) -> tuple[str, ...] | None:
+    """Which platforms a change of the CoreDNS ConfigMap concerns (the read cache wakes only them).
+
+    When the change only adds or rewrites marked blocks (``# BEGIN tenant-platform <name>``):
+    the names of those blocks, so one platform writing its block does not wake every other one
+    (with N platforms converging, N writes each woke N passes). None, meaning every platform,
+    for anything else: a block removed (a platform refused for a domain another one held may
+    take it now), a change outside the blocks, another key, labels or annotations (the
+    adoptable-by opt-in), an unreadable Corefile, or the object created or deleted.
+    """
+    if old is None or new is None:
+        return None
+    for part in ("labels", "annotations"):
+        if ((old.get("metadata") or {}).get(part) or {}) != ((new.get("metadata") or {}).get(part) or {}):
+            return None
+    old_data, new_data = dict(old.get("data") or {}), dict(new.get("data") or {})
+    old_text, new_text = old_data.pop(COREFILE_KEY, None), new_data.pop(COREFILE_KEY, None)
+    if old_data != new_data or old.get("binaryData") != new.get("binaryData"):
+        return None
+    if not isinstance(old_text, str) or not isinstance(new_text, str):
+        return None
+    try:
+        before, old_rest = _blocks_and_rest(old_text)
+        after, new_rest = _blocks_and_rest(new_text)
+    except corefile.CorefileError:
+        return None
+    if old_rest != new_rest or set(before) - set(after):
+        return None
+    return tuple(sorted(name for name, lines in after.items() if before.get(name) != lines))
+
+
+def _blocks_and_rest(text: str) -> tuple[dict[str, list[str]], list[str]]:
+    """Each marked block's lines (markers included) by platform, and the lines outside them."""
+    lines = text.splitlines()
+    blocks: dict[str, list[str]] = {}
+    inside: set[int] = set()
+    for block in corefile.marked_blocks(text):
+        if block.platform in blocks:  # the same name twice: not a change of one block
+            raise corefile.CorefileError(f"two blocks for {block.platform}")
+        blocks[block.platform] = lines[block.start : block.end + 1]
+        inside.update(range(block.start, block.end + 1))
+    return blocks, [line for i, line in enumerate(lines) if i not in inside]
