@@ -47,9 +47,9 @@ from tenant_platform.api.models import TenantPlatform
 from tenant_platform.hami import allocations, capacity, register
 from tenant_platform.hami.facts import DETECTIONS, GpuFacts
 from tenant_platform.hami.gpustatus import ENTRIES
-from tenant_platform.hami.labels import LabelOutcome, plan_labels
+from tenant_platform.hami.labels import LabelOutcome, plan_labels, value_manager
 from tenant_platform.hami.verdict import GpuVerdict, evaluate, wanted_labels
-from tenant_platform.observe.cluster import ClusterSnapshot, ClusterView, label_manager
+from tenant_platform.observe.cluster import ClusterSnapshot, ClusterView
 
 PLATFORM = "gpu-bench"
 
@@ -103,17 +103,20 @@ def timed(fn: Callable[[], Any], repeat: int = 1) -> tuple[float, Any]:
 
 
 def labelled(body: dict[str, Any]) -> dict[str, Any]:
-    """``body`` as the platform's first pass leaves it: its label applied under its field manager."""
+    """``body`` as the platform's first pass leaves it: each label applied under its shared value
+    manager (hami/labels.py), so the plan over it is a steady state's (no write)."""
     meta = body["metadata"]
-    meta["labels"].update(wanted_labels(platform()))
+    wanted = wanted_labels(platform())
+    meta["labels"].update(wanted)
     meta["managedFields"] = [
         {
-            "manager": label_manager(PLATFORM),
+            "manager": value_manager(key, value),
             "operation": "Apply",
             "apiVersion": "v1",
             "fieldsType": "FieldsV1",
-            "fieldsV1": {"f:metadata": {"f:labels": {f"f:{k}": {} for k in wanted_labels(platform())}}},
+            "fieldsV1": {"f:metadata": {"f:labels": {f"f:{key}": {}}}},
         }
+        for key, value in wanted.items()
     ]
     return body
 
