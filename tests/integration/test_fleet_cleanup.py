@@ -82,6 +82,24 @@ def corefile(kube: Kube) -> str:
     return str(cm["data"]["Corefile"])
 
 
+def allow_pods_policy(name: str, labels: dict[str, str]) -> dict[str, Any]:
+    """A ValidatingAdmissionPolicy on pod creates that allows everything, named and labelled as given."""
+    return {
+        "apiVersion": ADMISSION,
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "resourceRules": [
+                    {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}
+                ]
+            },
+            "validations": [{"expression": "true"}],
+        },
+    }
+
+
 def hand_made(kube: Kube, platform: str, suffix: str) -> list[tuple[str, str, str, str]]:
     """A Gateway, a Secret, a ConfigMap and a policy labelled with the platform and a component,
     but not managed by us, with names like ours. Returns their keys."""
@@ -113,23 +131,7 @@ def hand_made(kube: Kube, platform: str, suffix: str) -> list[tuple[str, str, st
             },
             "data": {"x": "y"},
         },
-        {
-            "apiVersion": ADMISSION,
-            "kind": "ValidatingAdmissionPolicy",
-            "metadata": {
-                "name": f"tenant-platform-{platform}-{suffix}",
-                "labels": {**labels, constants.LABEL_COMPONENT: "podguard"},
-            },
-            "spec": {
-                "failurePolicy": "Fail",
-                "matchConstraints": {
-                    "resourceRules": [
-                        {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}
-                    ]
-                },
-                "validations": [{"expression": "true"}],
-            },
-        },
+        allow_pods_policy(f"tenant-platform-{platform}-{suffix}", {**labels, constants.LABEL_COMPONENT: "podguard"}),
     ]
     keys = []
     for obj in objs:
@@ -350,20 +352,7 @@ def test_cleanup_leaves_a_hand_made_policy_with_our_exact_name(crd: Kube, make_p
     policy of that name without our labels is not ours (and locally cleanup deletes no policy)."""
     make_platform(unique_name, unique_name)
     names = render_pg.guard_names("Deny", unique_name)
-    policy = {
-        "apiVersion": ADMISSION,
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": names.pod_guard, "labels": {constants.LABEL_PLATFORM: unique_name}},
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {
-                "resourceRules": [
-                    {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}
-                ]
-            },
-            "validations": [{"expression": "true"}],
-        },
-    }
+    policy = allow_pods_policy(names.pod_guard, {constants.LABEL_PLATFORM: unique_name})
     crd.create(policy)
     try:
         body = crd.get(constants.API_VERSION, constants.KIND, unique_name)

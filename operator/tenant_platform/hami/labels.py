@@ -157,11 +157,6 @@ class LabelJob:
     apply: Mapping[str, Mapping[str, str]]
     release: tuple[str, ...] = ()
 
-    @property
-    def intent(self) -> dict[str, str]:
-        """Every label this job sets."""
-        return {k: v for labels in self.apply.values() for k, v in labels.items()}
-
 
 @dataclass
 class LabelPlan:
