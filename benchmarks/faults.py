@@ -44,11 +44,11 @@ import yaml
 
 from tenant_platform import devmode
 from tenant_platform.api import constants
+from tenant_platform.concerns.podguard import manifests as render_pg
+from tenant_platform.concerns.storage import manifests as render_storage
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube
 from tenant_platform.main import LEASE_NAME
-from tenant_platform.render import podguard as render_pg
-from tenant_platform.render import storage as render_storage
 from tenant_platform.testing import seed
 from tenant_platform.testing.controlplane import ControlPlane
 from tenant_platform.testing.operator import (

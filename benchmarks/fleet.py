@@ -32,11 +32,11 @@ import yaml
 from tenant_platform import devmode, reconcile
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
+from tenant_platform.concerns.target import step as targets
 from tenant_platform.config import Settings
 from tenant_platform.handlers_gpu import TargetSnapshots
 from tenant_platform.kube import remote
 from tenant_platform.kube.client import Kube
-from tenant_platform.reconcile import target as targets
 from tenant_platform.testing import seed
 from tenant_platform.testing.controlplane import ControlPlane
 from tenant_platform.testing.tenants import TenantAPIServer

@@ -151,13 +151,14 @@ def wait_status(kube: Kube, predicate: Callable[[dict[str, Any]], bool], timeout
 def snapshot_footprint(kube: Kube) -> dict[str, Any]:
     """The snapshot's own size and the gpu step's time over it, measured in this process."""
     from tenant_platform.api.models import TenantPlatform  # noqa: PLC0415
+    from tenant_platform.concerns.gpu import capacity  # noqa: PLC0415
+    from tenant_platform.concerns.gpu import step as gpu  # noqa: PLC0415
+    from tenant_platform.concerns.gpu.facts import DETECTIONS  # noqa: PLC0415
+    from tenant_platform.concerns.gpu.gpustatus import ENTRIES  # noqa: PLC0415
     from tenant_platform.config import Settings  # noqa: PLC0415
-    from tenant_platform.hami import allocations, capacity, register  # noqa: PLC0415
-    from tenant_platform.hami.facts import DETECTIONS  # noqa: PLC0415
-    from tenant_platform.hami.gpustatus import ENTRIES  # noqa: PLC0415
+    from tenant_platform.formats.hami import allocations, register  # noqa: PLC0415
+    from tenant_platform.framework.base import StepContext  # noqa: PLC0415
     from tenant_platform.observe import cluster  # noqa: PLC0415
-    from tenant_platform.reconcile import gpu  # noqa: PLC0415
-    from tenant_platform.reconcile.base import StepContext  # noqa: PLC0415
 
     nodes = kube.list("v1", "Node")
     pods = kube.list("v1", "Pod", field_selector="status.phase!=Succeeded,status.phase!=Failed")
@@ -354,9 +355,10 @@ def run_child(kubeconfig: str, stats_path: str, debounce: float, *, profile: boo
     import kopf  # noqa: PLC0415
 
     from tenant_platform import handlers_gpu, reconcile  # noqa: PLC0415
+    from tenant_platform.concerns.gpu import step as gpu  # noqa: PLC0415
     from tenant_platform.config import Settings  # noqa: PLC0415
     from tenant_platform.observe import cluster  # noqa: PLC0415
-    from tenant_platform.reconcile import gpu, registry  # noqa: PLC0415
+    from tenant_platform.reconcile import registry  # noqa: PLC0415
     from tenant_platform.testing.steps import NoHandoff  # noqa: PLC0415
 
     logging.basicConfig(level=logging.WARNING)

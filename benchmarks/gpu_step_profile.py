@@ -7,9 +7,10 @@ an ``observe.cluster.ClusterSnapshot`` with them, and times, each on its own:
 - ``replace_all`` (the reflectors' first listing) and ``view()`` after a change (what a pass takes);
 - the reflector's event apply path: one pod allocation change (``handle_pod_event`` of a MODIFIED
   pod), one node heartbeat that changes nothing kept, one node annotation change;
-- the pure parts of the gpu step: ``GpuFacts.gpu_nodes`` (hami/facts.py ``detect`` per node),
-  ``plan_labels`` (hami/labels.py), ``evaluate`` (hami/verdict.py, which runs hami/capacity.py per
-  GPU node), cold (caches empty) and warm, and ``model_rollup`` (the per-model gauges' sums);
+- the pure parts of the gpu step: ``GpuFacts.gpu_nodes`` (concerns/gpu/facts.py ``detect`` per
+  node), ``plan_labels`` (concerns/gpu/labels.py), ``evaluate`` (concerns/gpu/verdict.py, which
+  runs concerns/gpu/capacity.py per GPU node), cold (caches empty) and warm, and ``model_rollup``
+  (the per-model gauges' sums);
 - a whole pure pass (view -> facts -> gpu_nodes -> plan_labels -> evaluate) after one pod change,
   which is what a GPU-only pass costs besides its API reads and the status write;
 
@@ -44,11 +45,12 @@ from typing import Any
 
 from benchmarks.gpu_scale import POD_MIB, node_body, pod_body
 from tenant_platform.api.models import TenantPlatform
-from tenant_platform.hami import allocations, capacity, register
-from tenant_platform.hami.facts import DETECTIONS, GpuFacts
-from tenant_platform.hami.gpustatus import ENTRIES
-from tenant_platform.hami.labels import LabelOutcome, plan_labels, value_manager
-from tenant_platform.hami.verdict import GpuVerdict, evaluate, wanted_labels
+from tenant_platform.concerns.gpu import capacity
+from tenant_platform.concerns.gpu.facts import DETECTIONS, GpuFacts
+from tenant_platform.concerns.gpu.gpustatus import ENTRIES
+from tenant_platform.concerns.gpu.labels import LabelOutcome, plan_labels, value_manager
+from tenant_platform.concerns.gpu.verdict import GpuVerdict, evaluate, wanted_labels
+from tenant_platform.formats.hami import allocations, register
 from tenant_platform.observe.cluster import ClusterSnapshot, ClusterView
 
 PLATFORM = "gpu-bench"
@@ -104,7 +106,7 @@ def timed(fn: Callable[[], Any], repeat: int = 1) -> tuple[float, Any]:
 
 def labelled(body: dict[str, Any]) -> dict[str, Any]:
     """``body`` as the platform's first pass leaves it: each label applied under its shared value
-    manager (hami/labels.py), so the plan over it is a steady state's (no write)."""
+    manager (concerns/gpu/labels.py), so the plan over it is a steady state's (no write)."""
     meta = body["metadata"]
     wanted = wanted_labels(platform())
     meta["labels"].update(wanted)
@@ -232,7 +234,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     seconds, decided = timed(lambda: evaluate(tp, facts_of(view), labels=outcome, now=now), args.repeat)
     out["evaluate_warm_ms"] = round(seconds * 1e3, 1)
     seconds, _ = timed(lambda: capacity.model_rollup(decided.capacities), args.repeat)
-    out["model_rollup_ms"] = round(seconds * 1e3, 1)  # the per-model gauges (reconcile/gpu.py record_metrics)
+    out["model_rollup_ms"] = round(seconds * 1e3, 1)  # the per-model gauges (concerns/gpu/step.py record_metrics)
     condition = decided.verdict.conditions[0]
     out["condition"] = f"{condition.reason}: {condition.message[:120]}"
 

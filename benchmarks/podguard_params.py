@@ -1,6 +1,6 @@
 """Cost of the shared pod guard's parameters, against the real local control plane.
 
-The shared pod guard (render/podguard.py) takes every TenantPlatform as a parameter: the API
+The shared pod guard (concerns/podguard/manifests.py) takes every TenantPlatform as a parameter: the API
 server evaluates each policy's ``matchCondition`` once per TenantPlatform for every pod request in
 a claimed namespace (the validations only for the platform whose parameter lists the namespace).
 This measures what that costs as the number of platforms grows.
@@ -26,11 +26,11 @@ from typing import Any
 
 from tenant_platform import devmode
 from tenant_platform.api import constants
+from tenant_platform.concerns.podguard import manifests as render_pg
+from tenant_platform.concerns.podguard import step as pg_step
+from tenant_platform.concerns.podguard import verdict as pg
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube
-from tenant_platform.reconcile import podguard as pg_step
-from tenant_platform.render import podguard as render_pg
-from tenant_platform.status import podguard as pg
 from tenant_platform.testing.controlplane import ControlPlane
 from tenant_platform.testing.wait import wait_for
 

@@ -39,6 +39,8 @@ import kopf
 from tenant_platform import handlers_gpu, reconcile
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
+from tenant_platform.concerns.gpu import step as gpu
+from tenant_platform.concerns.target.step import TargetConnection
 from tenant_platform.config import Settings
 from tenant_platform.kube import errors
 from tenant_platform.kube.backoff import Backoff
@@ -46,8 +48,6 @@ from tenant_platform.kube.cache import CachedKube
 from tenant_platform.kube.client import Kube
 from tenant_platform.kube.events import EventRecorder
 from tenant_platform.observe import cluster
-from tenant_platform.reconcile import gpu
-from tenant_platform.reconcile.target import TargetConnection
 
 log = logging.getLogger("tenant_platform.handlers")
 Logger = logging.Logger | logging.LoggerAdapter[Any]

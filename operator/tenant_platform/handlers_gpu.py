@@ -28,14 +28,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tenant_platform.hami import names as hami_names
+from tenant_platform.concerns.target.step import TargetObservation
+from tenant_platform.formats.hami import names as hami_names
 from tenant_platform.kube import remote
 from tenant_platform.kube.cache import CachedKube, Scope
 from tenant_platform.kube.client import Kube
 from tenant_platform.observe import cluster
 from tenant_platform.observe.cluster import Changes, ClusterSnapshot
 from tenant_platform.observe.reflector import Reflector
-from tenant_platform.reconcile.target import TargetObservation
 
 log = logging.getLogger("tenant_platform.gpu")
 
@@ -167,7 +167,7 @@ MAX_TARGET_WATCHES = 64
 
 def target_cache_scopes(hami_namespaces: tuple[str, ...], mesh_namespace: str = "istio-system") -> list[Scope]:
     """What a target's read cache holds: the facts GPUReady's health check reads in each pass
-    (reconcile/gpu_health.py: NVIDIA RuntimeClasses, every DaemonSet, HAMi's Deployments and
+    (concerns/gpu/healthreads.py: NVIDIA RuntimeClasses, every DaemonSet, HAMi's Deployments and
     ConfigMap per configured HAMi namespace), the Namespaces (the webhook verdict's input, and
     the pass's namespace claims) and the mesh namespace's Deployments and Services (as in the
     operator's own cache). Few objects per tenant; anything else is read from the API."""

@@ -36,13 +36,14 @@ import kopf
 
 from tenant_platform import handlers, metrics
 from tenant_platform.api import constants
+from tenant_platform.concerns.apiaddresses import verdict as apiaddresses
+from tenant_platform.concerns.dns import coredns
+from tenant_platform.concerns.dns.coredns import DEFAULT_POD_LABELS, CoreDNSTarget
 from tenant_platform.config import Settings
-from tenant_platform.hami import names as hami_names
+from tenant_platform.formats.hami import names as hami_names
 from tenant_platform.kube.cache import CachedKube, Scope, operator_scopes
 from tenant_platform.kube.client import Kube
 from tenant_platform.kube.lease import LeaderElector, LeaseConfig
-from tenant_platform.status import apiaddresses, coredns
-from tenant_platform.status.coredns import DEFAULT_POD_LABELS, CoreDNSTarget
 
 log = logging.getLogger("tenant_platform.main")
 
@@ -120,7 +121,7 @@ def cache_scopes(settings: Settings) -> list[Scope]:
         # A platform writing its own block wakes only itself (not every platform: N^2 passes).
         Scope("v1", "ConfigMap", namespace=dns.namespace, name=dns.config_map, concerns=coredns.platforms_concerned),
         Scope("v1", "ConfigMap", namespace=dns.namespace, name=dns.custom_config_map),
-        # GPUReady's health reads (reconcile/gpu_health.py): NVIDIA RuntimeClasses, every DaemonSet
+        # GPUReady's health reads (concerns/gpu/healthreads.py): NVIDIA RuntimeClasses, every DaemonSet
         # (HAMi's device plugin and GPU device plugins anywhere; a few per cluster) and HAMi's
         # Deployments (its scheduler) per configured HAMi namespace.
         Scope("node.k8s.io/v1", "RuntimeClass"),

@@ -47,9 +47,9 @@ from tenant_platform.api.reasons import (
     Summary,
 )
 from tenant_platform.api.status.recorded import Recorded
+from tenant_platform.concerns.installvalues import manifests as render_values
 from tenant_platform.config import Settings, load_settings
 from tenant_platform.kube.client import Kube, Obj
-from tenant_platform.render import values as render_values
 
 PASS = "PASS"
 WARN = "WARN"

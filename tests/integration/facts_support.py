@@ -15,8 +15,8 @@ from tenant_platform import reconcile
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.config import Settings
+from tenant_platform.framework.base import StepContext, StepResult
 from tenant_platform.kube.client import Kube
-from tenant_platform.reconcile.base import StepContext, StepResult
 from tenant_platform.testing.controlplane import ControlPlane
 
 REPO = Path(__file__).resolve().parents[2]

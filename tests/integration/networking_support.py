@@ -9,9 +9,9 @@ from typing import Any
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.config import Settings
+from tenant_platform.framework.base import StepContext, StepResult
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube
-from tenant_platform.reconcile.base import StepContext, StepResult
 
 
 def body(name: str, namespace: str, **spec: Any) -> dict[str, Any]:

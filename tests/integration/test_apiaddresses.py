@@ -15,9 +15,9 @@ import yaml
 from facts_support import create_platform, get_platform, install_crd, kube_for, reconcile_once, run_step
 
 from tenant_platform import preflight
+from tenant_platform.concerns.apiaddresses import step as apiaddresses
+from tenant_platform.concerns.installvalues import manifests as render_values
 from tenant_platform.kube.client import Kube
-from tenant_platform.reconcile import apiaddresses
-from tenant_platform.render import values as render_values
 from tenant_platform.testing.controlplane import FIRST_SERVICE_IP, ControlPlane
 
 pytestmark = pytest.mark.cluster

@@ -26,14 +26,14 @@ from tenant_platform import handlers_gpu, main, reconcile
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.reasons import Common
+from tenant_platform.concerns.podguard import step as podguard
+from tenant_platform.concerns.podguard import verdict as pg
 from tenant_platform.config import Settings
 from tenant_platform.kube import errors
 from tenant_platform.kube.cache import RBAC_SETTLE_SECONDS, CachedKube
 from tenant_platform.kube.client import Kube
 from tenant_platform.kube.informer import Informer, Scope
 from tenant_platform.observe.cluster import ClusterSnapshot
-from tenant_platform.reconcile import podguard
-from tenant_platform.status import podguard as pg
 from tenant_platform.testing.apirequests import OTHER, RequestCounter
 from tenant_platform.testing.controlplane import ControlPlane
 from tenant_platform.testing.wait import wait_for
@@ -543,7 +543,7 @@ def test_the_domain_guards_read_every_platform_from_the_cache_without_copying_it
     from the cache, with no request and no copy of the N bodies (which made converging N
     platforms cost N^2 copies under the informer's lock: docs/performance.md). ``list`` still
     hands out copies a caller may change."""
-    from tenant_platform.reconcile.base import StepContext  # noqa: PLC0415
+    from tenant_platform.framework.base import StepContext  # noqa: PLC0415
 
     body = make_platform(unique_name, unique_name)
     ctx = StepContext(platform=TenantPlatform.from_body(body), kube=cached, settings=SETTINGS, now=NOW)
@@ -597,7 +597,7 @@ def test_a_platforms_corefile_block_wakes_only_that_platform(cached: CachedKube,
     """One platform writing its block into the shared CoreDNS ConfigMap wakes that platform, not
     every platform (N writes x N passes while N platforms converge); removing a block still
     wakes every platform (one refused for that domain may take it now)."""
-    from tenant_platform.render import corefile  # noqa: PLC0415
+    from tenant_platform.formats import corefile  # noqa: PLC0415
 
     def edit(change: Callable[[str], str]) -> None:
         live = crd.get("v1", "ConfigMap", "coredns", "kube-system")

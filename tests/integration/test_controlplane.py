@@ -17,7 +17,7 @@ import kubernetes.client
 import pytest
 from kubernetes.client import ApiException
 
-from tenant_platform.hami import names
+from tenant_platform.formats.hami import names
 from tenant_platform.testing import manifests, processes, seed
 from tenant_platform.testing.binaries import pinned_versions
 from tenant_platform.testing.controlplane import ControlPlane, ControlPlaneError, KubectlError

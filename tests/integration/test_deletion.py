@@ -17,9 +17,9 @@ from tenant_platform import handlers, reconcile
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.config import Settings
+from tenant_platform.framework.base import CleanupResult, StepContext, StepResult
 from tenant_platform.kube.client import Kube, Obj
 from tenant_platform.reconcile import registry
-from tenant_platform.reconcile.base import CleanupResult, StepContext, StepResult
 
 
 class BlockedStep:

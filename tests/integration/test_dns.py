@@ -21,12 +21,12 @@ from tenant_platform import reconcile
 from tenant_platform.api import constants
 from tenant_platform.api.reasons import DNS, Common
 from tenant_platform.api.status.dns import Mode
+from tenant_platform.concerns.dns import step as dns
+from tenant_platform.concerns.dns.coredns import CoreDNSTarget
 from tenant_platform.config import Settings
+from tenant_platform.formats import corefile
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube
-from tenant_platform.reconcile import dns
-from tenant_platform.render import corefile
-from tenant_platform.status.coredns import CoreDNSTarget
 from tenant_platform.testing.controlplane import ControlPlane
 from tenant_platform.testing.seed import STOCK_COREFILE
 

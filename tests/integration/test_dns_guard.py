@@ -15,9 +15,9 @@ from networking_support import only, run, writes
 from test_dns import K3S_COREFILE, RacingKube, corefile_of, scratch  # noqa: F401 (scratch is a fixture)
 
 from tenant_platform.api.reasons import DNS
+from tenant_platform.concerns.dns import step as dns
+from tenant_platform.formats import corefile
 from tenant_platform.kube.client import Kube
-from tenant_platform.reconcile import dns
-from tenant_platform.render import corefile
 from tenant_platform.testing.controlplane import ControlPlane
 from tenant_platform.testing.seed import STOCK_COREFILE
 

@@ -22,9 +22,9 @@ from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.reasons import Common
 from tenant_platform.api.reasons import EdgeCertificate as Reason
+from tenant_platform.concerns.edgecert import certs
+from tenant_platform.concerns.edgecert import step as edgecert
 from tenant_platform.kube.client import Kube
-from tenant_platform.reconcile import edgecert
-from tenant_platform.status import certs
 from tenant_platform.testing import certs as factory
 
 NOW = datetime.now(UTC).replace(microsecond=0)

@@ -27,9 +27,9 @@ from tests.support import shared_label_holders
 
 from tenant_platform import reconcile
 from tenant_platform.api import constants
+from tenant_platform.concerns.podguard import manifests as render_pg
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube
-from tenant_platform.render import podguard as render_pg
 from tenant_platform.testing.controlplane import ControlPlane
 from tenant_platform.testing.tenants import TenantAPIServer
 from tenant_platform.testing.wait import wait_for

@@ -21,10 +21,13 @@ from tests.support import create_namespace
 
 from tenant_platform.api import constants, reasons
 from tenant_platform.api.reasons import Gateway as Reason
+from tenant_platform.concerns.gateway import step as gateway
+from tenant_platform.concerns.gateway import verdict as check
+from tenant_platform.concerns.installer import step as installer
+from tenant_platform.concerns.mesh import step as mesh
+from tenant_platform.concerns.namespaces import step as namespaces
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube
-from tenant_platform.reconcile import gateway, installer, mesh, namespaces
-from tenant_platform.status import gateway as check
 from tenant_platform.testing import tools
 from tenant_platform.testing.controlplane import ControlPlane
 

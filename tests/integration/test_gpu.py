@@ -24,13 +24,14 @@ import pytest
 from tenant_platform import metrics, reconcile
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
+from tenant_platform.concerns.gpu import capacity
+from tenant_platform.concerns.gpu import step as gpu
+from tenant_platform.concerns.gpu.fit import GpuRequest, node_fit
 from tenant_platform.config import Settings
-from tenant_platform.hami import capacity
-from tenant_platform.hami.fit import GpuRequest, node_fit
+from tenant_platform.framework.base import StepContext, StepResult
 from tenant_platform.kube.client import Kube
 from tenant_platform.observe import cluster
-from tenant_platform.reconcile import gpu, registry
-from tenant_platform.reconcile.base import StepContext, StepResult
+from tenant_platform.reconcile import registry
 from tenant_platform.testing import manifests
 from tenant_platform.testing.controlplane import ControlPlane
 from tenant_platform.testing.steps import NoHandoff

@@ -1,4 +1,4 @@
-"""GPU discovery and HAMi health against the real API server (hami/health.py, reconcile/gpu_health.py).
+"""GPU discovery and HAMi health against the real API server (concerns/gpu/health.py, concerns/gpu/healthreads.py).
 
 - Discovery without anything HAMi writes: a node listing an ``nvidia`` runtime handler, a node an
   NVIDIA RuntimeClass's nodeSelector selects, a node ``spec.gpu.nodeSelector`` selects: all three
@@ -26,12 +26,12 @@ import pytest
 
 from tenant_platform.api import reasons
 from tenant_platform.api.models import TenantPlatform
+from tenant_platform.concerns.gpu import step as gpu
 from tenant_platform.config import Settings
+from tenant_platform.framework.base import StepContext, StepResult
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube
 from tenant_platform.observe import cluster
-from tenant_platform.reconcile import gpu
-from tenant_platform.reconcile.base import StepContext, StepResult
 from tenant_platform.testing import manifests
 from tenant_platform.testing.controlplane import ControlPlane
 from tenant_platform.testing.wait import wait_for

@@ -21,11 +21,11 @@ import pytest
 
 from tenant_platform import handlers, handlers_gpu, main, reconcile
 from tenant_platform.api import constants
+from tenant_platform.concerns.gpu import step as gpu
 from tenant_platform.config import Settings
 from tenant_platform.kube.cache import RBAC_SETTLE_SECONDS, CachedKube
 from tenant_platform.kube.client import Kube
 from tenant_platform.observe.cluster import ClusterSnapshot
-from tenant_platform.reconcile import gpu
 from tenant_platform.testing import manifests
 from tenant_platform.testing.apirequests import RequestCounter
 from tenant_platform.testing.controlplane import ControlPlane
@@ -37,7 +37,7 @@ NODE = "gpu-node-1"  # seeded: 8 cards
 GPU_OFF = {"nodeLabels": {"enabled": False}, "hami": {"enabled": False}}
 # What the gpu step itself reads from the API on a pass: nothing. RuntimeClasses, HAMi's Deployments
 # and the DaemonSets come from the watch-fed cache, and the webhook dry run is repeated only when
-# its inputs change or its verdict is older than webhook_probe_interval (reconcile/gpu_health.py).
+# its inputs change or its verdict is older than webhook_probe_interval (concerns/gpu/healthreads.py).
 GPU_STEP_READS: Counter[tuple[str, str]] = Counter()
 
 

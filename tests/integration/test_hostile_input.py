@@ -23,11 +23,14 @@ from tests.support import create_namespace
 
 from tenant_platform import metrics, reconcile
 from tenant_platform.api import constants
+from tenant_platform.concerns.gpu import capacity
+from tenant_platform.concerns.gpu import step as gpu
+from tenant_platform.concerns.namespaces import step as namespaces
 from tenant_platform.config import Settings
-from tenant_platform.hami import bounds, capacity
+from tenant_platform.formats.hami import bounds
 from tenant_platform.kube.client import Kube
 from tenant_platform.observe import cluster
-from tenant_platform.reconcile import gpu, namespaces, registry
+from tenant_platform.reconcile import registry
 from tenant_platform.testing import seed
 from tenant_platform.testing.controlplane import ControlPlane
 

@@ -34,10 +34,10 @@ from test_podguard import (
 
 from tenant_platform.api import constants
 from tenant_platform.api.models import DEFAULT_PROXY_REPOSITORIES, TenantPlatform
+from tenant_platform.concerns.podguard import manifests as podguard
+from tenant_platform.concerns.podguard import step as pg_step
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube
-from tenant_platform.reconcile import podguard as pg_step
-from tenant_platform.render import podguard
 from tenant_platform.testing import injectedpods, tools
 from tenant_platform.testing.controlplane import ControlPlane
 

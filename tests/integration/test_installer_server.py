@@ -18,10 +18,10 @@ import yaml
 
 from tenant_platform import reconcile
 from tenant_platform.api import constants
+from tenant_platform.concerns.installvalues import manifests as render_values
 from tenant_platform.config import Settings
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube
-from tenant_platform.render import values as render_values
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 SETTINGS = Settings(drift_interval=30)

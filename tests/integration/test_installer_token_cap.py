@@ -13,10 +13,10 @@ import pytest
 from facts_support import kube_for, platform_body, run_step
 from tests import support
 
+from tenant_platform.concerns.installer import manifests as render_installer
+from tenant_platform.concerns.installer import step as installer
+from tenant_platform.core import conditions
 from tenant_platform.kube.client import Kube
-from tenant_platform.reconcile import installer
-from tenant_platform.render import installer as render_installer
-from tenant_platform.status import conditions
 from tenant_platform.testing.controlplane import ControlPlane
 
 

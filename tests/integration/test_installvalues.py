@@ -22,11 +22,11 @@ from tenant_platform import preflight, reconcile
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.status.recorded import Recorded
+from tenant_platform.concerns.installvalues import manifests as render_values
+from tenant_platform.concerns.installvalues import step as installvalues
 from tenant_platform.config import Settings
+from tenant_platform.framework.base import StepContext
 from tenant_platform.kube.client import Kube
-from tenant_platform.reconcile import installvalues
-from tenant_platform.reconcile.base import StepContext
-from tenant_platform.render import values as render_values
 
 
 @pytest.fixture

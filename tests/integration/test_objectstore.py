@@ -8,8 +8,8 @@ import pytest
 from facts_support import b64, create_namespace, platform_body, run_step
 
 from tenant_platform.api import constants
+from tenant_platform.concerns.objectstore import step as objectstore
 from tenant_platform.kube.client import Kube
-from tenant_platform.reconcile import objectstore
 
 
 @pytest.fixture

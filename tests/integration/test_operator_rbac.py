@@ -18,11 +18,11 @@ import yaml
 
 from tenant_platform import reconcile
 from tenant_platform.api import constants
+from tenant_platform.concerns.podguard import manifests as render_pg
+from tenant_platform.concerns.podguard import step as pg_step
 from tenant_platform.config import Settings
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube, Obj
-from tenant_platform.reconcile import podguard as pg_step
-from tenant_platform.render import podguard as render_pg
 from tenant_platform.testing.operator import OPERATOR_NAMESPACE, OPERATOR_SA, REPO
 from tenant_platform.testing.wait import wait_for
 

@@ -26,14 +26,14 @@ import yaml
 from tenant_platform import devmode, reconcile
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
+from tenant_platform.concerns.podguard import manifests as podguard
+from tenant_platform.concerns.podguard import step as pg_step
+from tenant_platform.concerns.podguard import verdict as pg
 from tenant_platform.config import Settings
+from tenant_platform.framework.base import StepContext, StepResult
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube
-from tenant_platform.reconcile import podguard as pg_step
 from tenant_platform.reconcile import registry
-from tenant_platform.reconcile.base import StepContext, StepResult
-from tenant_platform.render import podguard
-from tenant_platform.status import podguard as pg
 from tenant_platform.testing.controlplane import ControlPlane
 from tenant_platform.testing.wait import wait_for
 

@@ -26,10 +26,10 @@ from tests.integration.test_podguard import (
 
 from tenant_platform import reconcile
 from tenant_platform.api import constants
+from tenant_platform.concerns.podguard import manifests as podguard
+from tenant_platform.concerns.podguard import step as pg_step
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube
-from tenant_platform.reconcile import podguard as pg_step
-from tenant_platform.render import podguard
 
 
 def test_promotion_survives_a_deleted_binding_and_a_new_violator(

@@ -23,10 +23,11 @@ from facts_support import (
 )
 
 from tenant_platform.api import constants
+from tenant_platform.concerns.pullsecrets import step as pullsecrets
 from tenant_platform.config import Settings
+from tenant_platform.framework import probes
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube
-from tenant_platform.reconcile import probes, pullsecrets
 
 PASSWORD = "s3cr3t-Pa55word"
 AUTH = b64(f"robot:{PASSWORD}")

@@ -25,19 +25,19 @@ from facts_support import (
 
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
+from tenant_platform.concerns.storage import manifests as render_storage
+from tenant_platform.concerns.storage import step as storage
+from tenant_platform.concerns.storage import verdict as storage_status
 from tenant_platform.config import Settings
+from tenant_platform.framework.base import StepContext, stamp
 from tenant_platform.kube.client import Kube
-from tenant_platform.reconcile import storage
-from tenant_platform.reconcile.base import StepContext, stamp
-from tenant_platform.render import storage as render_storage
-from tenant_platform.status import storage as storage_status
 from tenant_platform.testing.controlplane import ControlPlane
 
 GA = "storageclass.kubernetes.io/is-default-class"
 BETA = "storageclass.beta.kubernetes.io/is-default-class"
 SELECTOR = f"{constants.LABEL_COMPONENT}={render_storage.COMPONENT}"
 OPERATOR_NAMESPACE = Settings().operator_namespace
-"""Where the write test runs (the operator's own namespace, see reconcile/storage.py)."""
+"""Where the write test runs (the operator's own namespace, see concerns/storage/step.py)."""
 
 
 @pytest.fixture

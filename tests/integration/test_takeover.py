@@ -28,12 +28,15 @@ from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.reasons import Common, PodGuard
 from tenant_platform.api.reasons import Gateway as Reason
+from tenant_platform.concerns.dns import step as dns
+from tenant_platform.concerns.dns.coredns import CoreDNSTarget
+from tenant_platform.concerns.edgecert import step as edgecert
+from tenant_platform.concerns.gateway import step as gateway
+from tenant_platform.concerns.podguard import manifests as render_pg
+from tenant_platform.concerns.podguard import step as podguard
+from tenant_platform.formats import corefile
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube
-from tenant_platform.reconcile import dns, edgecert, gateway, podguard
-from tenant_platform.render import corefile
-from tenant_platform.render import podguard as render_pg
-from tenant_platform.status.coredns import CoreDNSTarget
 from tenant_platform.testing.controlplane import ControlPlane
 from tenant_platform.testing.seed import STOCK_COREFILE
 from tenant_platform.testing.wait import wait_for

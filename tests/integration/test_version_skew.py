@@ -23,8 +23,8 @@ from tests.support import live_label_wanters, shared_label_holders
 from tenant_platform import devmode, metrics, reconcile
 from tenant_platform.api import constants
 from tenant_platform.config import Settings
+from tenant_platform.formats import corefile
 from tenant_platform.kube.client import Kube
-from tenant_platform.render import corefile
 from tenant_platform.testing.wait import wait_for
 
 CRD_FILE = Path(__file__).resolve().parents[2] / "crds" / "tenancy.dev_tenantplatforms.yaml"

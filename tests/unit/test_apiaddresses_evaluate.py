@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tenant_platform.status import apiaddresses
+from tenant_platform.concerns.apiaddresses import verdict as apiaddresses
 
 SERVICE = {"spec": {"clusterIPs": ["10.0.0.1"], "ports": [{"port": 443, "targetPort": 6443}]}}
 

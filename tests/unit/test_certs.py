@@ -9,11 +9,10 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from tenant_platform import issuance
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.reasons import EdgeCertificate as Reason
-from tenant_platform.render import certs as render_certs
-from tenant_platform.status import certs
+from tenant_platform.concerns.edgecert import certs, issuance
+from tenant_platform.concerns.edgecert import manifests as render_certs
 from tenant_platform.testing import certs as factory
 
 NOW = dt.datetime(2026, 6, 1, 12, 0, tzinfo=dt.UTC)

@@ -18,10 +18,10 @@ from tenant_platform import handlers, metrics, reconcile
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.config import Settings
+from tenant_platform.framework.base import CleanupResult, StepContext, StepResult
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube, Obj
 from tenant_platform.reconcile import registry
-from tenant_platform.reconcile.base import CleanupResult, StepContext, StepResult
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 

@@ -10,8 +10,8 @@ import yaml
 
 from tenant_platform.api import constants, reasons
 from tenant_platform.api.reasons import DNS, Common, Summary
+from tenant_platform.core import conditions
 from tenant_platform.reconcile import merge_patch_for
-from tenant_platform.status import conditions
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 T1 = T0 + timedelta(minutes=5)

@@ -1,4 +1,4 @@
-"""Which platforms an event on the CoreDNS ConfigMap wakes (status/coredns.py
+"""Which platforms an event on the CoreDNS ConfigMap wakes (concerns/dns/coredns.py
 ``platforms_concerned``): a platform writing its own block wakes only itself, anything else
 every platform. One row per case."""
 
@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from tenant_platform.render import corefile
-from tenant_platform.status.coredns import platforms_concerned
+from tenant_platform.concerns.dns.coredns import platforms_concerned
+from tenant_platform.formats import corefile
 
 HEAD = ".:53 {\n    errors\n    reload\n"
 TAIL = "    kubernetes cluster.local in-addr.arpa ip6.arpa\n    forward . /etc/resolv.conf\n}\n"

@@ -8,8 +8,8 @@ import pytest
 
 from tenant_platform.api.reasons import DNS
 from tenant_platform.api.status.dns import Mode
-from tenant_platform.render import corefile as cf
-from tenant_platform.status import coredns
+from tenant_platform.concerns.dns import coredns
+from tenant_platform.formats import corefile as cf
 from tenant_platform.testing.seed import STOCK_COREFILE
 
 HOST = "istio-ingressgateway.istio-system.svc.cluster.local"

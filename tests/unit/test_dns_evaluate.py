@@ -1,4 +1,4 @@
-"""The pure DNSReady evaluator (status/dns.py): one row per reason, then the writes it plans."""
+"""The pure DNSReady evaluator (concerns/dns/verdict.py): one row per reason, then the writes it plans."""
 
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.reasons import DNS, Common
 from tenant_platform.api.status.dns import DnsRecord
-from tenant_platform.render import corefile
-from tenant_platform.status import dns, dnsguard
-from tenant_platform.status.coredns import CoreDNSTarget, corefile_text
-from tenant_platform.status.dns import CorefileWrite, DnsFacts, OverrideWrite
+from tenant_platform.concerns.dns import verdict as dns
+from tenant_platform.concerns.dns.coredns import CoreDNSTarget, corefile_text
+from tenant_platform.concerns.dns.verdict import CorefileWrite, DnsFacts, OverrideWrite
+from tenant_platform.core import domainclaims as dnsguard
+from tenant_platform.formats import corefile
 from tenant_platform.testing.seed import STOCK_COREFILE
 
 NAME = "demo"

@@ -16,7 +16,7 @@ from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.reasons import Common
 from tenant_platform.api.reasons import EdgeCertificate as Reason
-from tenant_platform.status import edgecert
+from tenant_platform.concerns.edgecert import verdict as edgecert
 from tenant_platform.testing import certs as factory
 
 NOW = dt.datetime(2026, 6, 1, 12, 0, tzinfo=dt.UTC)

@@ -11,10 +11,11 @@ import threading
 import pytest
 
 from tenant_platform import preflight
-from tenant_platform.reconcile import probes
-from tenant_platform.render import storage as render_storage
-from tenant_platform.status import apiaddresses, pullsecrets
-from tenant_platform.status import storage as storage_status
+from tenant_platform.concerns.apiaddresses import verdict as apiaddresses
+from tenant_platform.concerns.pullsecrets import verdict as pullsecrets
+from tenant_platform.concerns.storage import manifests as render_storage
+from tenant_platform.concerns.storage import verdict as storage_status
+from tenant_platform.framework import probes
 
 GA = "storageclass.kubernetes.io/is-default-class"
 BETA = "storageclass.beta.kubernetes.io/is-default-class"

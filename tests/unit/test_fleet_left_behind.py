@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from tenant_platform.api.models import TenantPlatform
+from tenant_platform.concerns.target.step import left_behind
 from tenant_platform.handlers_gpu import target_cache_scopes
-from tenant_platform.reconcile.target import left_behind
 
 
 def platform(**spec: Any) -> TenantPlatform:

@@ -12,9 +12,9 @@ from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.reasons import Common
 from tenant_platform.api.reasons import Gateway as Reason
-from tenant_platform.render import gateway as render_gateway
-from tenant_platform.status import dnsguard
-from tenant_platform.status import gateway as check
+from tenant_platform.concerns.gateway import manifests as render_gateway
+from tenant_platform.concerns.gateway import verdict as check
+from tenant_platform.core import domainclaims as dnsguard
 
 DOMAIN = "kamiwaza.example.com"
 SERVICE = {"metadata": {"name": "istio-ingressgateway"}, "spec": {"ports": [{"port": 80}, {"port": 443}]}}

@@ -9,9 +9,9 @@ import pytest
 
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.reasons import Gateway as Reason
-from tenant_platform.render import gateway as render_gateway
-from tenant_platform.status import gateway as check
-from tenant_platform.status import gatewayservice
+from tenant_platform.concerns.gateway import manifests as render_gateway
+from tenant_platform.concerns.gateway import verdict as check
+from tenant_platform.core import gatewayservice
 
 DOMAIN = "kamiwaza.example.com"
 

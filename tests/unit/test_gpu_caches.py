@@ -1,15 +1,15 @@
 """The GPU pass's caches give the same answers as computing afresh (pure, no cluster).
 
-- hami/capacity.py ``CapacityCache``: a node's capacity is reused only while its register and
+- concerns/gpu/capacity.py ``CapacityCache``: a node's capacity is reused only while its register and
   cordon values and its pods are equal; a changed value is parsed again; the lock is judged on
   every call; ``retain`` forgets nodes that are gone; the byte bound holds.
-- ``NodeCapacity.model_sums`` (``model_rollup``) and hami/gpustatus.py ``EntryMemo`` (listed
+- ``NodeCapacity.model_sums`` (``model_rollup``) and concerns/gpu/gpustatus.py ``EntryMemo`` (listed
   node entries) equal what they replace.
-- hami/facts.py ``DetectionCache``: a node's detection is reused only for the same frozen node
+- concerns/gpu/facts.py ``DetectionCache``: a node's detection is reused only for the same frozen node
   object and equal resource names and selectors.
 - observe/cluster.py ``view()``: the same view until something changes; per-node pod tuples
   follow every pod change.
-- hami/verdict.py ``evaluate``: cold and warm caches give identical verdicts on the GPUReady table.
+- concerns/gpu/verdict.py ``evaluate``: cold and warm caches give identical verdicts on the GPUReady table.
 """
 
 from __future__ import annotations
@@ -26,12 +26,13 @@ from tests.unit.test_gpu_snapshot import node as node_body
 from tests.unit.test_gpu_snapshot import pod as pod_body
 from tests.unit.test_gpu_verdict import EVALUATE_ROWS, Node, facts, gpu_node, platform
 
-from tenant_platform.hami import allocations, capacity, health, register
-from tenant_platform.hami.capacity import CapacityCache, NodeCapacity
-from tenant_platform.hami.facts import DETECTIONS, DetectionCache, detect
-from tenant_platform.hami.gpustatus import ENTRIES, NodeExtras, listed
-from tenant_platform.hami.names import DEFAULT_NAMES, ResourceNames
-from tenant_platform.hami.verdict import evaluate
+from tenant_platform.concerns.gpu import capacity, health
+from tenant_platform.concerns.gpu.capacity import CapacityCache, NodeCapacity
+from tenant_platform.concerns.gpu.facts import DETECTIONS, DetectionCache, detect
+from tenant_platform.concerns.gpu.gpustatus import ENTRIES, NodeExtras, listed
+from tenant_platform.concerns.gpu.verdict import evaluate
+from tenant_platform.formats.hami import allocations, register
+from tenant_platform.formats.hami.names import DEFAULT_NAMES, ResourceNames
 from tenant_platform.observe import cluster
 
 NOW = datetime(2025, 6, 1, 8, 20, 0, tzinfo=UTC)

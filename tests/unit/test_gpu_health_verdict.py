@@ -1,4 +1,5 @@
-"""hami/health.py and hami/facts.py: GPU discovery beyond what a node advertises, and HAMi's health (pure)."""
+"""concerns/gpu/health.py and concerns/gpu/facts.py: GPU discovery beyond what a node advertises, and HAMi's
+health (pure)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,10 @@ import pytest
 from tests.unit.test_gpu_verdict import Node
 
 from tenant_platform.api.models import TenantPlatform
-from tenant_platform.hami import health
-from tenant_platform.hami.bounds import MAX_NOTE_CHARS
-from tenant_platform.hami.facts import GpuFacts
-from tenant_platform.hami.register import Card
+from tenant_platform.concerns.gpu import health
+from tenant_platform.concerns.gpu.facts import GpuFacts
+from tenant_platform.formats.hami.bounds import MAX_NOTE_CHARS
+from tenant_platform.formats.hami.register import Card
 
 LABELS = {"pool": "gpu", "tier": "a100"}
 

@@ -1,4 +1,4 @@
-"""The node-label planner (hami/labels.py): shared value managers, conflicts, releases, hand-over.
+"""The node-label planner (concerns/gpu/labels.py): shared value managers, conflicts, releases, hand-over.
 
 One row per rule. A node is described by its live labels, the value managers holding keys, and
 earlier versions' per-platform managers; the plan is compared as (applies, releases, conflicts).
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from tests.hami_support import HamiNode
 
-from tenant_platform.hami.labels import (
+from tenant_platform.concerns.gpu.labels import (
     MAX_MANAGER_LENGTH,
     VALUE_MANAGER_PREFIX,
     Others,

@@ -1,4 +1,4 @@
-"""The GPUReady verdict (hami/verdict.py): pure and table-driven, one row per reason.
+"""The GPUReady verdict (concerns/gpu/verdict.py): pure and table-driven, one row per reason.
 
 ``gpu_condition`` decides from findings; ``evaluate`` from gathered facts (snapshot-like nodes
 and pods) and the spec, and also builds status.gpu and the recorded GPU facts.
@@ -17,12 +17,12 @@ from tests.hami_support import HamiNode, Pod, no_owner
 
 from tenant_platform.api import reasons
 from tenant_platform.api.models import TenantPlatform
-from tenant_platform.hami import capacity, health, verdict
-from tenant_platform.hami.capacity import CardState
-from tenant_platform.hami.labels import LabelOutcome
-from tenant_platform.hami.locks import NodeLock
-from tenant_platform.hami.register import Card
-from tenant_platform.hami.verdict import GpuFacts
+from tenant_platform.concerns.gpu import capacity, health, verdict
+from tenant_platform.concerns.gpu.capacity import CardState
+from tenant_platform.concerns.gpu.labels import LabelOutcome
+from tenant_platform.concerns.gpu.verdict import GpuFacts
+from tenant_platform.formats.hami.locks import NodeLock
+from tenant_platform.formats.hami.register import Card
 
 NOW = datetime(2025, 6, 1, 8, 20, 0, tzinfo=UTC)
 FIVE_MIN = timedelta(minutes=5)

@@ -8,12 +8,13 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 from tests.hami_support import Pod, no_owner
 
-from tenant_platform.hami import allocations, capacity, config, fit, locks, names, register
-from tenant_platform.hami.allocations import CardUse, ContainerDevice
-from tenant_platform.hami.capacity import CardState
-from tenant_platform.hami.fit import GpuRequest
-from tenant_platform.hami.names import HamiParseError
-from tenant_platform.hami.register import Card
+from tenant_platform.concerns.gpu import capacity, fit
+from tenant_platform.concerns.gpu.capacity import CardState
+from tenant_platform.concerns.gpu.fit import GpuRequest
+from tenant_platform.formats.hami import allocations, config, locks, names, register
+from tenant_platform.formats.hami.allocations import CardUse, ContainerDevice
+from tenant_platform.formats.hami.names import HamiParseError
+from tenant_platform.formats.hami.register import Card
 
 NOW = datetime(2025, 6, 1, 8, 20, 0, tzinfo=UTC)
 FIVE_MIN = timedelta(minutes=5)

@@ -15,13 +15,14 @@ from tests.hami_support import HamiPod, no_owner
 
 from tenant_platform.api import reasons
 from tenant_platform.api.models import TenantPlatform
-from tenant_platform.hami import allocations, bounds, capacity, register, verdict
-from tenant_platform.hami.allocations import parse_pod_devices
-from tenant_platform.hami.labels import LabelOutcome
-from tenant_platform.hami.locks import lock_state
-from tenant_platform.hami.names import HamiParseError
-from tenant_platform.hami.register import parse_register
-from tenant_platform.hami.verdict import GpuFacts
+from tenant_platform.concerns.gpu import capacity, verdict
+from tenant_platform.concerns.gpu.labels import LabelOutcome
+from tenant_platform.concerns.gpu.verdict import GpuFacts
+from tenant_platform.formats.hami import allocations, bounds, register
+from tenant_platform.formats.hami.allocations import parse_pod_devices
+from tenant_platform.formats.hami.locks import lock_state
+from tenant_platform.formats.hami.names import HamiParseError
+from tenant_platform.formats.hami.register import parse_register
 from tenant_platform.observe import cluster
 
 NOW = datetime(2025, 6, 1, 8, 20, 0, tzinfo=UTC)

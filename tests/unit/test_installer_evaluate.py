@@ -1,4 +1,4 @@
-"""InstallerReady decided without a cluster (status/installer.py): one row per reason, the recorded
+"""InstallerReady decided without a cluster (concerns/installer/verdict.py): one row per reason, the recorded
 facts, and when the kubeconfig token is kept or re-minted."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import pytest
 
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.reasons import Common, Installer
-from tenant_platform.render import installer as render_installer
-from tenant_platform.status import installer as evaluate_installer
-from tenant_platform.status.installer import Answer, InstallerFacts
+from tenant_platform.concerns.installer import manifests as render_installer
+from tenant_platform.concerns.installer import verdict as evaluate_installer
+from tenant_platform.concerns.installer.verdict import Answer, InstallerFacts
 
 NAME = "demo"
 USER = "system:serviceaccount:kamiwaza:platform-installer"

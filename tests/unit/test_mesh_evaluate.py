@@ -1,4 +1,4 @@
-"""status/mesh.py: MeshReady and the recorded sidecarStyle decided from facts alone, one row per reason."""
+"""concerns/mesh/verdict.py: MeshReady and the recorded sidecarStyle decided from facts alone, one row per reason."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 
 from tenant_platform.api import reasons
 from tenant_platform.api.models import TenantPlatform
-from tenant_platform.status import mesh
-from tenant_platform.status.mesh import MeshFacts, StyleProbe
+from tenant_platform.concerns.mesh import verdict as mesh
+from tenant_platform.concerns.mesh.verdict import MeshFacts, StyleProbe
 
 ALL_KINDS = {
     "networking.istio.io/v1": frozenset({"Gateway", "VirtualService", "DestinationRule"}),

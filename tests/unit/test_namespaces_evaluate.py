@@ -1,4 +1,4 @@
-"""NamespacesReady decided without a cluster (status/namespaces.py): one row per reason, then what
+"""NamespacesReady decided without a cluster (concerns/namespaces/verdict.py): one row per reason, then what
 is labelled, adopted, released and remembered in ``status.managed``."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import pytest
 
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.reasons import Common, Namespaces
-from tenant_platform.render import namespaces as render_ns
-from tenant_platform.status import namespaces as evaluate_ns
-from tenant_platform.status.namespaces import NamespaceFacts, NamespacesFacts
+from tenant_platform.concerns.namespaces import manifests as render_ns
+from tenant_platform.concerns.namespaces import verdict as evaluate_ns
+from tenant_platform.concerns.namespaces.verdict import NamespaceFacts, NamespacesFacts
 
 NAME = "demo"
 

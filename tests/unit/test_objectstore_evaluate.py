@@ -10,7 +10,7 @@ import pytest
 
 from tenant_platform.api import reasons
 from tenant_platform.api.models import TenantPlatform
-from tenant_platform.status import objectstore
+from tenant_platform.concerns.objectstore import verdict as objectstore
 
 R = reasons.ObjectStore
 S3 = {

@@ -13,14 +13,14 @@ from tenant_platform import handlers
 from tenant_platform.api import constants, reasons
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.status.recorded import Recorded
+from tenant_platform.concerns.gpu.health import Selector
+from tenant_platform.concerns.gpu.step import GpuScope, GpuScopes
 from tenant_platform.config import Settings
-from tenant_platform.hami.health import Selector
-from tenant_platform.hami.names import DEFAULT_NAMES
+from tenant_platform.core import conditions
+from tenant_platform.formats.hami.names import DEFAULT_NAMES
+from tenant_platform.framework.base import StepResult
 from tenant_platform.observe import cluster
 from tenant_platform.reconcile import pipeline
-from tenant_platform.reconcile.base import StepResult
-from tenant_platform.reconcile.gpu import GpuScope, GpuScopes
-from tenant_platform.status import conditions
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 

@@ -1,4 +1,4 @@
-"""status/podguard.py: PodGuardReady decided from facts alone, one row per reason; the staged
+"""concerns/podguard/verdict.py: PodGuardReady decided from facts alone, one row per reason; the staged
 enforcement decisions (target, check, promotion) and the ``status.podGuard`` section."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import pytest
 
 from tenant_platform.api import reasons
 from tenant_platform.api.models import TenantPlatform
-from tenant_platform.render import podguard as render_pg
-from tenant_platform.status import podguard as pg
-from tenant_platform.status.podguard import Applied, PodGuardFacts
-from tenant_platform.status.podguard_check import InjectedCheck, StagedCheck
+from tenant_platform.concerns.podguard import manifests as render_pg
+from tenant_platform.concerns.podguard import verdict as pg
+from tenant_platform.concerns.podguard.check import InjectedCheck, StagedCheck
+from tenant_platform.concerns.podguard.verdict import Applied, PodGuardFacts
 
 DENY, WARN = render_pg.guard_names("Deny"), render_pg.guard_names("Warn")
 POD, EXEC = DENY.pod_guard, DENY.exec_guard

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from tenant_platform.api.models import TenantPlatform
+from tenant_platform.concerns.podguard import manifests as podguard
+from tenant_platform.concerns.podguard import step
+from tenant_platform.concerns.podguard import verdict as verdicts
 from tenant_platform.kube.client import parse_warnings
-from tenant_platform.reconcile import podguard as step
-from tenant_platform.render import podguard
-from tenant_platform.status import podguard as verdicts
 
 
 def platform(name: str = "demo", **pod_guard: Any) -> TenantPlatform:

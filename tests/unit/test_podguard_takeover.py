@@ -1,4 +1,4 @@
-"""status/podguard_takeover.py: which hand-made guard objects are opted in, whether they deny,
+"""concerns/podguard/takeover.py: which hand-made guard objects are opted in, whether they deny,
 our leftovers of earlier versions, and what PodGuardReady says about them (the operator deletes
 none of them)."""
 
@@ -10,10 +10,10 @@ import pytest
 
 from tenant_platform.api import constants, reasons
 from tenant_platform.api.models import TenantPlatform
-from tenant_platform.render import podguard as render_pg
-from tenant_platform.status import podguard_takeover as tk
-from tenant_platform.status.conditions import Condition
-from tenant_platform.status.verdict import Verdict
+from tenant_platform.concerns.podguard import manifests as render_pg
+from tenant_platform.concerns.podguard import takeover as tk
+from tenant_platform.core.conditions import Condition
+from tenant_platform.core.verdict import Verdict
 
 NAMES = render_pg.guard_names("Deny")
 VAP, VAPB = render_pg.POLICY_KIND, render_pg.BINDING_KIND

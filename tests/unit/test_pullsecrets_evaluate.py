@@ -10,7 +10,7 @@ import pytest
 
 from tenant_platform.api import reasons
 from tenant_platform.api.models import TenantPlatform
-from tenant_platform.status import pullsecrets
+from tenant_platform.concerns.pullsecrets import verdict as pullsecrets
 
 R = reasons.PullSecrets
 

@@ -52,8 +52,8 @@ def test_render_rejects_invalid_spec(tmp_path: Path, capsys: pytest.CaptureFixtu
 def test_render_never_marks_a_namespace_created_by_the_operator(capsys: pytest.CaptureFixture[str]) -> None:
     """Render cannot know which namespaces exist; `render | kubectl apply` must not make an existing
     namespace (and its data) deletable under deletionPolicy Delete. The operator annotates only the
-    namespaces it creates itself (status/namespaces.py)."""
-    from tenant_platform.render.namespaces import ANNOTATION_CREATED  # noqa: PLC0415
+    namespaces it creates itself (concerns/namespaces/verdict.py)."""
+    from tenant_platform.concerns.namespaces.manifests import ANNOTATION_CREATED  # noqa: PLC0415
 
     assert cli.main(["render", "-f", str(SAMPLE)]) == 0
     namespaces = [d for d in yaml.safe_load_all(capsys.readouterr().out) if d["kind"] == "Namespace"]

@@ -16,9 +16,9 @@ import pytest
 from tenant_platform.api import reasons
 from tenant_platform.api.models import Storage
 from tenant_platform.api.status.storage import StorageVerification, VerificationResult
-from tenant_platform.render import storage as render_storage
-from tenant_platform.status import storage as st
-from tenant_platform.status.storage import Action
+from tenant_platform.concerns.storage import manifests as render_storage
+from tenant_platform.concerns.storage import verdict as st
+from tenant_platform.concerns.storage.verdict import Action
 
 GA = "storageclass.kubernetes.io/is-default-class"
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)

@@ -1,4 +1,4 @@
-"""The write test as its objects tell it (status/storage_live.py), and ``evaluate`` using it: a
+"""The write test as its objects tell it (concerns/storage/live.py), and ``evaluate`` using it: a
 lost status write or a killed process neither leaks a test's objects nor runs the test twice.
 Table-driven, one row per situation."""
 
@@ -12,9 +12,9 @@ import pytest
 
 from tenant_platform.api.models import Storage
 from tenant_platform.api.status.storage import StorageVerification, VerificationResult
-from tenant_platform.render import storage as render_storage
-from tenant_platform.status import storage as st
-from tenant_platform.status import storage_live as sl
+from tenant_platform.concerns.storage import live as sl
+from tenant_platform.concerns.storage import manifests as render_storage
+from tenant_platform.concerns.storage import verdict as st
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 OLD = int((NOW - timedelta(hours=3)).timestamp())

@@ -1,4 +1,4 @@
-"""TargetReachable (status/target.py): one row per reason; and the Secret conventions of spec.target."""
+"""TargetReachable (concerns/target/verdict.py): one row per reason; and the Secret conventions of spec.target."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from tenant_platform.api.models import SecretRef, TenantPlatform
 from tenant_platform.api.reasons import Target
-from tenant_platform.status.target import TargetFacts, evaluate
+from tenant_platform.concerns.target.verdict import TargetFacts, evaluate
 
 REF = SecretRef(namespace="capi", name="lab-a-kubeconfig", key="value")
 GOOD = TargetFacts(secret=REF, server="https://10.0.0.9:6443", version=(1, 31, "v1.31.2"), cluster_uid="u-1")

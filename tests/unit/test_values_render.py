@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from tenant_platform.api.status.recorded import Recorded
-from tenant_platform.render import values
+from tenant_platform.concerns.installvalues import manifests as values
 
 RECORDED = {
     "domain": "kamiwaza.example.com",

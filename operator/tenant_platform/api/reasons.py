@@ -3,7 +3,7 @@
 A step picks its reason from its own condition type's class (never by searching a message text);
 ``Common`` holds the reasons any concern may report (API trouble, conflicts, the step crashing),
 ``Summary`` those of Ready, Reconciling and Stalled. ``Reason`` is the union of these classes:
-status/conditions.py accepts nothing else (mypy rejects a bare string; a reason outside
+core/conditions.py accepts nothing else (mypy rejects a bare string; a reason outside
 ``allowed(type)`` raises at runtime). ``Event`` holds the reasons of the Kubernetes events the
 operator posts, which are not condition reasons.
 
@@ -126,7 +126,7 @@ class Gateway(StrEnum):
 
 class EdgeCertificate(StrEnum):
     """EdgeCertificateReady (docs/networking.md). The analysis reasons, in the order one is chosen
-    when several checks fail (status/certs.py), then the step's own."""
+    when several checks fail (concerns/edgecert/certs.py), then the step's own."""
 
     VALID = "Valid"
     SECRET_NOT_FOUND = "SecretNotFound"
@@ -197,7 +197,7 @@ class ObjectStore(StrEnum):
 
 
 class GPU(StrEnum):
-    """GPUReady (hami/verdict.py; docs/gpu.md explains each and what to do)."""
+    """GPUReady (concerns/gpu/verdict.py; docs/gpu.md explains each and what to do)."""
 
     READY = "GPUNodesReady"
     NO_GPU_NODES = "NoGPUNodes"
@@ -217,7 +217,7 @@ class GPU(StrEnum):
 
 
 class Target(StrEnum):
-    """TargetReachable: only with ``spec.target`` (reconcile/target.py; docs/fleet.md)."""
+    """TargetReachable: only with ``spec.target`` (concerns/target/step.py; docs/fleet.md)."""
 
     REACHABLE = "Reachable"
     SECRET_NOT_FOUND = "SecretNotFound"

@@ -497,7 +497,7 @@ class CachedKube(Kube):
             result = super().replace(obj)
         except errors.Conflict:
             # The resourceVersion we sent is stale: the caller re-reads and retries (the Corefile
-            # edit, reconcile/dns.py), and a re-read from the store, before the watch brings the
+            # edit, concerns/dns/step.py), and a re-read from the store, before the watch brings the
             # change, would give it the same stale object, so all its retries would fail alike.
             self._refresh(obj)
             raise

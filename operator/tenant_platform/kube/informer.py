@@ -62,7 +62,7 @@ class Scope:
     watch event arrives, and reading it as absent would park its loop until the drift timer)."""
     concerns: Callable[[Obj | None, Obj | None], tuple[str, ...] | None] | None = None
     """A "fact" scope's filter: given an event's (old, new), the platforms it concerns (only they
-    are woken), or None for every platform (status/coredns.py ``platforms_concerned``)."""
+    are woken), or None for every platform (concerns/dns/coredns.py ``platforms_concerned``)."""
     names_only: bool = False
     """Keep only which objects exist (namespace, name, resourceVersion), listed and watched as
     metadata only (PartialObjectMetadata): never answers a read with an object, only "absent"

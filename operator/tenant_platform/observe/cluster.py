@@ -6,7 +6,7 @@ per kind; started by handlers_gpu.py); ``check``, tests and benchmarks fill one 
 Steps take an immutable ``view()``.
 
 Only what the GPU step needs is kept, never whole bodies (HAMi's annotation and label names
-come from hami/names.py):
+come from formats/hami/names.py):
 - Every Node (a label selector in a platform's spec or on an ``nvidia`` RuntimeClass may make
   any node a GPU node), but only: uid, labels (minus the voluminous NFD/GFD families, of which
   the few we read are kept), HAMi annotations, extended resources, runtime handler names,
@@ -26,7 +26,7 @@ is True once both kinds had a complete listing; ``stale_since`` is when a kind l
 current (no complete listing yet, a relist in progress, a watch failing), None while both are.
 
 Other people's objects are hostile input: every annotation value kept is bounded
-(hami/bounds.py: a longer one is kept as a short marker the parsers reject), a pod placed on a
+(formats/hami/bounds.py: a longer one is kept as a short marker the parsers reject), a pod placed on a
 "node" whose name no Node could have is dropped, and an object that cannot be read at all is
 skipped and counted (``skipped``) instead of failing a whole listing.
 """
@@ -43,7 +43,7 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from tenant_platform.hami.labels import LABEL_MANAGER_PREFIX, label_manager
+from tenant_platform.concerns.gpu.labels import LABEL_MANAGER_PREFIX, label_manager
 from tenant_platform.observe.objects import MAX_NODE_NAME, NodeInfo, PodInfo, node_info, pod_info
 
 if TYPE_CHECKING:

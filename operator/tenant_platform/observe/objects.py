@@ -1,7 +1,7 @@
 """What the GPU snapshot keeps of a Node or a Pod (observe/cluster.py stores them).
 
 Only what the GPU step needs, never whole bodies; every HAMi annotation value kept is bounded
-(hami/bounds.py: a longer one becomes a short marker the parsers reject), and a pod "placed" on
+(formats/hami/bounds.py: a longer one becomes a short marker the parsers reject), and a pod "placed" on
 a node name no Node can have is not kept. Every Node is kept (a label selector in the spec or
 on an ``nvidia`` RuntimeClass may make any node a GPU node), with at most MAX_RUNTIME_HANDLERS
 runtime handler names and MAX_TAINTS NoSchedule/NoExecute taints, each shortened.
@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final
 
-from tenant_platform.hami import bounds, names
-from tenant_platform.hami.labels import LABEL_MANAGER_PREFIX, VALUE_MANAGER_PREFIX
+from tenant_platform.concerns.gpu.labels import LABEL_MANAGER_PREFIX, VALUE_MANAGER_PREFIX
+from tenant_platform.formats.hami import bounds, names
 
 # The longest Node name the API server accepts (a DNS subdomain).
 MAX_NODE_NAME: Final = 253
@@ -43,7 +43,7 @@ class NodeInfo:
     taints: tuple[tuple[str, str, str], ...] = ()
     """(key, value, effect) of NoSchedule/NoExecute taints (at most MAX_TAINTS)."""
     label_holders: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
-    """Label key -> our value managers (hami/labels.py ``value_manager``) that own it on this node, sorted."""
+    """Label key -> our value managers (concerns/gpu/labels.py ``value_manager``) that own it on this node, sorted."""
 
 
 @dataclass(frozen=True, slots=True)

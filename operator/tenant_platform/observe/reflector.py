@@ -10,7 +10,7 @@ import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Final
 
-from tenant_platform.hami import bounds
+from tenant_platform.formats.hami import bounds
 from tenant_platform.kube import errors
 from tenant_platform.kube.backoff import Backoff, Uniform
 from tenant_platform.observe.cluster import KINDS, LIVE_PODS, ClusterSnapshot

@@ -16,6 +16,7 @@ outcomes into events and retries; preflight.py runs ``run`` with ``dry_run=True`
 
 from __future__ import annotations
 
+from tenant_platform.framework.statuswriter import merge_patch_for
 from tenant_platform.reconcile.cleanup import DELETION_DEADLINE_SECONDS, CleanupOutcome, cleanup
 from tenant_platform.reconcile.pipeline import (
     Outcome,
@@ -24,7 +25,6 @@ from tenant_platform.reconcile.pipeline import (
     run,
     steps,
 )
-from tenant_platform.reconcile.statuswriter import merge_patch_for
 
 __all__ = [
     "DELETION_DEADLINE_SECONDS",

@@ -22,15 +22,15 @@ from tenant_platform import metrics
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.reasons import Summary
+from tenant_platform.concerns.target import step as targets
 from tenant_platform.config import Settings
+from tenant_platform.core import conditions
+from tenant_platform.framework import statuswriter
+from tenant_platform.framework.base import CleanupResult, Step, StepContext
+from tenant_platform.framework.statuswriter import Transition
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube, Obj
-from tenant_platform.reconcile import statuswriter
-from tenant_platform.reconcile import target as targets
-from tenant_platform.reconcile.base import CleanupResult, Step, StepContext
 from tenant_platform.reconcile.pipeline import Event, fenced_context, steps
-from tenant_platform.reconcile.statuswriter import Transition
-from tenant_platform.status import conditions
 
 log = logging.getLogger("tenant_platform.reconcile")
 Logger = logging.Logger | logging.LoggerAdapter[Any]

@@ -24,21 +24,16 @@ from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.reasons import Common, Summary, allowed, member
 from tenant_platform.api.status.recorded import Recorded
+from tenant_platform.concerns.target import step as targets
 from tenant_platform.config import Settings
+from tenant_platform.core import conditions
+from tenant_platform.core.conditions import Condition
+from tenant_platform.framework import statuswriter
+from tenant_platform.framework.base import NamespaceClaims, Step, StepContext, StepResult, api_error_condition
+from tenant_platform.framework.statuswriter import Transition
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube, Obj
-from tenant_platform.reconcile import registry, statuswriter
-from tenant_platform.reconcile import target as targets
-from tenant_platform.reconcile.base import (
-    NamespaceClaims,
-    Step,
-    StepContext,
-    StepResult,
-    api_error_condition,
-)
-from tenant_platform.reconcile.statuswriter import Transition
-from tenant_platform.status import conditions
-from tenant_platform.status.conditions import Condition
+from tenant_platform.reconcile import registry
 
 log = logging.getLogger("tenant_platform.reconcile")
 Event = tuple[str, str, str]

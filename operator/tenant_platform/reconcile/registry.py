@@ -5,22 +5,20 @@ reads all they recorded)."""
 
 from __future__ import annotations
 
-from tenant_platform.reconcile import (
-    apiaddresses,
-    dns,
-    edgecert,
-    gateway,
-    gpu,
-    installer,
-    installvalues,
-    mesh,
-    namespaces,
-    objectstore,
-    podguard,
-    pullsecrets,
-    storage,
-)
-from tenant_platform.reconcile.base import Step
+from tenant_platform.concerns.apiaddresses import step as apiaddresses
+from tenant_platform.concerns.dns import step as dns
+from tenant_platform.concerns.edgecert import step as edgecert
+from tenant_platform.concerns.gateway import step as gateway
+from tenant_platform.concerns.gpu import step as gpu
+from tenant_platform.concerns.installer import step as installer
+from tenant_platform.concerns.installvalues import step as installvalues
+from tenant_platform.concerns.mesh import step as mesh
+from tenant_platform.concerns.namespaces import step as namespaces
+from tenant_platform.concerns.objectstore import step as objectstore
+from tenant_platform.concerns.podguard import step as podguard
+from tenant_platform.concerns.pullsecrets import step as pullsecrets
+from tenant_platform.concerns.storage import step as storage
+from tenant_platform.framework.base import Step
 
 STEPS: list[Step] = [
     namespaces.STEP,

@@ -3,7 +3,7 @@
 ``node_manifest`` is a Ready node with ``status``; ``gpu_node_manifest`` adds what HAMi's device
 plugin writes (``nvidia.com/gpu`` capacity, the register and handshake annotations);
 ``gpu_pod_manifest`` is a pod HAMi placed on a node, with its allocation annotations. Card UUIDs
-are stable per node and index. HAMi's names come from ``tenant_platform.hami.names``. Each call
+are stable per node and index. HAMi's names come from ``tenant_platform.formats.hami.names``. Each call
 returns a fresh dict.
 """
 
@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Final
 
-from tenant_platform.hami import names
+from tenant_platform.formats.hami import names
 
 Obj = dict[str, Any]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tenant_platform.reconcile.base import CleanupResult, StepContext, StepResult
+from tenant_platform.framework.base import CleanupResult, StepContext, StepResult
 
 
 class NoHandoff:

@@ -1,6 +1,6 @@
 """Typed status of the pod guard step: the ``status.podGuard`` section (it records no facts).
 
-Part of it is the shared pod guard's parameter (render/podguard.py): the API server reads
+Part of it is the shared pod guard's parameter (concerns/podguard/manifests.py): the API server reads
 ``namespaces``, ``enforcement`` and ``proxyImageRepositories`` from the TenantPlatform itself, so
 only the operator writes them (status subresource) and the step writes them before it checks.
 """

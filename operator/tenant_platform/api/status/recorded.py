@@ -3,7 +3,7 @@
 Each step records its facts with its own model (api/status/<concern>.py) and hands them over as a
 fragment of ``status.recorded``; the pipeline validates each fragment into ``Recorded`` as it
 arrives (``StepContext.record``), so a malformed fact fails the step that recorded it, and the
-install-values hand-off (reconcile/installvalues.py, and ``tenant-platform facts`` from a live
+install-values hand-off (concerns/installvalues/step.py, and ``tenant-platform facts`` from a live
 object) reads the facts typed. ``Recorded`` keeps any top-level fact it does not name
 (``extra="allow"``): a fact recorded by a newer step still reaches the values unchanged, and
 ``Recorded.parse(x).dump() == x`` for every recorded ``x`` without null values.

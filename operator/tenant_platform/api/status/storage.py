@@ -2,7 +2,7 @@
 
 ``status.recorded`` gets ``storageClassName`` and ``storageVolumeBindingMode`` when a class was
 found, and ``storageVerification`` while a write test runs or its verdict stands (see
-reconcile/storage.py for the state machine that memory drives).
+concerns/storage/step.py for the state machine that memory drives).
 """
 
 from __future__ import annotations

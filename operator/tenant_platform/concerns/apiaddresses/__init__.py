@@ -1,0 +1,1 @@
+"""The apiaddresses concern (docs/architecture.md)."""

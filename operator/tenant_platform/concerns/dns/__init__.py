@@ -1,0 +1,1 @@
+"""The dns concern (docs/architecture.md)."""

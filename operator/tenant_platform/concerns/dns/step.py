@@ -1,0 +1,285 @@
+"""DNSReady: pods (and people) resolve the platform's domain to the ingress gateway.
+
+One shape: ``gather`` reads, ``status.dns.evaluate`` decides (pure), ``apply`` writes and reports.
+
+``management: CoreDNS``. The rewrite ``rewrite name exact <domain> <spec.gateway.serviceHost>``
+goes where the cluster's distribution expects it (concerns/dns/coredns.py ``detect_distribution``):
+
+- ``corefile`` (kubeadm and most clusters): our marked block in the ``Corefile`` key of
+  ConfigMap kube-system/coredns, inside the server block holding the ``kubernetes`` plugin, above
+  that plugin (formats/corefile.py). Read-modify-write with the object's resourceVersion as the
+  precondition (PUT): a concurrent edit makes the API server answer 409, and we re-read and retry
+  (``status.dns.MAX_ATTEMPTS``, then Conflict and a retry shortly), so nobody's edit is lost. No
+  write at all when our block is already right.
+- ``import`` (k3s, AKS, and any cluster whose Corefile imports ``*.override`` files from the
+  ``coredns-custom`` ConfigMap): our own key ``tenant-platform-<platform>.override`` in
+  ``coredns-custom`` (created if absent), written with a merge patch of that key only. These
+  distributions revert edits to the main Corefile.
+- ``managed`` (k0s, RKE2's Helm-managed CoreDNS, the addon manager in Reconcile mode, k3s without
+  the import): nothing is edited; DNSReady is False with reason ManagedByDistribution and the
+  exact configuration change to make.
+
+Several TenantPlatforms coexist (one block or key each); cleanup removes only ours.
+
+``gather`` reads the CoreDNS ConfigMaps, Deployment, one Node, and the CoreDNS pods (whose start
+times tell whether CoreDNS loaded the change; concerns/dns/coredns.py ``pickup``). After writing the
+object the pods must load, ``apply`` evaluates again on what the API server returned, so that the
+server's time of our change counts.
+
+Guard rails, in every mode (core/domainclaims.py): ``gather`` also lists the TenantPlatforms, and
+a cluster-internal or cloud-metadata domain, or one another platform holds, is refused before
+anything is written. ``_edit_corefile`` runs the guard again on every retry, on the Corefile it
+just re-read and a fresh list of TenantPlatforms, so a platform that took the domain while we
+retried wins and the Corefile is left as it is.
+
+``management: External``: verify only, by resolving the domain from the operator's pod (in-cluster
+only, ``resolver``) and comparing with the gateway Service's addresses. ``Disabled``: True with
+reason Disabled. Both also remove a rewrite we wrote earlier. An API error becomes
+Forbidden/APIError "... configure CoreDNS" (``action``).
+"""
+
+from __future__ import annotations
+
+import copy
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from tenant_platform.api import constants
+from tenant_platform.api.models import TenantPlatform
+from tenant_platform.concerns.dns import verdict as dns
+from tenant_platform.concerns.dns.coredns import COREFILE_KEY, CoreDNSTarget, corefile_text, pod_selector
+from tenant_platform.core import domainclaims as dnsguard
+from tenant_platform.core.gatewayservice import service_of
+from tenant_platform.formats import corefile
+from tenant_platform.framework.base import CleanupResult, StepContext, StepResult
+from tenant_platform.kube import errors
+from tenant_platform.kube.client import Obj
+
+COMPONENT = "dns"
+# Passes of evaluate-and-write per reconcile: one to write, one to judge what was written.
+MAX_PASSES = 3
+
+
+def default_resolver(host: str) -> list[str]:
+    """The addresses ``host`` resolves to from this process (raises OSError when it does not)."""
+    infos = socket.getaddrinfo(host, 443, proto=socket.IPPROTO_TCP)
+    return sorted({str(info[4][0]) for info in infos})
+
+
+class CorefileConflict(Exception):
+    """The Corefile kept changing under us for dns.MAX_ATTEMPTS attempts."""
+
+
+class Refused(Exception):
+    """The guard refused the domain on a retry of the Corefile edit (``verdict`` says why)."""
+
+    def __init__(self, verdict: dns.DnsVerdict) -> None:
+        super().__init__(verdict.condition.message)
+        self.verdict = verdict
+
+
+@dataclass
+class DnsStep:
+    target: CoreDNSTarget = field(default_factory=CoreDNSTarget)
+    resolver: Callable[[str], list[str]] = default_resolver
+    name: str = COMPONENT
+    condition_types: tuple[str, ...] = (constants.DNS_READY,)
+
+    # -- Step -------------------------------------------------------------------------------------
+
+    def render(self, platform: TenantPlatform) -> list[Obj]:
+        if platform.spec.dns.management != "CoreDNS":
+            return []
+        return [
+            corefile.render_preview(
+                platform.name,
+                platform.spec.domain,
+                platform.spec.gateway.service_host,
+                namespace=self.target.namespace,
+                name=self.target.config_map,
+            )
+        ]
+
+    def action(self, platform: TenantPlatform) -> str:
+        return "configure CoreDNS"
+
+    def reconcile(self, ctx: StepContext) -> StepResult:
+        facts = self.gather(ctx)
+        try:
+            return self.apply(ctx, facts, self.evaluate(ctx, facts))
+        except CorefileConflict:
+            return self._result(dns.kept_changing(self.target))
+        except Refused as refused:
+            return self._result(refused.verdict)
+
+    def cleanup(self, ctx: StepContext) -> CleanupResult:
+        try:
+            cm, custom = self._read_configs(ctx)
+            writes = dns.removal_writes(ctx.name, cm, custom)
+            self._write(ctx, dns.DnsFacts(corefile_cm=cm, custom_cm=custom), writes)
+        except errors.KubeError as exc:
+            return CleanupResult(False, f"could not remove the CoreDNS rewrite: {exc.message or exc}")
+        except (CorefileConflict, corefile.CorefileError) as exc:
+            return CleanupResult(False, f"could not remove the CoreDNS rewrite: {exc}")
+        return CleanupResult(True, "removed the CoreDNS rewrite" if writes else "")
+
+    # -- gather, evaluate, apply --------------------------------------------------------------------
+
+    def gather(self, ctx: StepContext) -> dns.DnsFacts:
+        """Reads only: what ``evaluate`` needs for the platform's spec.dns.management."""
+        management = ctx.platform.spec.dns.management
+        if management == "CoreDNS":
+            return self._gather_coredns(ctx)
+        facts = dns.DnsFacts(in_cluster=ctx.settings.in_cluster, claims=self._claims(ctx))
+        if not ctx.dry_run:  # to remove a rewrite we wrote earlier
+            cm, custom = self._read_configs(ctx)
+            facts = replace(facts, corefile_cm=cm, custom_cm=custom)
+        if management == "External" and ctx.settings.in_cluster:
+            facts = self._gather_resolution(ctx, facts)
+        return facts
+
+    def evaluate(self, ctx: StepContext, facts: dns.DnsFacts) -> dns.DnsVerdict:
+        return dns.evaluate(ctx.platform, facts, now=ctx.now, target=self.target, dry_run=ctx.dry_run)
+
+    def apply(self, ctx: StepContext, facts: dns.DnsFacts, verdict: dns.DnsVerdict) -> StepResult:
+        """Make the verdict's writes; when it asks, judge again on what the API server returned."""
+        for _ in range(MAX_PASSES):
+            if not verdict.writes:
+                break
+            facts = self._write(ctx, facts, verdict.writes)
+            if not verdict.recheck:
+                break
+            verdict = self.evaluate(ctx, facts)
+        return self._result(verdict)
+
+    @staticmethod
+    def _result(verdict: dns.DnsVerdict) -> StepResult:
+        return StepResult(
+            conditions=list(verdict.conditions),
+            recorded=verdict.recorded,
+            progressing=verdict.progressing,
+            requeue_after=verdict.requeue_after,
+        )
+
+    # -- reads ------------------------------------------------------------------------------------
+
+    def _read_configs(self, ctx: StepContext) -> tuple[Obj | None, Obj | None]:
+        t = self.target
+        cm = ctx.kube.get("v1", "ConfigMap", t.config_map, t.namespace)
+        custom = ctx.kube.get("v1", "ConfigMap", t.custom_config_map, t.namespace)
+        return cm, custom
+
+    @staticmethod
+    def _claims(ctx: StepContext) -> tuple[dnsguard.Claim, ...]:
+        """The domain of every TenantPlatform preparing this cluster (one list of the cluster-scoped kind)."""
+        return dnsguard.claims_of(ctx.platforms())
+
+    def _gather_coredns(self, ctx: StepContext) -> dns.DnsFacts:
+        t = self.target
+        kube = ctx.kube
+        cm, custom = self._read_configs(ctx)
+        deployment = kube.get("apps/v1", "Deployment", t.deployment, t.namespace)
+        rke2 = kube.get("v1", "ConfigMap", t.rke2_config_map, t.namespace) if cm is None else None
+        nodes = kube.request("GET", "/api/v1/nodes", query={"limit": "1"}).get("items") or []
+        pods = kube.list("v1", "Pod", t.namespace, label_selector=pod_selector(deployment)) if cm is not None else []
+        return dns.DnsFacts(
+            corefile_cm=cm,
+            custom_cm=custom,
+            deployment=deployment,
+            node=nodes[0] if nodes else None,
+            rke2_cm=rke2,
+            pods=pods,
+            in_cluster=ctx.settings.in_cluster,
+            claims=self._claims(ctx),
+        )
+
+    def _gather_resolution(self, ctx: StepContext, facts: dns.DnsFacts) -> dns.DnsFacts:
+        """External, in cluster: the gateway Service and what the domain resolves to from here."""
+        spec = ctx.platform.spec
+        service = None
+        parsed = service_of(spec.gateway.service_host)
+        if parsed is not None:
+            service = ctx.kube.get("v1", "Service", parsed[0], parsed[1])
+        try:
+            return replace(facts, gateway_service=service, resolved=self.resolver(spec.domain))
+        except OSError as exc:
+            return replace(facts, gateway_service=service, resolve_error=str(exc))
+
+    # -- writes -----------------------------------------------------------------------------------
+
+    def _write(self, ctx: StepContext, facts: dns.DnsFacts, writes: list[dns.Write]) -> dns.DnsFacts:
+        """Make ``writes`` in order; ``facts`` with the objects as the API server returned them."""
+        for write in writes:
+            if isinstance(write, dns.CorefileWrite):
+                facts = replace(facts, corefile_cm=self._edit_corefile(ctx, facts, write))
+            else:
+                facts = replace(facts, custom_cm=self._patch_custom(ctx, write.key, write.value))
+            if write.event is not None:
+                ctx.events.append(write.event)
+        return facts
+
+    def _edit_corefile(self, ctx: StepContext, facts: dns.DnsFacts, write: dns.CorefileWrite) -> Obj:
+        """Read-modify-write of the Corefile with a resourceVersion precondition; retries on 409.
+
+        ``facts.corefile_cm`` is the object already read (saves one GET). Before every attempt
+        that adds our rewrite, the guard judges the Corefile about to be edited (re-read, with the
+        TenantPlatforms listed again, on a retry); a refusal raises Refused and nothing is written.
+        Returns the object as written, or as read when the edit is a no-op.
+        """
+        t = self.target
+        live = facts.corefile_cm
+        claims = facts.claims
+        for attempt in range(dns.MAX_ATTEMPTS):
+            if live is None:
+                live = ctx.kube.get("v1", "ConfigMap", t.config_map, t.namespace)
+                if live is None:
+                    raise errors.NotFound(404, "NotFound", f"ConfigMap {t.namespace}/{t.config_map} disappeared")
+            if write.rewrite is not None:
+                if attempt:
+                    claims = self._claims(ctx)
+                refused = dns.guard(ctx.platform, replace(facts, corefile_cm=live, claims=claims), dry_run=True)
+                if refused is not None:
+                    raise Refused(refused)
+            text = corefile_text(live)
+            new = write.edit(text)
+            if new == text:
+                return live
+            body = copy.deepcopy(live)
+            body.setdefault("apiVersion", "v1")
+            body.setdefault("kind", "ConfigMap")
+            body["metadata"].pop("managedFields", None)  # keep the server's record of field owners
+            body.setdefault("data", {})[COREFILE_KEY] = new
+            try:
+                return ctx.kube.replace(body)
+            except errors.Conflict:
+                ctx.logger.info("Corefile in %s/%s changed while we edited it; retrying", t.namespace, t.config_map)
+                live = None
+        raise CorefileConflict(dns.kept_changing(t).condition.message)
+
+    def _patch_custom(self, ctx: StepContext, key: str, value: str | None) -> Obj | None:
+        """Set (or, with None, remove) one key of the import ConfigMap, touching no other key."""
+        t = self.target
+        try:
+            return ctx.kube.merge_patch(
+                "v1", "ConfigMap", t.custom_config_map, {"data": {key: value}}, namespace=t.namespace
+            )
+        except errors.NotFound:
+            if value is None:
+                return None
+        try:
+            return ctx.kube.create(
+                {
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "metadata": {"name": t.custom_config_map, "namespace": t.namespace},
+                    "data": {key: value},
+                }
+            )
+        except errors.Conflict:  # created concurrently: patch our key into it
+            return ctx.kube.merge_patch(
+                "v1", "ConfigMap", t.custom_config_map, {"data": {key: value}}, namespace=t.namespace
+            )
+
+
+STEP = DnsStep()

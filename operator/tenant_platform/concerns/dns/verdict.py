@@ -1,0 +1,456 @@
+"""DNSReady, decided (pure): from the facts the DNS step gathered and the spec, what to write and
+what to report.
+
+``evaluate(platform, facts, now=..., target=..., dry_run=...)`` returns a ``DnsVerdict``: the
+DNSReady condition (reason from ``reasons.DNS``), ``status.recorded.dns`` (``DnsRecord``), and
+the writes to make, in order:
+
+- ``CorefileWrite``: put our marked block in the main Corefile right, or remove it. It is an
+  edit, not a text: the step's read-modify-write applies it again to whatever a retry reads.
+- ``OverrideWrite``: set or remove our key in the ``coredns-custom`` import ConfigMap.
+
+``management: CoreDNS``: the distribution (concerns/dns/coredns.py) decides the mode. ``corefile``
+upserts our block (formats/corefile.py) and drops an import key we wrote before; when the admin
+opted the CoreDNS ConfigMap in (``tenancy.dev/adoptable-by`` lists the platform: ``takes_over``),
+the same single write also removes a hand-made rewrite of the domain (``corefile.take_over``),
+else the message names that line and the annotation; ``import`` writes
+our key and drops a block we wrote before; ``managed`` writes nothing and says what to change.
+Refused without writing: no CoreDNS ConfigMap (CoreDNSNotFound), a Corefile we cannot edit
+safely (CorefileUnsupported). A dry run
+writes nothing and reports WouldConfigure when a write is due. Otherwise the condition is the
+pods' pickup of the change (``pickup``). When the verdict writes the object whose change the pods
+must load, it assumes the write lands at ``now`` and sets ``recheck``: the step evaluates again on
+the objects the API server returned, so that the server's time of the change counts.
+
+In every mode, first (``guard``, core/domainclaims.py): a reserved domain (ReservedDomain: its
+earlier rewrite of ours is removed) or one another platform holds (DomainHeldByAnotherPlatform:
+nothing written) is refused. The step runs ``guard`` again on every retry of its Corefile edit.
+
+``External``: verify only, from the resolver's answer gathered in the operator's pod and the
+gateway Service's addresses (NotVerifiable outside the cluster). ``Disabled``: True. Both remove
+a rewrite we wrote earlier; when our marker in the Corefile is damaged they refuse to guess
+(CorefileUnsupported) and say what to remove by hand.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from tenant_platform.api import constants, reasons
+from tenant_platform.api.models import TenantPlatform
+from tenant_platform.api.reasons import DNS, Common
+from tenant_platform.api.status.dns import DnsRecord, Mode
+from tenant_platform.concerns.dns.coredns import (
+    CoreDNSTarget,
+    Distribution,
+    changed_at,
+    corefile_text,
+    detect_distribution,
+    managed_message,
+    pickup,
+)
+from tenant_platform.core import conditions, ownership
+from tenant_platform.core import domainclaims as dnsguard
+from tenant_platform.core.conditions import Condition
+from tenant_platform.core.gatewayservice import service_addresses
+from tenant_platform.core.verdict import Event, Verdict
+from tenant_platform.formats import corefile
+
+Obj = dict[str, Any]
+TYPE = constants.DNS_READY
+MAX_ATTEMPTS = 5
+"""Read-modify-write attempts of the Corefile per pass before giving up (kept_changing)."""
+RETRY_AFTER = 5.0
+
+
+@dataclass(frozen=True)
+class DnsFacts:
+    """What the DNS step read. Objects it did not read are None (or empty)."""
+
+    corefile_cm: Obj | None = None
+    custom_cm: Obj | None = None
+    deployment: Obj | None = None
+    node: Obj | None = None
+    """One Node, for the distribution's marks."""
+    rke2_cm: Obj | None = None
+    """Read only when the CoreDNS ConfigMap is absent."""
+    pods: list[Obj] = field(default_factory=list)
+    """The CoreDNS pods (CoreDNS management, with a CoreDNS ConfigMap)."""
+    in_cluster: bool = False
+    gateway_service: Obj | None = None
+    """External, in cluster: the Service spec.gateway.serviceHost names."""
+    resolved: list[str] = field(default_factory=list)
+    """External, in cluster: what the domain resolves to from the operator's pod."""
+    resolve_error: str | None = None
+    """External, in cluster: why the domain did not resolve."""
+    claims: tuple[dnsguard.Claim, ...] = ()
+    """Every TenantPlatform's spec.domain (ours included), for the guard."""
+
+
+@dataclass(frozen=True)
+class CorefileWrite:
+    """Our block in the main Corefile: put right (``rewrite`` = (domain, service host)) or removed."""
+
+    platform: str
+    rewrite: tuple[str, str] | None
+    event: Event | None = None
+    """Posted once the write succeeded."""
+    take_over: bool = False
+    """Also remove a hand-made rewrite of the domain, in the same write (``corefile.take_over``)."""
+
+    def edit(self, text: str) -> str:
+        """``text`` with the edit made (itself when nothing changes)."""
+        if self.rewrite is None:
+            return corefile.remove_block(text, self.platform)
+        if self.take_over:
+            return corefile.take_over(text, self.platform, *self.rewrite)
+        return corefile.upsert_block(text, self.platform, *self.rewrite)
+
+
+@dataclass(frozen=True)
+class OverrideWrite:
+    """Our key in the ``coredns-custom`` ConfigMap: set to ``value``, or removed (None)."""
+
+    key: str
+    value: str | None
+    event: Event | None = None
+
+
+Write = CorefileWrite | OverrideWrite
+
+
+@dataclass
+class DnsVerdict(Verdict):
+    writes: list[Write] = field(default_factory=list)
+    """In order; none in a dry run."""
+    recheck: bool = False
+    """The condition assumed a write at ``now``: evaluate again on what the writes returned."""
+
+
+def evaluate(
+    platform: TenantPlatform,
+    facts: DnsFacts,
+    *,
+    now: datetime,
+    target: CoreDNSTarget | None = None,
+    dry_run: bool = False,
+) -> DnsVerdict:
+    """The DNSReady verdict for ``platform`` from ``facts``."""
+    target = target or CoreDNSTarget()
+    refused = guard(platform, facts, dry_run=dry_run)
+    if refused is not None:
+        return refused
+    if platform.spec.dns.management == "CoreDNS":
+        return _coredns(platform, facts, now=now, target=target, dry_run=dry_run)
+    return _unmanaged(platform, facts, target=target, dry_run=dry_run)
+
+
+def guard(platform: TenantPlatform, facts: DnsFacts, *, dry_run: bool = False) -> DnsVerdict | None:
+    """The refusal of a reserved or held domain (core/domainclaims.py), in every mode; None when allowed."""
+    found = dnsguard.refusal(
+        platform,
+        corefile_text=corefile_text(facts.corefile_cm),
+        custom_data=dict((facts.custom_cm or {}).get("data") or {}),
+        claims=facts.claims,
+    )
+    if found is None:
+        return None
+    writes: list[Write] = []
+    if found.remove_ours and not dry_run:
+        try:
+            writes = removal_writes(platform.name, facts.corefile_cm, facts.custom_cm)
+        except corefile.CorefileError:
+            writes = []
+    note = " Removed the rewrite the operator had written for it." if writes else ""
+    return DnsVerdict(
+        [conditions.false(TYPE, found.reason, found.message + note)],
+        recorded=_recorded(DnsRecord(management=platform.spec.dns.management)),
+        writes=writes,
+    )
+
+
+def removal_writes(platform: str, corefile_cm: Obj | None, custom_cm: Obj | None) -> list[Write]:
+    """The writes that remove our Corefile block and our import key, where present."""
+    writes: list[Write] = []
+    if corefile_cm is not None and corefile.block_for(corefile_text(corefile_cm), platform) is not None:
+        writes.append(CorefileWrite(platform, None))
+    key = corefile.override_key(platform)
+    if custom_cm is not None and key in (custom_cm.get("data") or {}):
+        writes.append(OverrideWrite(key, None))
+    return writes
+
+
+def kept_changing(target: CoreDNSTarget) -> DnsVerdict:
+    """The Corefile changed under every one of our MAX_ATTEMPTS read-modify-writes: retry soon."""
+    message = (
+        f"The Corefile in ConfigMap {target.namespace}/{target.config_map} changed under the operator {MAX_ATTEMPTS} "
+        "times in a row; it will retry shortly."
+    )
+    return DnsVerdict([conditions.false(TYPE, Common.CONFLICT, message)], progressing=True, requeue_after=RETRY_AFTER)
+
+
+# -- External and Disabled --------------------------------------------------------------------------
+
+
+def _unmanaged(platform: TenantPlatform, facts: DnsFacts, *, target: CoreDNSTarget, dry_run: bool) -> DnsVerdict:
+    management = platform.spec.dns.management
+    try:
+        writes = [] if dry_run else removal_writes(platform.name, facts.corefile_cm, facts.custom_cm)
+    except corefile.CorefileError as exc:
+        # Our marker is damaged: never guess where our block ends; a person removes it.
+        t = target
+        return _refused(
+            DnsRecord(management=management),
+            DNS.COREFILE_UNSUPPORTED,
+            f"spec.dns.management is {management}, so the operator would remove the rewrite it wrote earlier, but "
+            f"the Corefile in ConfigMap {t.namespace}/{t.config_map} cannot be edited safely: {exc}. Remove the "
+            f"block between the tenant-platform markers for {platform.name} by hand.",
+        )
+    note = " Removed the CoreDNS rewrite the operator had written." if writes else ""
+    if management == "Disabled":
+        cond = conditions.true(
+            TYPE,
+            Common.DISABLED,
+            "spec.dns.management is Disabled: the operator neither configures nor checks DNS." + note,
+        )
+    else:
+        verified = _verify_external(platform, facts)
+        cond = replace(verified, message=verified.message + note)
+    return DnsVerdict([cond], recorded=_recorded(DnsRecord(management=management)), writes=writes)
+
+
+def _verify_external(platform: TenantPlatform, facts: DnsFacts) -> Condition:
+    spec = platform.spec
+    if not facts.in_cluster:
+        return conditions.unknown(
+            TYPE,
+            DNS.NOT_VERIFIABLE,
+            f"spec.dns.management is External and the operator runs outside the cluster, so it cannot check "
+            f"what pods resolve {spec.domain} to; run it in-cluster, or check from a pod that "
+            f"`getent hosts {spec.domain}` returns the gateway Service's address.",
+        )
+    if facts.resolve_error is not None:
+        return conditions.false(
+            TYPE,
+            DNS.DOES_NOT_RESOLVE,
+            f"{spec.domain} does not resolve from the operator's pod ({facts.resolve_error}); add a DNS record for "
+            "it pointing at the gateway, or set spec.dns.management to CoreDNS.",
+        )
+    expected = service_addresses(facts.gateway_service)
+    addresses = facts.resolved
+    if expected & set(addresses):
+        return conditions.true(
+            TYPE,
+            DNS.RESOLVES,
+            f"{spec.domain} resolves from the operator's pod to {', '.join(addresses)}, an address of the gateway "
+            f"Service {spec.gateway.service_host}.",
+        )
+    return conditions.false(
+        TYPE,
+        DNS.RESOLVES_ELSEWHERE,
+        f"{spec.domain} resolves from the operator's pod to {', '.join(addresses) or 'nothing'}, not to the "
+        f"gateway Service {spec.gateway.service_host} ({', '.join(sorted(expected)) or 'no address found'}); "
+        "fix the DNS record, or set spec.dns.management to CoreDNS.",
+    )
+
+
+# -- CoreDNS ----------------------------------------------------------------------------------------
+
+
+def _recorded(record: DnsRecord) -> dict[str, Any]:
+    return {"dns": record.dump()}
+
+
+def _coredns(
+    platform: TenantPlatform, facts: DnsFacts, *, now: datetime, target: CoreDNSTarget, dry_run: bool
+) -> DnsVerdict:
+    spec = platform.spec
+    t = target
+    cm = facts.corefile_cm
+    dist = detect_distribution(
+        corefile_cm=cm,
+        custom_cm=facts.custom_cm,
+        deployment=facts.deployment,
+        node=facts.node,
+        rke2_cm=facts.rke2_cm,
+        target=t,
+    )
+    record = _record(dist)
+    if cm is None:
+        if dist.name == "rke2":
+            return _refused(
+                record,
+                DNS.MANAGED_BY_DISTRIBUTION,
+                managed_message(dist, patched_corefile="", platform=platform, target=t),
+            )
+        return _refused(
+            record,
+            DNS.COREDNS_NOT_FOUND,
+            f"ConfigMap {t.namespace}/{t.config_map} does not exist, so the cluster DNS is not CoreDNS as "
+            "the operator knows it; set spec.dns.management to External and configure DNS yourself.",
+        )
+    text = corefile_text(cm)
+    try:
+        desired_text = CorefileWrite(
+            platform.name, (spec.domain, spec.gateway.service_host), take_over=takes_over(platform, cm)
+        ).edit(text)
+    except corefile.CorefileError as exc:
+        return _refused(
+            record,
+            DNS.COREFILE_UNSUPPORTED,
+            f"The Corefile in ConfigMap {t.namespace}/{t.config_map} cannot be edited safely: {exc}. "
+            "Fix it, or set spec.dns.management to External and configure DNS yourself.",
+        )
+    if dist.mode == Mode.MANAGED:
+        return _refused(
+            _record(dist, evidence=dist.evidence),
+            DNS.MANAGED_BY_DISTRIBUTION,
+            managed_message(dist, patched_corefile=desired_text, platform=platform, target=t),
+        )
+
+    place = (_in_imports if dist.mode == Mode.IMPORT else _in_corefile)(platform, facts, dist, t)
+    if dry_run and place.rewritten:
+        return _refused(place.record, DNS.WOULD_CONFIGURE, place.would)
+    # The pods must load the change to ``watched``: written now, or as read.
+    seen = pickup(
+        pods=facts.pods,
+        changed=now if place.rewritten else changed_at(place.watched),
+        now=now,
+        reload=place.reload,
+        mode=dist.mode,
+        target=t,
+    )
+    return DnsVerdict(
+        [Condition(TYPE, seen.status, seen.reason, place.head + seen.sentence)],
+        recorded=_recorded(place.record),
+        progressing=seen.reason == DNS.RELOAD_PENDING,
+        requeue_after=seen.requeue_after,
+        writes=[] if dry_run else place.writes,
+        recheck=place.rewritten,
+    )
+
+
+@dataclass(frozen=True)
+class _Placement:
+    """Where our rewrite lives in one mode, and the writes that put it right."""
+
+    record: DnsRecord
+    watched: Obj | None
+    """The object whose change the CoreDNS pods must load."""
+    writes: list[Write]
+    """Our rewrite first when due, then the removal of what the other mode wrote before."""
+    rewritten: bool
+    """The writes change ``watched``."""
+    would: str
+    """What a dry run reports when ``rewritten``."""
+    head: str
+    """The condition message's first sentence."""
+    reload: bool
+    """Whether the pods reload the change by themselves (the reload plugin, Corefile only)."""
+
+
+def _in_imports(platform: TenantPlatform, facts: DnsFacts, dist: Distribution, t: CoreDNSTarget) -> _Placement:
+    """Our key in coredns-custom; a block we wrote into the main Corefile before is removed (the
+    distribution reverts it anyway)."""
+    spec = platform.spec
+    key = corefile.override_key(platform.name)
+    where = f"ConfigMap {t.namespace}/{t.custom_config_map}"
+    wanted = corefile.render_override(platform.name, spec.domain, spec.gateway.service_host)
+    writes: list[Write] = []
+    rewritten = ((facts.custom_cm or {}).get("data") or {}).get(key) != wanted
+    if rewritten:
+        event = ("Normal", reasons.Event.COREDNS_CUSTOM_UPDATED, f"Wrote key {key} of {where}.")
+        writes.append(OverrideWrite(key, wanted, event))
+    if corefile.block_for(corefile_text(facts.corefile_cm), platform.name) is not None:
+        writes.append(CorefileWrite(platform.name, None))
+    who = dist.name if dist.name != "generic" else "This cluster"
+    return _Placement(
+        record=_record(dist, config_map=f"{t.namespace}/{t.custom_config_map}", key=key),
+        watched=facts.custom_cm,
+        writes=writes,
+        rewritten=rewritten,
+        would=f"The operator would write key {key} with the rewrite for {spec.domain} into {where} ({dist.evidence}).",
+        head=(
+            f"{who} imports CoreDNS overrides ({dist.evidence}): key "
+            f"{key} of {where} rewrites {spec.domain} to {spec.gateway.service_host}. "
+        ),
+        reload=True,
+    )
+
+
+def takes_over(platform: TenantPlatform, corefile_cm: Obj | None) -> bool:
+    """The admin opted the CoreDNS ConfigMap in for this platform (``tenancy.dev/adoptable-by``
+    lists it): a hand-made rewrite of the domain is replaced by our block (docs/migration.md)."""
+    return platform.name in ownership.adoptable_by(corefile_cm)
+
+
+def hand_made_note(platform: TenantPlatform, text: str, *, taken_over: bool, where: str) -> str:
+    """What the message says about hand-made rewrites of the domain still in the Corefile."""
+    try:
+        hand = corefile.hand_made_rewrites(text, platform.spec.domain)
+    except corefile.CorefileError:
+        return ""
+    if not hand:
+        return ""
+    shown = "; ".join(f"`{h.text}` (line {h.line + 1})" for h in hand[:3])
+    elsewhere = all(h.placement == "elsewhere" for h in hand)
+    if taken_over or elsewhere:
+        return (
+            f" A hand-made rewrite of {platform.spec.domain} is in a server block the operator does not edit: "
+            f"{shown}; remove it by hand."
+        )
+    return (
+        f" The hand-made {shown} rewrites the same name; annotate {where} "
+        f"{constants.ANNOTATION_ADOPTABLE}={platform.name} to have it replaced by this block in one write "
+        "(docs/migration.md)."
+    )
+
+
+def _in_corefile(platform: TenantPlatform, facts: DnsFacts, dist: Distribution, t: CoreDNSTarget) -> _Placement:
+    """Our block in the main Corefile (replacing a hand-made rewrite when opted in); our import key
+    (if any) removed."""
+    spec = platform.spec
+    rewrite = (spec.domain, spec.gateway.service_host)
+    where = f"ConfigMap {t.namespace}/{t.config_map}"
+    text = corefile_text(facts.corefile_cm)
+    writes: list[Write] = []
+    taking_over = takes_over(platform, facts.corefile_cm)
+    edit = CorefileWrite(platform.name, rewrite, take_over=taking_over)
+    new_text = edit.edit(text)
+    rewritten = new_text != text
+    replaced = [h.text for h in corefile.hand_made_rewrites(text, spec.domain) if h.placement != "elsewhere"]
+    replaced = replaced if taking_over else []
+    if rewritten:
+        said = f"Added the rewrite for {spec.domain} to {where}"
+        said += f", replacing the hand-made {'; '.join(replaced)}." if replaced else "."
+        writes.append(replace(edit, event=("Normal", reasons.Event.COREFILE_UPDATED, said)))
+    key = corefile.override_key(platform.name)
+    if key in ((facts.custom_cm or {}).get("data") or {}):
+        writes.append(OverrideWrite(key, None))
+    return _Placement(
+        record=_record(dist, config_map=f"{t.namespace}/{t.config_map}"),
+        watched=facts.corefile_cm,
+        writes=writes,
+        rewritten=rewritten,
+        would=f"The operator would add `{corefile.rewrite_line(*rewrite)}` to the Corefile in {where}"
+        + (f", replacing the hand-made {'; '.join(replaced)}." if replaced else "."),
+        head=(
+            f"The Corefile in {where} rewrites {spec.domain} to {spec.gateway.service_host} (block "
+            f"'{corefile.begin_marker(platform.name)}')."
+            + hand_made_note(platform, new_text, taken_over=taking_over, where=where)
+            + " "
+        ),
+        reload=corefile.has_reload(text),
+    )
+
+
+def _record(dist: Distribution, **where: str) -> DnsRecord:
+    """``status.recorded.dns`` under management CoreDNS."""
+    return DnsRecord(management="CoreDNS", distribution=dist.name, mode=dist.mode, **where)
+
+
+def _refused(record: DnsRecord, reason: DNS | Common, message: str) -> DnsVerdict:
+    """False, nothing written."""
+    return DnsVerdict([conditions.false(TYPE, reason, message)], recorded=_recorded(record))

@@ -1,0 +1,1 @@
+"""The edgecert concern (docs/architecture.md)."""

@@ -1,0 +1,205 @@
+"""EdgeCertificateReady: the gateway's TLS Secret covers the domain, matches its key, is in date.
+
+One shape: ``gather`` reads the Secret ``spec.edgeCertificate.secretName`` in the gateway
+namespace (and, outside a dry run, the tenant namespace and the trust ConfigMap),
+``status.edgecert.evaluate`` (pure, on concerns/edgecert/certs.py's analysis) decides, and ``reconcile``
+applies: it issues when the verdict says so (then evaluates again with the new Secret), applies
+or prunes the trust ConfigMap, sets the seconds-to-expiry gauge and reports. Reasons:
+``reasons.EdgeCertificate``, plus Conflict and APIError.
+
+``issuer: SelfSigned``: the operator issues an ECDSA P-256 certificate for the domain (and
+``*.domain``, tenant_platform/issuance.py) when the Secret is missing or unusable, and re-issues
+it once it is within ``renewBefore`` of expiry. The Secret carries our labels and an
+ownerReference (none in a target cluster; cleanup deletes it by name and labels, locally too);
+a Secret of that name that is not ours is never overwritten (Conflict). The write is conditional
+on the Secret as read (create, or apply with its resourceVersion), so a stale pass never replaces
+a newer certificate and a repeated pass issues nothing new.
+``issuer: External``: verify only.
+
+When the certificate is not publicly trusted, its CA (or the self-signed certificate itself) is
+published in the tenant namespace as ConfigMap ``platform.trust_config_map_name``, key
+``ca-certificates.crt``: public certificates only. It is pruned when the certificate becomes
+publicly trusted. A hand-made ConfigMap of that name (the checklist's ``kamiwaza-edge-trust``)
+is adopted in place when an admin annotated it ``tenancy.dev/adoptable-by: <platform>``:
+server-side apply with force takes over its key and adds our labels (docs/migration.md).
+The private key is only ever sent to the API server inside the Secret: never logged, never put
+in an event, a condition or the status.
+
+Records ``edgeCertificate`` (``api.status.edgecert``). An API error becomes the step's condition
+through ``action`` (reconcile._run_step).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+
+from tenant_platform import metrics
+from tenant_platform.api import constants
+from tenant_platform.api.models import TenantPlatform
+from tenant_platform.concerns.edgecert import issuance
+from tenant_platform.concerns.edgecert import manifests as render_certs
+from tenant_platform.concerns.edgecert import verdict as edgecert
+from tenant_platform.concerns.gateway import manifests as render_gateway
+from tenant_platform.framework.base import (
+    CleanupResult,
+    StepContext,
+    StepResult,
+    apply_children,
+    owner_of,
+    selector,
+    stamp,
+)
+from tenant_platform.kube import errors
+from tenant_platform.kube.client import Obj
+
+COMPONENT = "edgecert"
+CONFIG_MAP = ("v1", "ConfigMap")
+GATEWAY = (render_gateway.API_VERSION, render_gateway.KIND)
+GATEWAY_COMPONENT = "gateway"
+"""The gateway step's component label (steps do not import each other)."""
+
+
+def gather(ctx: StepContext) -> edgecert.EdgeCertFacts:
+    """Reads only: the Secret; outside a dry run also the tenant namespace and the trust ConfigMap."""
+    platform = ctx.platform
+    secret = ctx.kube.get("v1", "Secret", platform.spec.edge_certificate.secret_name, platform.spec.gateway.namespace)
+    facts = edgecert.EdgeCertFacts(secret=secret, secret_owner=owner_of(secret) if secret is not None else "")
+    if ctx.dry_run:
+        return facts  # a dry run publishes nothing
+    namespace = platform.spec.namespace
+    if ctx.kube.get("v1", "Namespace", namespace) is None:
+        return facts
+    trust_map = ctx.kube.get(*CONFIG_MAP, platform.trust_config_map_name, namespace)
+    return replace(
+        facts,
+        namespace_exists=True,
+        trust_map=trust_map,
+        trust_map_owner=owner_of(trust_map) if trust_map is not None else "",
+    )
+
+
+def issued_secret_names(ctx: StepContext) -> set[tuple[str, str]]:
+    """(namespace, name) of every Secret this platform may have issued (read by name, never listed)."""
+    spec = ctx.platform.spec
+    names = {(spec.gateway.namespace, spec.edge_certificate.secret_name)}
+    recorded = (ctx.platform.status.get("recorded") or {}).get("edgeCertificate") or {}
+    if recorded.get("namespace") and recorded.get("secretName"):
+        names.add((str(recorded["namespace"]), str(recorded["secretName"])))
+    try:
+        gateways = ctx.kube.list(*GATEWAY, label_selector=selector(ctx.name, GATEWAY_COMPONENT))
+    except errors.NotFound:  # Gateways not served
+        gateways = []
+    for gateway in gateways:
+        namespace = str((gateway.get("metadata") or {}).get("namespace") or "")
+        for server in (gateway.get("spec") or {}).get("servers") or []:
+            credential = str(((server or {}).get("tls") or {}).get("credentialName") or "")
+            if namespace and credential:
+                names.add((namespace, credential))
+    return names
+
+
+class EdgeCertStep:
+    name = COMPONENT
+    condition_types: tuple[str, ...] = (constants.EDGE_CERTIFICATE_READY,)
+
+    def render(self, platform: TenantPlatform) -> list[Obj]:
+        """The trust ConfigMap skeleton (its bundle is only known at runtime)."""
+        return [render_certs.render_trust_config_map(platform, None)]
+
+    def cleanup(self, ctx: StepContext) -> CleanupResult:
+        """Delete the self-signed certificate Secrets we issued outside the platform's namespaces.
+
+        Locally they are owned (garbage collection would remove them once the platform is gone);
+        in a target cluster nothing owns them. Secrets are read by name only (the operator may not
+        list them): the spec's, the one status.recorded names, and every ``credentialName`` of our
+        Gateways (cleanup runs in reverse step order, so they are still there; a name the spec no
+        longer gives is found through them). Deleted only when it carries our three labels (uid
+        precondition). The trust ConfigMap lives in the tenant namespace and follows
+        deletionPolicy with the namespace's contents."""
+        metrics.record_edge_certificate_expiry(ctx.name, ctx.platform.spec.edge_certificate.secret_name, None)
+        deleted: list[str] = []
+        own = set(ctx.platform.spec.all_namespaces)
+        for namespace, name in sorted(issued_secret_names(ctx)):
+            if namespace in own:
+                continue
+            live = ctx.kube.get("v1", "Secret", name, namespace)
+            if live is None or owner_of(live) != ctx.name:
+                continue
+            meta = live["metadata"]
+            if (meta.get("labels") or {}).get(constants.LABEL_COMPONENT) != COMPONENT or meta.get("deletionTimestamp"):
+                continue
+            if ctx.dry_run:
+                deleted.append(f"Secret {namespace}/{name} (dry run)")
+            elif ctx.kube.delete("v1", "Secret", name, namespace, uid=meta.get("uid")):
+                deleted.append(f"Secret {namespace}/{name}")
+        return CleanupResult(True, "Deleted " + ", ".join(deleted) if deleted else "")
+
+    def action(self, platform: TenantPlatform) -> str:
+        return "check the edge certificate"
+
+    def reconcile(self, ctx: StepContext) -> StepResult:
+        facts = gather(ctx)
+        verdict = edgecert.evaluate(ctx.platform, facts, now=ctx.now, dry_run=ctx.dry_run)
+        if verdict.issue is not None:
+            secret = self._issue(ctx, facts, verdict.issue)
+            if secret is None:
+                return StepResult(conditions=verdict.conditions, recorded=verdict.recorded, requeue_after=1.0)
+            facts = replace(facts, secret=secret, secret_owner=owner_of(secret), issued_for=verdict.issue.because)
+            verdict = edgecert.evaluate(ctx.platform, facts, now=ctx.now, dry_run=ctx.dry_run)
+        if not ctx.dry_run:
+            spec = ctx.platform.spec
+            expires = None if verdict.expiry_seconds is None else ctx.now + timedelta(seconds=verdict.expiry_seconds)
+            metrics.record_edge_certificate_expiry(ctx.name, spec.edge_certificate.secret_name, expires)
+        result = StepResult(
+            conditions=verdict.conditions,
+            recorded=verdict.recorded,
+            requeue_after=verdict.requeue_after,
+            progressing=verdict.progressing,
+        )
+        if verdict.publish:
+            outcome = apply_children(
+                ctx,
+                COMPONENT,
+                verdict.desired,
+                prune_kinds=[CONFIG_MAP],
+                prune_namespaces=[ctx.platform.spec.namespace],
+            )
+            if not outcome.ok:
+                result = replace(result, conditions=[edgecert.not_published(outcome.errors)], requeue_after=None)
+        return result
+
+    @staticmethod
+    def _issue(ctx: StepContext, facts: edgecert.EdgeCertFacts, issue: edgecert.Issue) -> Obj | None:
+        """Make a new key and certificate and write them into the Secret; returns what the API
+        stored, or None when the Secret changed since it was read (nothing written).
+
+        The write is conditional on the Secret as read: created when it was absent, applied with
+        the resourceVersion read as a precondition otherwise. A pass that read the Secret before
+        someone else (re-)issued it therefore never overwrites the newer certificate, and a pass
+        repeated after a lost status write finds the Secret it wrote and issues nothing (the
+        Secret itself is the record: concerns/edgecert/verdict.py decides from it alone).
+        """
+        live = facts.secret
+        if issue.replace and live is not None:
+            meta = live["metadata"]
+            ctx.kube.delete("v1", "Secret", meta["name"], meta.get("namespace"), uid=meta.get("uid"))
+            live = None
+        cert_pem, key_pem = issuance.issue_self_signed(ctx.platform.spec.domain, now=ctx.now, validity=issue.validity)
+        desired = stamp(
+            render_certs.render_tls_secret(ctx.platform, cert_pem=cert_pem, key_pem=key_pem), ctx, COMPONENT
+        )
+        try:
+            if live is None:
+                stored = ctx.kube.create(desired)
+            else:
+                desired["metadata"]["resourceVersion"] = live["metadata"]["resourceVersion"]
+                stored = ctx.kube.apply(desired)
+        except errors.Conflict:
+            ctx.logger.info("edge certificate Secret changed while issuing; not overwritten, read again next pass")
+            return None
+        ctx.events.append(issue.event)
+        return stored
+
+
+STEP = EdgeCertStep()

@@ -1,0 +1,231 @@
+"""PURE decisions for EdgeCertificateReady, from the Secret's analysis (concerns/edgecert/certs.py).
+
+``evaluate(platform, facts, now=..., dry_run=...)`` turns what the edgecert step read
+(``EdgeCertFacts``) into its ``EdgeCertVerdict``:
+
+- issuance (``issuer: SelfSigned``): when the Secret is missing or unusable (``REISSUE_REASONS``,
+  or a Secret of ours with the wrong, immutable, type), an ``Issue`` for the step to carry out;
+  the step then evaluates again with the Secret it wrote (``facts.issued_for`` set), and a
+  verdict never asks for a second issuance in one pass. A Secret that is not ours is never
+  overwritten (``Conflict``); a dry run says ``WouldIssue``;
+- the trust ConfigMap: publish the bundle (``publish`` with the ConfigMap in ``desired``), prune
+  it (``publish`` with nothing desired, once the certificate is publicly trusted), or leave it
+  alone (dry run, nothing readable, the tenant namespace missing: ``NamespaceMissing``, or a
+  ConfigMap of that name that is not ours: ``Conflict``). A hand-made ConfigMap of that name (no
+  one's labels) that an admin annotated ``tenancy.dev/adoptable-by: <platform>`` is adopted in
+  place: the same object, applied under our field manager (docs/migration.md);
+- the condition, the recorded facts (``api.status.edgecert``), the seconds to expiry for the
+  gauge, and a requeue at the renewal point when that is within the hour.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+from dataclasses import dataclass
+
+from tenant_platform.api import constants, reasons
+from tenant_platform.api.models import TenantPlatform, parse_duration
+from tenant_platform.api.reasons import Common
+from tenant_platform.api.reasons import EdgeCertificate as Reason
+from tenant_platform.api.status.edgecert import RecordedEdgeCertificate
+from tenant_platform.api.tls import TLS_TYPE
+from tenant_platform.concerns.edgecert import certs
+from tenant_platform.concerns.edgecert import manifests as render_certs
+from tenant_platform.core import conditions, ownership
+from tenant_platform.core.conditions import Condition
+from tenant_platform.core.verdict import Event, Manifest, Verdict
+
+TYPE = constants.EDGE_CERTIFICATE_READY
+# Come back at the renewal point when it is this close (the drift timer covers the rest).
+REQUEUE_HORIZON = 3600.0
+
+
+@dataclass(frozen=True)
+class EdgeCertFacts:
+    """What the edgecert step read (concerns/edgecert/step.py ``gather``), or wrote when it issued."""
+
+    secret: Manifest | None
+    """The Secret spec.edgeCertificate.secretName in the gateway namespace; None when absent."""
+    secret_owner: str = ""
+    """The TenantPlatform owning the Secret by our labels; "" when it lacks them."""
+    namespace_exists: bool = False
+    """The tenant namespace exists (not read in a dry run, which publishes nothing)."""
+    trust_map: Manifest | None = None
+    """The live trust ConfigMap in the tenant namespace; None when absent."""
+    trust_map_owner: str = ""
+    issued_for: Reason | None = None
+    """Set once this pass issued the certificate in ``secret``: the reason it was issued."""
+
+
+@dataclass(frozen=True)
+class Issue:
+    """Issue a self-signed certificate into the Secret, then evaluate again."""
+
+    because: Reason
+    replace: bool
+    """Delete the Secret first: it is ours, but its type (immutable) is wrong."""
+    validity: dt.timedelta
+    event: Event
+
+
+@dataclass
+class EdgeCertVerdict(Verdict):
+    issue: Issue | None = None
+    """Issue first (the condition describes the Secret as it is until then)."""
+    publish: bool = False
+    """Apply ``desired`` (the trust ConfigMap, or nothing) and prune our other trust ConfigMaps."""
+    expiry_seconds: float | None = None
+    """Seconds until the certificate expires, for the gauge; None when none could be read."""
+
+
+def needs_issuing(report: certs.CertReport, facts: EdgeCertFacts, platform_name: str) -> bool:
+    if report.reason in certs.REISSUE_REASONS:
+        return True
+    # A Secret of ours with the wrong type (type is immutable) is re-created.
+    return (
+        report.reason == Reason.WRONG_SECRET_TYPE and facts.secret is not None and facts.secret_owner == platform_name
+    )
+
+
+def not_published(errors: list[str]) -> Condition:
+    """EdgeCertificateReady when the trust ConfigMap could not be applied or pruned."""
+    return conditions.false(TYPE, Common.API_ERROR, "Could not publish the trust ConfigMap: " + "; ".join(errors))
+
+
+def evaluate(
+    platform: TenantPlatform, facts: EdgeCertFacts, *, now: dt.datetime, dry_run: bool = False
+) -> EdgeCertVerdict:
+    """EdgeCertificateReady, what to issue or publish, and what to record, at time ``now``.
+
+    The reason is the analysis's (concerns/edgecert/certs.py) unless issuance or the trust bundle is
+    blocked: ``Conflict``, ``WouldIssue`` or ``NamespaceMissing`` (which is progressing).
+    """
+    spec = platform.spec
+    where = f"{spec.gateway.namespace}/{spec.edge_certificate.secret_name}"
+    renew_before = parse_duration(spec.edge_certificate.renew_before)
+    report = certs.analyze_secret(facts.secret, domain=spec.domain, now=now, renew_before=renew_before, where=where)
+    verdict = functools.partial(_verdict, platform, report, now=now, renew_before=renew_before)
+
+    if (
+        spec.edge_certificate.issuer == "SelfSigned"
+        and facts.issued_for is None
+        and needs_issuing(report, facts, platform.name)
+    ):
+        if facts.secret is not None and facts.secret_owner != platform.name:
+            owned = ownership.belongs_to(f"Secret {where}", facts.secret_owner)
+            return verdict(
+                conditions.false(
+                    TYPE,
+                    Common.CONFLICT,
+                    f"{report.message} The operator would issue a self-signed certificate, but {owned}, so it was "
+                    "left untouched; delete it or choose another spec.edgeCertificate.secretName.",
+                )
+            )
+        if dry_run:
+            return verdict(
+                conditions.false(
+                    TYPE,
+                    Reason.WOULD_ISSUE,
+                    f"{report.message} The operator would issue a self-signed certificate ({report.reason}).",
+                )
+            )
+        issue = Issue(
+            because=report.reason,
+            replace=facts.secret is not None and (facts.secret.get("type") or "Opaque") != TLS_TYPE,
+            validity=certs.self_signed_validity(renew_before),
+            event=(
+                "Normal",
+                reasons.Event.CERTIFICATE_ISSUED,
+                f"Issued a self-signed certificate for {spec.domain} in Secret {where}.",
+            ),
+        )
+        return verdict(conditions.false(TYPE, report.reason, report.message), issue=issue)
+
+    # Nothing readable to publish, or a dry run: leave the trust ConfigMap as it is.
+    publishing = report.facts is not None and not dry_run
+    problem = _trust_problem(platform, report, facts) if publishing else None
+    if problem is not None:
+        return verdict(problem, progressing=problem.reason == Reason.NAMESPACE_MISSING)
+    publish = publishing and facts.namespace_exists
+
+    notes = f" (issued a self-signed certificate ({facts.issued_for}))" if facts.issued_for else ""
+    if report.ok:
+        message = report.message
+        if report.trust_pem:
+            message += f" Published for clients in ConfigMap {spec.namespace}/{platform.trust_config_map_name}."
+        cond = conditions.true(TYPE, Reason.VALID, message + notes)
+    else:
+        cond = conditions.false(TYPE, report.reason, report.message + notes)
+    desired = [render_certs.render_trust_config_map(platform, report.trust_pem)] if publish and report.trust_pem else []
+    return verdict(cond, publish=publish, desired=desired)
+
+
+def _trust_problem(platform: TenantPlatform, report: certs.CertReport, facts: EdgeCertFacts) -> Condition | None:
+    """Why the trust bundle cannot be published now, if it cannot."""
+    if not report.trust_pem:
+        return None
+    ns, name = platform.spec.namespace, platform.trust_config_map_name
+    if not facts.namespace_exists:
+        return conditions.false(
+            TYPE,
+            Reason.NAMESPACE_MISSING,
+            f"{report.message} The trust ConfigMap {ns}/{name} waits for namespace {ns} to exist.",
+        )
+    if (
+        facts.trust_map is not None
+        and facts.trust_map_owner != platform.name
+        and not ownership.adoptable(facts.trust_map, facts.trust_map_owner, platform.name)
+    ):
+        owned = ownership.belongs_to(f"ConfigMap {ns}/{name}", facts.trust_map_owner)
+        return conditions.false(
+            TYPE,
+            Common.CONFLICT,
+            f"{report.message} {owned}, so the trust bundle was not published; delete it or set "
+            "spec.edgeCertificate.trustConfigMapName."
+            + (
+                ""
+                if facts.trust_map_owner
+                else f" To hand a ConfigMap prepared by hand over to this platform, annotate it "
+                f"{constants.ANNOTATION_ADOPTABLE}={platform.name} (docs/migration.md)."
+            ),
+        )
+    return None
+
+
+def _verdict(
+    platform: TenantPlatform,
+    report: certs.CertReport,
+    cond: Condition,
+    *,
+    now: dt.datetime,
+    renew_before: dt.timedelta,
+    desired: list[Manifest] | None = None,
+    publish: bool = False,
+    issue: Issue | None = None,
+    progressing: bool = False,
+) -> EdgeCertVerdict:
+    spec = platform.spec
+    recorded: dict[str, object] = {
+        "secretName": spec.edge_certificate.secret_name,
+        "namespace": spec.gateway.namespace,
+        "issuerMode": spec.edge_certificate.issuer,
+    }
+    requeue: float | None = None
+    if report.facts is not None:
+        recorded.update(report.facts.recorded(publicly_trusted=report.publicly_trusted))
+        if report.trust_pem:
+            recorded["trustConfigMap"] = platform.trust_config_map_name
+        until_renewal = (report.facts.not_after - renew_before - now).total_seconds()
+        if cond.is_true and until_renewal < REQUEUE_HORIZON:
+            requeue = max(until_renewal, 1.0)
+    return EdgeCertVerdict(
+        conditions=[cond],
+        desired=desired or [],
+        recorded={"edgeCertificate": RecordedEdgeCertificate.model_validate(recorded).dump()},
+        progressing=progressing,
+        requeue_after=requeue,
+        issue=issue,
+        publish=publish,
+        expiry_seconds=report.seconds_to_expiry(now),
+    )

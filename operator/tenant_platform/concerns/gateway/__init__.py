@@ -1,0 +1,1 @@
+"""The gateway concern (docs/architecture.md)."""

@@ -1,0 +1,1 @@
+"""The gpu concern (docs/architecture.md)."""

@@ -1,0 +1,423 @@
+"""The GPUReady decision: pure ``evaluate`` (facts + spec -> condition, status.gpu, recorded).
+
+``evaluate`` takes what the gpu step gathered (the snapshot's nodes and HAMi pods, HAMi's
+resource names) and what labelling achieved this pass, and decides:
+
+- per GPU node HAMi capacity (``capacity.node_capacity``), when ``spec.gpu.hami.enabled``;
+- GPUReady (``gpu_condition``): every problem is named in the message and the most urgent one
+  gives the reason (conflict, pending labels, unparseable, no devices, no allocatable GPUs,
+  unhealthy cards, stale lock); no problem: ``GPUNodesReady`` or ``NoGPUNodes``;
+- ``status.gpu`` (at most MAX_LISTED_NODES nodes, problem nodes first; totals cover all) and the
+  recorded ``gpuNodes`` (at most MAX_RECORDED_NODES and RECORDED_BUDGET bytes) and ``gpuResourceNames``;
+- when to look again: when an active node lock expires (no watch event marks that moment), and
+  soon while the snapshot's first listing is incomplete or the snapshot is stale.
+
+Until that first listing is complete (``facts.synced``) the pass does not wait: it keeps the
+previous GPUReady, ``status.gpu`` and recorded GPU facts (for up to STALE_AFTER, then reports
+``SnapshotNotSynced``), and asks for another pass in UNSYNCED_REQUEUE seconds; a lock owner not
+seen yet counts as still binding. A snapshot that stopped being current more than STALE_AFTER ago
+(a watch failing, a relist that does not finish) turns GPUReady Unknown with ``SnapshotStale``.
+
+Everything that reaches status is bounded whatever the annotations say: at most
+MAX_LISTED_NODES nodes and NODES_BUDGET bytes of them in ``status.gpu.nodes``, at most five
+ignored pods per node (concerns/gpu/capacity.py), notes of at most 200 characters, at most eight models.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import lru_cache
+from typing import Any
+
+from tenant_platform.api import constants, reasons
+from tenant_platform.api.models import TenantPlatform, parse_duration
+from tenant_platform.api.status.gpu import GpuTotal
+from tenant_platform.concerns.gpu import health
+from tenant_platform.concerns.gpu.capacity import CACHE as CAPACITY_CACHE
+from tenant_platform.concerns.gpu.capacity import NodeCapacity, node_capacity, quantity_int, summary_line, total_status
+from tenant_platform.concerns.gpu.facts import GpuFacts
+from tenant_platform.concerns.gpu.freshness import STALE_AFTER, STALE_REQUEUE, UNSYNCED_REQUEUE, since_phrase, unsynced
+from tenant_platform.concerns.gpu.gpustatus import (
+    MAX_LISTED_NODES,
+    MAX_RECORDED_NODES,
+    NODES_BUDGET,
+    RECORDED_BUDGET,
+    NodeExtras,
+    is_problem,
+    listed,
+    recorded_facts,
+    status_section,
+)
+from tenant_platform.concerns.gpu.labels import LabelOutcome, labelled_nodes, spec_labels
+from tenant_platform.core import conditions
+from tenant_platform.core.conditions import Condition
+from tenant_platform.core.verdict import Verdict
+from tenant_platform.formats.hami.allocations import PodLike
+from tenant_platform.formats.hami.locks import PodLookup, lock_expires_in
+from tenant_platform.formats.hami.names import (
+    ANNOTATION_LOCK,
+    ANNOTATION_POD_ALLOCATED,
+    ANNOTATION_REGISTER,
+    CORDON,
+    DEFAULT_NAMES,
+    LOCK,
+    REGISTER,
+    hami_annotation,
+)
+
+__all__ = [
+    "MAX_LISTED_NODES",
+    "MAX_RECORDED_NODES",
+    "NODES_BUDGET",
+    "RECORDED_BUDGET",
+    "Findings",
+    "GpuFacts",
+    "GpuVerdict",
+    "evaluate",
+    "gpu_condition",
+    "is_problem",
+    "listed",
+    "wanted_labels",
+]
+
+
+@dataclass(frozen=True)
+class GpuVerdict:
+    """The Verdict (condition, status.gpu, recorded, requeue) and the capacities metrics show."""
+
+    verdict: Verdict
+    capacities: tuple[NodeCapacity, ...] = ()
+
+
+@dataclass(frozen=True)
+class _UnknownPod:
+    """Stands in for a lock owner not seen yet: the lock counts as active until we know."""
+
+    namespace: str
+    name: str
+    phase: str = "Pending"
+    bind_phase: str = "allocating"
+    allocated: str = ""
+    init_containers: int = 0
+    app_containers: int = 0
+    init_exit_codes: tuple[int | None, ...] = ()
+
+
+def _owner(facts: GpuFacts) -> PodLookup:
+    if facts.synced:
+        return facts.pod
+
+    def lookup(namespace: str, name: str) -> PodLike | None:
+        return facts.pod(namespace, name) or _UnknownPod(namespace, name)
+
+    return lookup
+
+
+def wanted_labels(platform: TenantPlatform) -> dict[str, str]:
+    """The labels this platform puts on GPU nodes (none when labelling is turned off)."""
+    spec = platform.spec.gpu.node_labels
+    return spec_labels(spec.labels) if spec.enabled else {}
+
+
+def evaluate(platform: TenantPlatform, facts: GpuFacts, *, labels: LabelOutcome, now: datetime) -> GpuVerdict:
+    """GPUReady, status.gpu and the recorded GPU facts from what was gathered and labelled."""
+    spec = platform.spec.gpu
+    gpu_nodes = facts.gpu_nodes
+    wanted = wanted_labels(platform)
+    labelled = labelled_nodes(facts.nodes, gpu_nodes, spec_labels(spec.node_labels.labels), labels.applied)
+    timeout = parse_duration(spec.hami.node_lock_timeout)
+    capacities: list[NodeCapacity] = []
+    allocatable: dict[str, int] = {}
+    if spec.hami.enabled:
+        owner = _owner(facts)
+        for name in gpu_nodes:
+            annotations = facts.nodes[name].annotations
+            capacities.append(
+                node_capacity(
+                    name,
+                    register=_value(annotations, REGISTER),
+                    lock=_value(annotations, LOCK),
+                    cordon=_value(annotations, CORDON),
+                    pods=facts.pods_by_node.get(name, ()),
+                    now=now,
+                    lock_timeout=timeout,
+                    owner=owner,
+                )
+            )
+            allocatable[name] = quantity_int(facts.nodes[name].allocatable.get(facts.names.count))
+        CAPACITY_CACHE.retain(facts.nodes)  # forget the capacity of nodes that are gone
+    total = total_status(capacities)
+    extras, health_problems, notes, all_tainted, health_section = _health(facts, capacities, enabled=spec.hami.enabled)
+    condition = gpu_condition(
+        Findings(
+            labels_enabled=spec.node_labels.enabled,
+            hami_enabled=spec.hami.enabled,
+            gpu_nodes=len(gpu_nodes),
+            conflicts=labels.conflicts,
+            pending=labels.pending,
+            nodes=capacities,
+            labelled=labelled,
+            allocatable=allocatable,
+            count_resource=facts.names.count,
+            health_problems=health_problems,
+            notes=notes,
+            all_tainted=all_tainted,
+            total=total,
+        )
+    )
+    status = status_section(
+        platform,
+        facts,
+        capacities=capacities,
+        labelled=labelled,
+        wanted=wanted,
+        extras=extras,
+        health=health_section,
+        total=total,
+    )
+    recorded = recorded_facts(facts, capacities=capacities, names=facts.names if spec.hami.enabled else None)
+    requeues = [
+        expiry + 1.0
+        for expiry in (lock_expires_in(c.lock, now=now, timeout=timeout) for c in capacities if c.lock is not None)
+        if expiry is not None
+    ]
+    sections: dict[str, Any] = {"gpu": status.dump()}
+    recorded_dump = recorded.dump()
+    stale_for = (now - facts.stale_since).total_seconds() if facts.stale_since is not None else 0.0
+    if not facts.synced:
+        requeues.append(UNSYNCED_REQUEUE)
+        condition, sections, recorded_dump = unsynced(
+            platform.status or {},
+            since=since_phrase(facts.stale_since, facts.stale_why),
+            sections=sections,
+            recorded=recorded_dump,
+            stale_for=stale_for,
+        )
+    elif stale_for > STALE_AFTER:
+        requeues.append(STALE_REQUEUE)
+        condition = conditions.unknown(
+            constants.GPU_READY,
+            reasons.GPU.SNAPSHOT_STALE,
+            f"The watched GPU snapshot has not been current since {since_phrase(facts.stale_since, facts.stale_why)}; "
+            "what follows may be "
+            f"out of date: {condition.message}",
+        )
+    verdict = Verdict(
+        conditions=[condition],
+        recorded=recorded_dump,
+        sections=sections,
+        progressing=not facts.synced,
+        requeue_after=min(requeues) if requeues else None,
+    )
+    return GpuVerdict(verdict, tuple(capacities))
+
+
+def _value(annotations: Mapping[str, str], suffix: str) -> str | None:
+    """The value of HAMi's ``suffix`` annotation (either prefix), as ``GpuFacts.annotation``."""
+    found = hami_annotation(annotations, suffix)
+    return found[1] if found else None
+
+
+@lru_cache(maxsize=1024)
+def _extras(detected_by: tuple[str, ...], taints: tuple[tuple[str, str, str], ...], conflict: str | None) -> NodeExtras:
+    """One node's NodeExtras (shared: most nodes have the same detection sources and no taints)."""
+    return NodeExtras(
+        detected_by=detected_by,
+        taints=tuple(health.taint_phrase(t) for t in health.chosen_taints(taints)),
+        device_plugin_conflict=conflict,
+    )
+
+
+def _health(
+    facts: GpuFacts, capacities: Sequence[NodeCapacity], *, enabled: bool
+) -> tuple[dict[str, NodeExtras], list[health.Problem], list[str], bool, Any]:
+    """Per node extras, health problems, notes, whether every GPU node is tainted, status.gpu.health."""
+    gpu_nodes = facts.gpu_nodes
+    count = facts.names.count
+    tainted = {
+        n: found
+        for n in gpu_nodes
+        if (taints := facts.nodes[n].taints) and (found := health.blocking_taints(taints, count))
+    }
+    split: dict[str, str] = {}
+    for capacity in capacities:
+        why = health.split_count_conflict(
+            [s.card for s in capacity.cards], quantity_int(facts.nodes[capacity.name].capacity.get(count))
+        )
+        if why is not None:
+            split[capacity.name] = f"{count} {why}"
+    conflicting = health.conflicts(facts.health, split, gpu_nodes) if enabled else {}
+    problems = health.problems(facts.health, conflicting, gpu_nodes=len(gpu_nodes)) if enabled else []
+    notes = health.notes(facts.health, tainted=tainted, gpu_nodes=len(gpu_nodes), hami_enabled=enabled)
+    extras = {n: _extras(facts.detections[n], tuple(facts.nodes[n].taints), conflicting.get(n)) for n in gpu_nodes}
+    detected = Counter(s for d in facts.detections.values() for s in d)
+    section = health.health_status(
+        facts.health,
+        detected={s: detected[s] for s in health.SOURCES},
+        conflicting=conflicting,
+        tainted=len(tainted),
+        notes=notes,
+    )
+    return extras, problems, notes, bool(gpu_nodes) and len(tainted) == len(gpu_nodes), section
+
+
+# -- GPUReady -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Findings:
+    """Everything GPUReady is decided from (``evaluate`` builds it from the facts)."""
+
+    labels_enabled: bool
+    hami_enabled: bool
+    gpu_nodes: int
+    conflicts: list[str] = field(default_factory=list)
+    """Sentences naming node, key and the other TenantPlatform."""
+    pending: list[str] = field(default_factory=list)
+    """Dry run: label changes that would be made, e.g. ``gpu-1: add gpu=on``."""
+    nodes: Sequence[NodeCapacity] = ()
+    labelled: frozenset[str] = frozenset()
+    allocatable: Mapping[str, int] = field(default_factory=dict)
+    """Node -> allocatable count of ``count_resource``."""
+    count_resource: str = DEFAULT_NAMES.count
+    health_problems: Sequence[health.Problem] = ()
+    """Webhook, HAMi workloads, device-plugin conflicts (concerns/gpu/health.py ``problems``)."""
+    notes: Sequence[str] = ()
+    """Sentences that do not fail GPUReady (concerns/gpu/health.py ``notes``)."""
+    all_tainted: bool = False
+    """Every GPU node carries a NoSchedule/NoExecute taint a GPU pod is not given a toleration for."""
+    total: GpuTotal | None = None
+    """``total_status(nodes)`` when the caller has it already (computed here otherwise)."""
+
+
+def _names(items: Sequence[str], limit: int = 5) -> str:
+    shown = ", ".join(items[:limit])
+    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
+
+
+def gpu_condition(findings: Findings) -> Condition:
+    """GPUReady from the findings. Every problem is named in the message; the reason is the
+    most urgent one (conflict, pending labels, unreachable webhook, HAMi's scheduler or device
+    plugin not ready, two device plugins, unparseable, no devices, no allocatable GPUs, unhealthy
+    cards, stale lock). Notes (taints, HAMi workloads not found, ...) follow, at most three.
+    No problem: ``GPUNodesReady``, ``GPUNodesTainted`` (every GPU node tainted) or ``NoGPUNodes``."""
+    type_ = constants.GPU_READY
+    if not findings.labels_enabled and not findings.hami_enabled:
+        return conditions.true(
+            type_,
+            reasons.Common.DISABLED,
+            "GPU node labels and HAMi reporting are both turned off (spec.gpu.nodeLabels.enabled, "
+            "spec.gpu.hami.enabled).",
+        )
+    problems: list[tuple[reasons.GPU | reasons.Common, str]] = []
+    if findings.conflicts:
+        problems.append(
+            (
+                reasons.Common.CONFLICT,
+                " ".join(findings.conflicts)
+                + " Neither platform overwrites the other: make spec.gpu.nodeLabels.labels agree.",
+            )
+        )
+    if findings.pending:
+        problems.append(
+            (reasons.GPU.LABELS_PENDING, f"Would change GPU node labels: {_names(findings.pending, 10)} (dry run).")
+        )
+    problems.extend(findings.health_problems)
+    if findings.hami_enabled:
+        problems.extend(_hami_problems(findings))
+    notes = "".join(" " + n for n in findings.notes[:3])
+    if problems:
+        message = " ".join(message for _, message in problems)
+        return conditions.false(type_, problems[0][0], message + _ignored_sentence(findings.nodes) + notes)
+    if findings.gpu_nodes == 0:
+        return conditions.true(
+            type_,
+            reasons.GPU.NO_GPU_NODES,
+            "No GPU nodes found (no nvidia.com/gpu capacity, NVIDIA feature-discovery label, HAMi "
+            "register annotation, NVIDIA runtime handler, NVIDIA RuntimeClass or spec.gpu.nodeSelector match); "
+            "GPUs are optional." + notes,
+        )
+    message = f"{findings.gpu_nodes} GPU node(s)"
+    if findings.labels_enabled:
+        message += f", {len(findings.labelled)} labelled"
+    if findings.hami_enabled:
+        total = findings.total if findings.total is not None else total_status(findings.nodes)
+        message += f"; HAMi reports {summary_line(total)}"
+    message += "." + _ignored_sentence(findings.nodes) + notes
+    return conditions.true(type_, reasons.GPU.TAINTED if findings.all_tainted else reasons.GPU.READY, message)
+
+
+def _ignored_sentence(nodes: Sequence[NodeCapacity]) -> str:
+    """`` N pod(s) ignored ...``: pods skipped for a malformed allocation annotation (bounded)."""
+    count = sum(n.ignored_count for n in nodes)
+    if not count:
+        return ""
+    first = next(n.ignored_pods[0] for n in nodes if n.ignored_pods)
+    return (
+        f" {count} HAMi pod(s) ignored for a malformed {ANNOTATION_POD_ALLOCATED} annotation "
+        f"(status.gpu.nodes[].ignoredPods), e.g. {first}."
+    )
+
+
+def _hami_problems(findings: Findings) -> list[tuple[reasons.GPU | reasons.Common, str]]:
+    out: list[tuple[reasons.GPU | reasons.Common, str]] = []
+    unparseable = [f"{n.name} ({n.unparseable})" for n in findings.nodes if n.unparseable is not None]
+    if unparseable:
+        out.append(
+            (
+                reasons.GPU.UNPARSEABLE,
+                f"HAMi's register annotation cannot be parsed on node(s) {_names(unparseable)}; HAMi cannot "
+                "schedule there either: check the device plugin version on those nodes.",
+            )
+        )
+    silent = [n.name for n in findings.nodes if n.name in findings.labelled and not n.registered]
+    if silent:
+        out.append(
+            (
+                reasons.GPU.NO_DEVICES,
+                f"Labelled GPU node(s) {_names(silent)} register no devices with HAMi (no "
+                f"{ANNOTATION_REGISTER} annotation): check that HAMi's device plugin runs there "
+                "(its DaemonSet selects the labels) and that the NVIDIA driver works.",
+            )
+        )
+    empty = [n.name for n in findings.nodes if n.registered and n.unparseable is None and not n.cards]
+    if empty:
+        out.append((reasons.GPU.NO_DEVICES, f"Node(s) {_names(empty)} register an empty device list with HAMi."))
+    no_alloc = [
+        n.name
+        for n in findings.nodes
+        if n.registered and n.unparseable is None and n.cards and findings.allocatable.get(n.name, 0) <= 0
+    ]
+    if no_alloc:
+        out.append(
+            (
+                reasons.GPU.NO_ALLOCATABLE,
+                f"Node(s) {_names(no_alloc)} register cards with HAMi but advertise no allocatable "
+                f"{findings.count_resource}, so HAMi's scheduler treats their devices as unhealthy: check "
+                "the device plugin pod on each.",
+            )
+        )
+    unhealthy = [f"{n.name} ({len(n.unhealthy)} of {len(n.cards)})" for n in findings.nodes if n.unhealthy]
+    if unhealthy:
+        out.append(
+            (
+                reasons.GPU.UNHEALTHY,
+                f"Unhealthy GPU cards on node(s) {_names(unhealthy)}: HAMi places nothing on them; check "
+                "the driver (nvidia-smi) and the device plugin logs.",
+            )
+        )
+    stale = [
+        f"{n.name} ({n.lock.state}: {n.lock.phrase()})" for n in findings.nodes if n.lock is not None and n.lock.stale
+    ]
+    if stale:
+        out.append(
+            (
+                reasons.GPU.STALE_LOCK,
+                f"Stale HAMi node lock on node(s) {_names(stale)}: new GPU pods cannot bind there until it "
+                f"expires; remove the {ANNOTATION_LOCK} annotation from the node if its pod is done.",
+            )
+        )
+    return out

@@ -1,0 +1,1 @@
+"""The installer concern (docs/architecture.md)."""

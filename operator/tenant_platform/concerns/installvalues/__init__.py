@@ -1,0 +1,1 @@
+"""The installvalues concern (docs/architecture.md)."""

@@ -1,0 +1,1 @@
+"""The mesh concern (docs/architecture.md)."""

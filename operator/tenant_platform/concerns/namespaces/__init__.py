@@ -1,0 +1,1 @@
+"""The namespaces concern (docs/architecture.md)."""

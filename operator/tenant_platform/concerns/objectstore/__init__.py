@@ -1,0 +1,1 @@
+"""The objectstore concern (docs/architecture.md)."""

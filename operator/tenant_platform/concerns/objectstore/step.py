@@ -1,0 +1,45 @@
+"""ObjectStoreReady: the platform's object storage choice is usable (checklist item 8).
+
+Shape: ``gather`` reads the S3 credentials Secret, and only when the verdict depends on it;
+concerns/objectstore/verdict.py ``evaluate`` decides (Builtin needs nothing; S3 needs an http(s) endpoint and
+the Secret with non-empty values under the configured keys); the step reports. Record:
+``objectStore`` {mode, and for S3 endpoint, bucket, region, credentialsSecret (the name only)}.
+"""
+
+from __future__ import annotations
+
+from tenant_platform.api import constants
+from tenant_platform.api.models import TenantPlatform
+from tenant_platform.concerns.objectstore import verdict as store_status
+from tenant_platform.framework.base import CleanupResult, StepContext, StepResult
+from tenant_platform.kube.client import Obj
+
+COMPONENT = "objectstore"
+
+
+def gather(ctx: StepContext) -> store_status.ObjectStoreFacts:
+    """The credentials Secret in the tenant namespace, when the verdict needs it (one GET)."""
+    spec = ctx.platform.spec.object_store
+    if spec.s3 is None or not store_status.needs_secret(spec):
+        return store_status.ObjectStoreFacts()
+    return store_status.ObjectStoreFacts(
+        secret=ctx.kube.get("v1", "Secret", spec.s3.credentials_secret.name, ctx.platform.spec.namespace)
+    )
+
+
+class ObjectStoreStep:
+    name = COMPONENT
+    condition_types: tuple[str, ...] = (constants.OBJECT_STORE_READY,)
+
+    def render(self, platform: TenantPlatform) -> list[Obj]:
+        return []
+
+    def reconcile(self, ctx: StepContext) -> StepResult:
+        verdict = store_status.evaluate(ctx.platform, gather(ctx))
+        return StepResult(conditions=[verdict.condition], recorded=verdict.recorded.dump())
+
+    def cleanup(self, ctx: StepContext) -> CleanupResult:
+        return CleanupResult(True)
+
+
+STEP = ObjectStoreStep()

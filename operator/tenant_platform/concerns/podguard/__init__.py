@@ -1,0 +1,1 @@
+"""The podguard concern (docs/architecture.md)."""

@@ -1,0 +1,453 @@
+"""PURE rendering of the pod guard: ValidatingAdmissionPolicies and their bindings, shared by
+every platform (docs/security.md, "One shared pod guard").
+
+- ``tenant-platform-pod-guard-deny`` / ``-warn``: Pod Security *baseline* on pods (create and
+  every spec change, including ``pods/ephemeralcontainers``) with the one istio-init exception;
+- ``tenant-platform-exec-guard-deny`` / ``-warn``: no exec or attach into a container named
+  istio-init.
+
+Each policy has ``paramKind`` TenantPlatform and one binding of the same name whose actions are the
+variant's (``[Deny, Audit]`` or ``[Warn, Audit]``) and whose ``paramRef`` selects every
+TenantPlatform: the API server evaluates each policy once per platform, and a ``matchCondition``
+keeps the evaluations where the request's namespace is one the parameter's ``status.podGuard``
+lists and its ``status.podGuard.enforcement`` is the variant's. The namespaces, the enforcement
+reached and the validated proxy image repositories are that parameter (``GuardParam``), which only
+the operator writes (status subresource). A binding cannot carry a matchCondition, hence one
+policy per enforcement.
+
+The names are fixed, so the operator's ClusterRole names them in ``resourceNames`` and nothing
+else (deploy/base/rbac.yaml): its identity cannot change the fences of deploy/.
+
+For ``spec.target`` (docs/fleet.md) the TenantPlatform does not live in the cluster the guard
+protects, so the same policies are rendered per platform (``platform_name``) with the parameter's
+values as CEL literals (``literal``) and no ``paramKind``.
+
+The rules are stated in docs/pod-guard.md; the CEL lives in the templates
+``templates/podguard-*.yaml.j2``. Also rendered here: the pods staged enforcement submits as
+server-side dry runs (a copy of each existing pod, ``resubmission``, and the ``canaries`` proving
+the policy live).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from tenant_platform.api import constants
+from tenant_platform.core import templating
+
+TEMPLATES = templating.templates_beside(__file__)
+
+Obj = dict[str, Any]
+
+API_VERSION: Final = "admissionregistration.k8s.io/v1"
+POLICY_KIND: Final = "ValidatingAdmissionPolicy"
+BINDING_KIND: Final = "ValidatingAdmissionPolicyBinding"
+
+# Pod Security Standards, baseline: capabilities any container may add (exact, case-sensitive).
+BASELINE_CAPABILITIES: Final = (
+    "AUDIT_WRITE",
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FOWNER",
+    "FSETID",
+    "KILL",
+    "MKNOD",
+    "NET_BIND_SERVICE",
+    "SETFCAP",
+    "SETGID",
+    "SETPCAP",
+    "SETUID",
+    "SYS_CHROOT",
+)
+# What istio-init may add on top, in the exact shape istiod injects.
+ISTIO_INIT_CAPABILITIES: Final = ("NET_ADMIN", "NET_RAW")
+ISTIO_INIT_NAME: Final = "istio-init"
+ISTIO_INIT_FIRST_ARG: Final = "istio-iptables"
+# Pod Security Standards, baseline: the safe sysctls (as of Kubernetes 1.29+).
+SAFE_SYSCTLS: Final = (
+    "kernel.shm_rmid_forced",
+    "net.ipv4.ip_local_port_range",
+    "net.ipv4.ip_unprivileged_port_start",
+    "net.ipv4.tcp_syncookies",
+    "net.ipv4.ping_group_range",
+    "net.ipv4.ip_local_reserved_ports",
+    "net.ipv4.tcp_keepalive_time",
+    "net.ipv4.tcp_fin_timeout",
+    "net.ipv4.tcp_keepalive_intvl",
+    "net.ipv4.tcp_keepalive_probes",
+)
+# SELinux types a pod or container may request ("" = unset).
+SELINUX_TYPES: Final = ("", "container_t", "container_init_t", "container_kvm_t", "container_engine_t")
+# Environment names that steer which code istio-init loads (besides every LD_* name).
+LOADER_ENV_NAMES: Final = ("PATH", "GCONV_PATH", "XTABLES_LIBDIR", "IPTABLES_LIB_DIR", "IP6TABLES_LIB_DIR")
+TOKEN_MOUNT_PATH: Final = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+Enforcement = Literal["Deny", "Warn"]
+ENFORCEMENTS: Final[tuple[Enforcement, ...]] = ("Deny", "Warn")
+ACTIONS: Final[dict[str, list[str]]] = {"Deny": ["Deny", "Audit"], "Warn": ["Warn", "Audit"]}
+
+POD_GUARD: Final = "tenant-platform-pod-guard"
+EXEC_GUARD: Final = "tenant-platform-exec-guard"
+PARAM_REF: Final[Obj] = {"selector": {}, "parameterNotFoundAction": "Allow"}
+
+_MAX_NAME: Final = 253
+_PREFIX: Final = "tenant-platform-"
+
+# A repository name as the image reference grammar has it (no tag, no digest), lowercase path
+# components; the first component may be a registry host with a port.
+_HOST_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_HOST = rf"{_HOST_COMPONENT}(?:\.{_HOST_COMPONENT})*(?::[0-9]+)?"
+_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_REPOSITORY = re.compile(rf"^(?:{_HOST}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*$")
+
+
+@dataclass(frozen=True)
+class GuardNames:
+    """The pod guard's and the exec guard's policy (and binding) names for one enforcement."""
+
+    pod_guard: str
+    exec_guard: str
+
+
+def guard_names(enforcement: Enforcement, platform_name: str = "") -> GuardNames:
+    """The shared names (``platform_name`` empty), or a target cluster's per-platform ones
+    (shortened with a stable hash when the platform name is long)."""
+    suffix = f"-{enforcement.lower()}"
+    if not platform_name:
+        return GuardNames(pod_guard=f"{POD_GUARD}{suffix}", exec_guard=f"{EXEC_GUARD}{suffix}")
+    base = platform_name
+    longest_suffix = len("-exec-guard-deny")
+    if len(_PREFIX) + len(base) + longest_suffix > _MAX_NAME:
+        digest = hashlib.sha256(platform_name.encode()).hexdigest()[:8]
+        keep = _MAX_NAME - len(_PREFIX) - longest_suffix - len(digest) - 1
+        base = f"{platform_name[:keep].rstrip('-.')}-{digest}"
+    return GuardNames(pod_guard=f"{_PREFIX}{base}-pod-guard{suffix}", exec_guard=f"{_PREFIX}{base}-exec-guard{suffix}")
+
+
+def all_names(platform_name: str = "") -> tuple[str, ...]:
+    """Every policy (and binding) name: pod guard Deny, Warn, exec guard Deny, Warn."""
+    pairs = [guard_names(e, platform_name) for e in ENFORCEMENTS]
+    return (*(n.pod_guard for n in pairs), *(n.exec_guard for n in pairs))
+
+
+SHARED_NAMES: Final = all_names()
+"""The four shared policy names, which are also the binding names (deploy/base/rbac.yaml)."""
+
+
+def invalid_proxy_repositories(repositories: list[str]) -> list[str]:
+    """Configured proxy repositories that cannot be used safely as prefixes.
+
+    A repository must be a full name with at least one ``/`` and no tag or digest. Without a
+    ``/``, ``R:`` would also match ``R:<port>/anything`` (a registry host with a port), letting a
+    look-alike image in. Such entries are left out of the parameter and reported.
+    """
+    return [r for r in repositories if "/" not in r or not _REPOSITORY.match(r)]
+
+
+def valid_proxy_repositories(repositories: list[str]) -> list[str]:
+    bad = set(invalid_proxy_repositories(repositories))
+    seen: list[str] = []
+    for repo in repositories:
+        if repo not in bad and repo not in seen:
+            seen.append(repo)
+    return seen
+
+
+@dataclass(frozen=True)
+class GuardParam:
+    """What a platform's guard reads from its parameter (``status.podGuard``): which namespaces it
+    guards, at which enforcement, and which proxy repositories istio-init may come from."""
+
+    namespaces: tuple[str, ...]
+    enforcement: Enforcement
+    proxy_image_repositories: tuple[str, ...]
+
+
+# The parameter's fields as the shared policies read them (CEL; optional: a platform without
+# status.podGuard guards nothing).
+_SHARED_EXPRESSIONS: Final = {
+    "namespaces": "params.?status.?podGuard.?namespaces.orValue([])",
+    "enforcement": 'params.?status.?podGuard.?enforcement.orValue("")',
+    "repositories": "params.?status.?podGuard.?proxyImageRepositories.orValue([])",
+}
+
+
+def _expressions(literal: GuardParam | None) -> dict[str, str]:
+    if literal is None:
+        return dict(_SHARED_EXPRESSIONS)
+    return {
+        "namespaces": json.dumps(list(literal.namespaces)),
+        "enforcement": json.dumps(literal.enforcement),
+        "repositories": json.dumps(list(literal.proxy_image_repositories)),
+    }
+
+
+def _namespace_selector(literal: GuardParam | None) -> Obj:
+    """Shared: the namespaces a platform claimed (the claim label, which only the operator and
+    cluster admins write; the parameter then decides which platform). Literal: by name."""
+    if literal is None:
+        return {"matchExpressions": [{"key": constants.LABEL_PLATFORM, "operator": "Exists"}]}
+    return {
+        "matchExpressions": [
+            {"key": "kubernetes.io/metadata.name", "operator": "In", "values": list(literal.namespaces)}
+        ]
+    }
+
+
+def render_pod_guard_policy(
+    enforcement: Enforcement, literal: GuardParam | None = None, platform_name: str = ""
+) -> Obj:
+    """The pod guard ValidatingAdmissionPolicy of one enforcement."""
+    return templating.render_object(
+        TEMPLATES,
+        "podguard-pod-policy.yaml.j2",
+        name=guard_names(enforcement, platform_name).pod_guard,
+        shared=literal is None,
+        variant=enforcement,
+        param=_expressions(literal),
+        namespace_selector=_namespace_selector(literal),
+        baseline_capabilities=list(BASELINE_CAPABILITIES),
+        istio_init_capabilities=list(ISTIO_INIT_CAPABILITIES),
+        safe_sysctls=list(SAFE_SYSCTLS),
+        selinux_types=list(SELINUX_TYPES),
+        loader_env_names=list(LOADER_ENV_NAMES),
+        token_mount_path=TOKEN_MOUNT_PATH,
+    )
+
+
+def render_exec_guard_policy(
+    enforcement: Enforcement, literal: GuardParam | None = None, platform_name: str = ""
+) -> Obj:
+    """The exec guard ValidatingAdmissionPolicy of one enforcement."""
+    return templating.render_object(
+        TEMPLATES,
+        "podguard-exec-policy.yaml.j2",
+        name=guard_names(enforcement, platform_name).exec_guard,
+        shared=literal is None,
+        variant=enforcement,
+        param=_expressions(literal),
+        namespace_selector=_namespace_selector(literal),
+    )
+
+
+def render_binding(policy_name: str, enforcement: Enforcement, *, shared: bool = True) -> Obj:
+    """The binding of ``policy_name`` (same name) with the actions of ``enforcement``; shared
+    bindings select every TenantPlatform as a parameter."""
+    binding = templating.render_object(
+        TEMPLATES, "podguard-binding.yaml.j2", name=policy_name, policy_name=policy_name, actions=ACTIONS[enforcement]
+    )
+    if shared:
+        binding["spec"]["paramRef"] = copy.deepcopy(PARAM_REF)
+    return binding
+
+
+def render(literal: GuardParam | None = None, platform_name: str = "") -> list[Obj]:
+    """The four policies, then the four bindings (stable order; policies before the bindings
+    naming them). Shared (the default): the same for every platform. With ``literal`` and
+    ``platform_name``: one platform's guard for a target cluster, its parameter inlined."""
+    policies: list[Obj] = []
+    bindings: list[Obj] = []
+    for enforcement in ENFORCEMENTS:
+        policies.append(render_pod_guard_policy(enforcement, literal, platform_name))
+    for enforcement in ENFORCEMENTS:
+        policies.append(render_exec_guard_policy(enforcement, literal, platform_name))
+    for policy in policies:
+        variant: Enforcement = "Deny" if policy["metadata"]["name"].endswith("-deny") else "Warn"
+        bindings.append(render_binding(policy["metadata"]["name"], variant, shared=literal is None))
+    return policies + bindings
+
+
+# ---- dry-run pods for staged enforcement (concerns/podguard/step.py submits them) -----------------------
+
+CHECK_SUFFIX: Final = "-guard-check"
+CANARY_PREFIX: Final = "tenant-platform-guard-canary-"
+
+
+def check_name(pod_name: str) -> str:
+    """A name for the dry-run copy, distinct from the original, at most 63 characters."""
+    stem = pod_name[: 63 - len(CHECK_SUFFIX)].rstrip("-.")
+    if f"{stem}{CHECK_SUFFIX}" == pod_name:  # a long name that already ends with the suffix
+        stem = stem[:-1].rstrip("-.")
+    return f"{stem}{CHECK_SUFFIX}"
+
+
+def resubmission(pod: Obj) -> Obj:
+    """The pod's spec as a new object for a dry-run create: server-set and node fields stripped."""
+    meta = pod.get("metadata", {})
+    new_meta: Obj = {"name": check_name(meta["name"]), "namespace": meta["namespace"]}
+    for field_ in ("labels", "annotations"):
+        if meta.get(field_):
+            new_meta[field_] = copy.deepcopy(meta[field_])
+    spec = copy.deepcopy(pod.get("spec") or {})
+    # Set on bound pods, forbidden on create, or recomputed by admission from the class names.
+    for field_ in ("nodeName", "ephemeralContainers", "priority"):
+        spec.pop(field_, None)
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": new_meta, "spec": spec}
+
+
+def canaries(namespace: str) -> list[Obj]:
+    """Pods the guard warns about, to prove the policy is in effect in a namespace.
+
+    The first (hostPID) is the obvious one. A namespace that enforces Pod Security rejects it
+    before the guard runs, so the second is restricted-compliant and trips only the guard's
+    AppArmor annotation rule (an empty value is neither runtime/default nor localhost/*).
+    """
+    image = "tenant-platform.invalid/canary:0"
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"generateName": CANARY_PREFIX, "namespace": namespace},
+            "spec": {
+                "hostPID": True,
+                "automountServiceAccountToken": False,
+                "containers": [{"name": "canary", "image": image}],
+            },
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "generateName": CANARY_PREFIX,
+                "namespace": namespace,
+                "annotations": {"container.apparmor.security.beta.kubernetes.io/canary": ""},
+            },
+            "spec": {
+                "automountServiceAccountToken": False,
+                "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+                "containers": [
+                    {
+                        "name": "canary",
+                        "image": image,
+                        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+                    }
+                ],
+            },
+        },
+    ]
+
+
+# ---- the injector canary: a pod injected the way the live injector would inject ---------------------
+
+INJECTOR_CONFIGMAP: Final = "istio-sidecar-injector"
+INJECTED_CANARY_PREFIX: Final = "tenant-platform-injected-canary-"
+_DEFAULT_PROXY_IMAGE: Final = "proxyv2"
+_KNOWN_VARIANTS: Final = ("distroless", "debug")
+
+
+def injector_configmap_name(revision: str) -> str:
+    """istiod's injection ConfigMap: ``istio-sidecar-injector``, or ``-<revision>`` for a revision."""
+    return f"{INJECTOR_CONFIGMAP}-{revision}" if revision else INJECTOR_CONFIGMAP
+
+
+@dataclass(frozen=True)
+class Injector:
+    """What the injector's ``values`` decide about istio-init (Istio's injection template)."""
+
+    hub: str
+    tag: str
+    init_image: str
+    """istio-init's image as the template computes it."""
+    proxy_image: str
+    cni: bool
+    """pilot.cni.enabled: istio-validation instead of istio-init, no added capabilities."""
+    privileged: bool
+    """global.proxy.privileged: the template copies it into allowPrivilegeEscalation and privileged."""
+
+
+def _image(global_: Obj, configured: str) -> str:
+    """Istio's ``ProxyImage``/``ProxyInitImage``: a name with '/' as is, else hub/name:tag[-variant]."""
+    if "/" in configured:
+        return configured
+    tag = str(global_.get("tag") if global_.get("tag") is not None else "")
+    variant = str(global_.get("variant") or "")
+    for known in _KNOWN_VARIANTS:
+        if tag.endswith(f"-{known}"):
+            tag = tag[: -len(known) - 1]
+            break
+    if variant and variant != "default":
+        tag = f"{tag}-{variant}"
+    return f"{global_.get('hub', '')}/{configured or _DEFAULT_PROXY_IMAGE}:{tag}"
+
+
+def injector_from_values(values: Obj) -> Injector:
+    """The injector's settings from the ConfigMap's ``values`` (JSON, already parsed)."""
+    global_ = values.get("global") or {}
+    proxy = global_.get("proxy") or {}
+    proxy_init = global_.get("proxy_init") or {}
+    cni = bool(((values.get("pilot") or {}).get("cni") or {}).get("enabled")) or bool(
+        (values.get("istio_cni") or {}).get("enabled")
+    )
+    return Injector(
+        hub=str(global_.get("hub") or ""),
+        tag=str(global_.get("tag") if global_.get("tag") is not None else ""),
+        init_image=_image(global_, str(proxy_init.get("image") or "")),
+        proxy_image=_image(global_, str(proxy.get("image") or "")),
+        cni=cni,
+        privileged=bool(proxy.get("privileged")),
+    )
+
+
+def repository_of(image: str) -> str:
+    """The repository part of an image reference (tag or digest cut)."""
+    name = image.split("@", 1)[0]
+    slash = name.rfind("/")
+    colon = name.rfind(":")
+    return name[:colon] if colon > slash else name
+
+
+def injected_canary(namespace: str, injector: Injector) -> Obj:
+    """A pod as the injector's template would leave it (its istio-init or istio-validation, and
+    istio-proxy), opted out of injection so a live webhook leaves it as it is. The ServiceAccount
+    admission plugin adds the token volume and mounts, as for any injected pod."""
+    args = ["istio-iptables", "-p", "15001", "-z", "15006", "-u", "1337", "-m", "REDIRECT", "-i", "*", "-x", ""]
+    args += ["-b", "*", "-d", "15090,15021,15020", "--log_output_level=default:info"]
+    security: Obj = {
+        "allowPrivilegeEscalation": injector.privileged,
+        "privileged": injector.privileged,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    if injector.cni:
+        args += ["--run-validation", "--skip-rule-apply"]
+        security |= {"readOnlyRootFilesystem": True, "runAsGroup": 1337, "runAsUser": 1337, "runAsNonRoot": True}
+    else:
+        security["capabilities"] = {"add": list(ISTIO_INIT_CAPABILITIES), "drop": ["ALL"]}
+        security |= {"readOnlyRootFilesystem": False, "runAsGroup": 0, "runAsNonRoot": False, "runAsUser": 0}
+    init = {
+        "name": "istio-validation" if injector.cni else ISTIO_INIT_NAME,
+        "image": injector.init_image,
+        "args": args,
+        "securityContext": security,
+    }
+    proxy = {
+        "name": "istio-proxy",
+        "image": injector.proxy_image,
+        "args": ["proxy", "sidecar", "--domain", "$(POD_NAMESPACE).svc.cluster.local"],
+        "securityContext": {
+            "allowPrivilegeEscalation": injector.privileged,
+            "privileged": injector.privileged,
+            "capabilities": {"drop": ["ALL"]},
+            "readOnlyRootFilesystem": True,
+            "runAsGroup": 1337,
+            "runAsNonRoot": True,
+            "runAsUser": 1337,
+        },
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "generateName": INJECTED_CANARY_PREFIX,
+            "namespace": namespace,
+            "annotations": {"sidecar.istio.io/inject": "false"},
+        },
+        "spec": {
+            "initContainers": [init],
+            "containers": [proxy, {"name": "app", "image": "tenant-platform.invalid/canary:0"}],
+        },
+    }

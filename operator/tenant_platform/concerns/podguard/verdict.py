@@ -1,0 +1,450 @@
+"""PURE decisions of the pod guard step (PodGuardReady): staged enforcement and the condition.
+
+concerns/podguard/step.py gathers, applies, writes the guard's parameter and re-checks; this module
+decides from what it found, one pass at a time. The state lives in the platform's own
+``status.podGuard`` (the shared policies' parameter, concerns/podguard/manifests.py), nothing else is
+remembered:
+
+- ``target``: the enforcement the parameter gets this pass: Deny for ``Deny``, and for ``Staged``
+  once the parameter is at Deny (promoted earlier, or Deny before: it stays there), or while a hand-made
+  guard opted in for this platform denies (concerns/podguard/takeover.py); Warn otherwise;
+- ``param`` / ``param_fields``: the parameter (namespaces owned, enforcement, validated proxy
+  repositories) and its fields in ``status.podGuard``; ``param_written``: whether the API server
+  already has them;
+- ``wants_check``: ``Staged``, still at Warn, and the guard in place: re-submit the existing pods
+  as dry runs;
+- ``promotes``: that check found every pod checked and none denied, and this is not a dry run:
+  write the parameter again at Deny;
+- ``evaluate``: from every fact of the pass, the condition (reason from ``reasons.PodGuard``), the
+  ``status.podGuard`` section, progressing, the requeue and the promotion event.
+
+It also reads the API server's answers: the guard's own messages among a dry run's warnings, the
+reasons in a denial, and the type-checking warnings recorded on the policies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from tenant_platform.api import constants, reasons
+from tenant_platform.api.models import TenantPlatform
+from tenant_platform.api.status.podguard import InEffect, PodGuardStatus
+from tenant_platform.concerns.podguard import manifests as render_pg
+from tenant_platform.concerns.podguard.check import StagedCheck, waiting
+from tenant_platform.concerns.podguard.check import join as _join
+from tenant_platform.core import conditions
+from tenant_platform.core.conditions import Condition
+from tenant_platform.core.verdict import Event, Verdict
+
+Obj = dict[str, Any]
+Ref = tuple[str, str]
+"""(kind, name) of a policy or binding."""
+
+TYPE: Final = constants.POD_GUARD_READY
+# Requeue while staged enforcement waits for violators to go (the step caches verdicts).
+STAGED_REQUEUE_SECONDS: Final = 30.0
+# Requeue soon after writing a policy, to pick up the API server's type-checking result.
+TYPE_CHECK_REQUEUE_SECONDS: Final = 10.0
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What applying the four objects did (in a dry run: what comparing them found)."""
+
+    objects: tuple[Obj, ...] = ()
+    """The objects as they are now (applied, or in a dry run as found)."""
+    written: int = 0
+    errors: tuple[str, ...] = ()
+    forbidden: bool = False
+    """An apply was refused by RBAC."""
+    would_apply: tuple[str, ...] = ()
+    """Dry run: objects that differ from their rendered intent."""
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+@dataclass(frozen=True)
+class PodGuardFacts:
+    """Everything one pass found, in the order the step learns it."""
+
+    served: bool = True
+    """The API server serves admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy."""
+    server_version: str = ""
+    """Read only when not served."""
+    live: Mapping[Ref, Obj | None] = field(default_factory=dict)
+    """The policies and bindings as found before any write, by (kind, name)."""
+    shared: bool = True
+    """The shared policies with the TenantPlatform as parameter; False for spec.target (the
+    platform's own policies in the target cluster, its parameter inlined)."""
+    param: render_pg.GuardParam | None = None
+    """The parameter of this pass (after a promotion: at Deny)."""
+    param_written: bool = False
+    """Shared: the API server holds ``param`` in status.podGuard (written this pass, or already)."""
+    param_error: str = ""
+    """Shared: writing the parameter failed (why)."""
+    applied: Applied = Applied()
+    check: StagedCheck | None = None
+    """The staged check, when one ran."""
+    promoted: bool = False
+    """This pass switched the guard to Deny."""
+
+    @property
+    def target(self) -> render_pg.Enforcement:
+        return self.param.enforcement if self.param is not None else "Warn"
+
+
+# ---- reading the API server's answers -------------------------------------------------------------
+
+
+def ref(obj: Obj) -> Ref:
+    return (str(obj.get("kind")), str(obj.get("metadata", {}).get("name")))
+
+
+def actions_in_effect(binding: Obj | None) -> render_pg.Enforcement | None:
+    """'Deny' or 'Warn' when a live binding carries exactly that mode's actions, else None."""
+    if not binding:
+        return None
+    actions = sorted(binding.get("spec", {}).get("validationActions") or [])
+    if actions == sorted(render_pg.ACTIONS["Deny"]):
+        return "Deny"
+    if actions == sorted(render_pg.ACTIONS["Warn"]):
+        return "Warn"
+    return None
+
+
+def guard_warnings(warnings: list[str], policy_name: str) -> list[str]:
+    """The messages of ``policy_name`` among a response's warnings (the API server's prefix cut)."""
+    prefix = f"Validation failed for ValidatingAdmissionPolicy '{policy_name}' with binding '"
+    found: list[str] = []
+    for text in warnings:
+        if text.startswith(prefix):
+            rest = text[len(prefix) :]
+            _, sep, message = rest.partition("': ")
+            message = message if sep else rest
+            if message not in found:  # one message per rule, whichever binding warned
+                found.append(message)
+    return found
+
+
+def denied_by_guard(message: str, policy_name: str) -> list[str] | None:
+    """The reasons in an API error that is the guard's denial; None for any other error."""
+    if policy_name not in message:
+        return None
+    return [message.rpartition("denied request: ")[2] or message]
+
+
+def type_check_warnings(objects: Sequence[Obj]) -> list[str]:
+    """The type-checking warnings recorded on the policies for their current generation."""
+    found = []
+    for obj in objects:
+        if obj.get("kind") != render_pg.POLICY_KIND:
+            continue
+        status = obj.get("status") or {}
+        if status.get("observedGeneration") != obj.get("metadata", {}).get("generation"):
+            continue
+        for warning in (status.get("typeChecking") or {}).get("expressionWarnings") or []:
+            text = str(warning.get("warning", "")).strip().splitlines()
+            found.append(f"{obj['metadata']['name']} {warning.get('fieldRef', '')}: {text[0] if text else ''}")
+    return found
+
+
+def type_check_pending(objects: Sequence[Obj]) -> bool:
+    """A policy whose current generation the API server has not type-checked yet."""
+    return any(
+        (obj.get("status") or {}).get("observedGeneration") != obj.get("metadata", {}).get("generation")
+        for obj in objects
+        if obj.get("kind") == render_pg.POLICY_KIND
+    )
+
+
+# ---- staged enforcement and the parameter --------------------------------------------------------
+
+
+def previous(platform: TenantPlatform) -> dict[str, Any]:
+    """``status.podGuard`` as the pass found it."""
+    found = platform.status.get("podGuard")
+    return found if isinstance(found, dict) else {}
+
+
+def promoted(platform: TenantPlatform, found: Mapping[str, Any] | None = None) -> bool:
+    """Staged, and the parameter (``found``, as read live; else the pass's body) is at Deny already:
+    promoted by an earlier pass, or Deny before the spec said Staged. It stays there; Warn in
+    between (the spec set to Warn) forgets it."""
+    before = previous(platform) if found is None else found
+    return platform.spec.pod_guard.enforcement == "Staged" and before.get("enforcement") == "Deny"
+
+
+def target(
+    platform: TenantPlatform, *, hand_made_denies: bool = False, found: Mapping[str, Any] | None = None
+) -> render_pg.Enforcement:
+    """Deny for Deny, for Staged once promoted, and for Staged while a hand-made guard opted in for
+    this platform denies (never less than what is there); Warn otherwise."""
+    requested = platform.spec.pod_guard.enforcement
+    if requested == "Deny" or (requested == "Staged" and (promoted(platform, found) or hand_made_denies)):
+        return "Deny"
+    return "Warn"
+
+
+def param(
+    platform: TenantPlatform, enforcement: render_pg.Enforcement, namespaces: Sequence[str]
+) -> render_pg.GuardParam:
+    """This platform's parameter: the namespaces it owns (never another's), the enforcement, the
+    validated proxy repositories."""
+    repositories = render_pg.valid_proxy_repositories(platform.spec.pod_guard.proxy_image_repositories)
+    return render_pg.GuardParam(tuple(namespaces), enforcement, tuple(repositories))
+
+
+def param_fields(value: render_pg.GuardParam) -> dict[str, Any]:
+    """The parameter's fields in ``status.podGuard`` (what the shared policies read)."""
+    return {
+        "namespaces": list(value.namespaces),
+        "enforcement": value.enforcement,
+        "proxyImageRepositories": list(value.proxy_image_repositories),
+    }
+
+
+def param_written(status_section: Mapping[str, Any], value: render_pg.GuardParam) -> bool:
+    """Whether ``status.podGuard`` as found already holds ``value``."""
+    return all(status_section.get(k) == v for k, v in param_fields(value).items())
+
+
+def binding_refs(enforcement: render_pg.Enforcement, platform_name: str = "") -> tuple[Ref, Ref]:
+    names = render_pg.guard_names(enforcement, platform_name)
+    return (render_pg.BINDING_KIND, names.pod_guard), (render_pg.BINDING_KIND, names.exec_guard)
+
+
+def guard_in_place(objects: Sequence[Obj], enforcement: render_pg.Enforcement, platform_name: str = "") -> bool:
+    """Both policies of ``enforcement`` exist and both their bindings carry its actions."""
+    by_ref = {ref(o): o for o in objects}
+    names = render_pg.guard_names(enforcement, platform_name)
+    policies = all((render_pg.POLICY_KIND, n) in by_ref for n in (names.pod_guard, names.exec_guard))
+    bindings = [by_ref.get(r) for r in binding_refs(enforcement, platform_name)]
+    return policies and all(actions_in_effect(b) == enforcement for b in bindings)
+
+
+def wants_check(platform: TenantPlatform, facts: PodGuardFacts) -> bool:
+    """Staged, still warning, and the guard in place as rendered (its parameter written): check
+    the existing pods."""
+    staged = platform.spec.pod_guard.enforcement == "Staged"
+    applied = facts.applied
+    in_place = applied.ok and not applied.would_apply and (facts.param_written or not facts.shared)
+    return staged and facts.target == "Warn" and in_place
+
+
+def promotes(check: StagedCheck, *, dry_run: bool) -> bool:
+    """Every pod was checked and none would be denied: switch to Deny (never in a dry run)."""
+    return check.clean and not dry_run
+
+
+# ---- the verdict ----------------------------------------------------------------------------------
+
+
+def in_effect(facts: PodGuardFacts, *, platform_name: str, dry_run: bool) -> InEffect:
+    """The enforcement that judges this platform's namespaces now: the parameter's, when the
+    policies and bindings of that enforcement are in place (and, shared, the parameter is on the
+    API server); else None."""
+    if facts.param is None:
+        return "None"
+    objects = [o for o in facts.live.values() if o] if dry_run else list(facts.applied.objects)
+    owner = "" if facts.shared else platform_name
+    if not guard_in_place(objects, facts.target, owner) or (facts.shared and not facts.param_written):
+        return "None"
+    return facts.target
+
+
+def evaluate(platform: TenantPlatform, facts: PodGuardFacts, *, dry_run: bool) -> Verdict:
+    """PodGuardReady, ``status.podGuard``, progressing, requeue and the promotion event."""
+    requested = platform.spec.pod_guard.enforcement
+    if not facts.served:
+        return Verdict(
+            [_unsupported(facts.server_version)],
+            sections={"podGuard": PodGuardStatus(enforcement="None", requested=requested).dump()},
+        )
+    effective = in_effect(facts, platform_name=platform.name, dry_run=dry_run)
+    cond, progressing, requeue = _condition(platform, facts, in_effect=effective, dry_run=dry_run)
+    if facts.applied.written and requeue is None:
+        requeue = TYPE_CHECK_REQUEUE_SECONDS
+    events: list[Event] = []
+    if facts.promoted and facts.applied.ok and not facts.param_error:
+        covered = ", ".join(facts.param.namespaces) if facts.param else ""
+        events.append(
+            (
+                "Normal",
+                reasons.Event.POD_GUARD_ENFORCING,
+                f"No existing pod in {covered} would be denied: the pod guard and exec guard now deny "
+                "(staged enforcement complete).",
+            )
+        )
+    return Verdict(
+        [cond],
+        sections={"podGuard": section(platform, facts).dump()},
+        progressing=progressing,
+        requeue_after=requeue,
+        events=events,
+    )
+
+
+def section(platform: TenantPlatform, facts: PodGuardFacts) -> PodGuardStatus:
+    """``status.podGuard``: the parameter, and what the check found; once promoted, what the last
+    check recorded. The enforcement is the parameter's (never None while there is one: a failed
+    apply must not switch the guard off)."""
+    requested = platform.spec.pod_guard.enforcement
+    value, check = facts.param, facts.check
+    base: dict[str, Any] = {"enforcement": value.enforcement if value else "None", "requested": requested}
+    if value is not None:
+        base |= {"namespaces": value.namespaces, "proxy_image_repositories": value.proxy_image_repositories}
+    if check is not None:
+        return PodGuardStatus(
+            **base,
+            pods_that_would_be_denied=len(check.violators),
+            examples=tuple(check.examples()),
+            pods_not_checked=len(check.unchecked) if check.unchecked else None,
+        )
+    # Promoted earlier (Staged): keep what the last check recorded.
+    before = previous(platform) if requested == "Staged" else {}
+    count = before.get("podsThatWouldBeDenied")
+    examples = before.get("examples")
+    return PodGuardStatus(
+        **base,
+        pods_that_would_be_denied=count if isinstance(count, int) else None,
+        examples=tuple(str(e) for e in examples) if isinstance(examples, list) else None,
+    )
+
+
+def _unsupported(version: str) -> Condition:
+    return conditions.false(
+        TYPE,
+        reasons.PodGuard.UNSUPPORTED_KUBERNETES_VERSION,
+        f"Kubernetes {version or '(unknown version)'} does not serve admissionregistration.k8s.io/v1 "
+        "ValidatingAdmissionPolicy (Kubernetes 1.30 or later), so the pod guard cannot be installed. "
+        "Enforce the same rules with Kyverno or Gatekeeper (see docs/pod-guard.md), or upgrade.",
+    )
+
+
+def _condition(
+    platform: TenantPlatform, facts: PodGuardFacts, *, in_effect: InEffect, dry_run: bool
+) -> tuple[Condition, bool, float | None]:
+    """(condition, progressing, requeue_after), the first that applies in the order below."""
+    applied, check = facts.applied, facts.check
+    requested = platform.spec.pod_guard.enforcement
+    if applied.would_apply:
+        return (
+            conditions.false(
+                TYPE,
+                reasons.PodGuard.WOULD_APPLY,
+                "The guard is not in place as rendered; the operator would apply: "
+                + _join(applied.would_apply)
+                + ". With enforcement Staged it then checks the existing pods before denying.",
+            ),
+            False,
+            None,
+        )
+    if not applied.ok:
+        if applied.forbidden:
+            reason = reasons.Common.FORBIDDEN
+            hint = " Grant the operator the RBAC in deploy/ (validatingadmissionpolicies and bindings)."
+        else:
+            reason, hint = reasons.Common.API_ERROR, ""
+        message = "Could not apply the pod guard policies: " + _join(applied.errors) + "." + hint
+        return conditions.false(TYPE, reason, message), True, None
+    if facts.param_error:
+        message = (
+            "Could not write the pod guard's parameter (status.podGuard), which the shared policies read: "
+            + facts.param_error
+            + "."
+        )
+        return conditions.false(TYPE, reasons.Common.API_ERROR, message), True, None
+
+    warnings = type_check_warnings(applied.objects)
+    if warnings:
+        return (
+            conditions.false(
+                TYPE,
+                reasons.PodGuard.TYPE_CHECKING_WARNINGS,
+                "The API server reports type-checking warnings for the guard policies (an operator bug; "
+                "please report it): " + _join(warnings, 3) + ".",
+            ),
+            False,
+            None,
+        )
+    bad_repos = render_pg.invalid_proxy_repositories(platform.spec.pod_guard.proxy_image_repositories)
+    if bad_repos:
+        return (
+            conditions.false(
+                TYPE,
+                reasons.PodGuard.INVALID_PROXY_IMAGE_REPOSITORY,
+                "spec.podGuard.proxyImageRepositories has entries that cannot be matched safely: "
+                + ", ".join(repr(r) for r in bad_repos)
+                + ". Give full repository names with a '/' and no tag or digest (e.g. "
+                "docker.io/istio/proxyv2); until then istio-init from them is denied.",
+            ),
+            False,
+            None,
+        )
+    if check is not None and not check.clean:
+        return waiting(check), True, STAGED_REQUEUE_SECONDS
+    if dry_run and requested == "Staged" and facts.target == "Warn":
+        return (
+            conditions.false(
+                TYPE,
+                reasons.PodGuard.WOULD_ENFORCE,
+                "Staged enforcement found no pod that would be denied; the next reconcile switches the guards "
+                "to [Deny, Audit].",
+            ),
+            False,
+            None,
+        )
+    return _in_place(platform, facts, in_effect)
+
+
+def _in_place(
+    platform: TenantPlatform, facts: PodGuardFacts, in_effect: InEffect
+) -> tuple[Condition, bool, float | None]:
+    """The guard is applied as rendered: at the requested enforcement yet, or not."""
+    requested = platform.spec.pod_guard.enforcement
+    wanted: render_pg.Enforcement = "Warn" if requested == "Warn" else "Deny"
+    names = render_pg.guard_names(wanted, "" if facts.shared else platform.name)
+    namespaces = ", ".join(facts.param.namespaces) if facts.param else ""
+    if in_effect != wanted:
+        return (
+            conditions.false(
+                TYPE,
+                reasons.PodGuard.ENFORCEMENT_PENDING,
+                f"The pod guard is at {in_effect}, not yet at the requested {wanted}.",
+            ),
+            True,
+            None,
+        )
+    pending = type_check_pending(facts.applied.objects)
+    note = " The API server has not reported type checking for the policies yet." if pending else ""
+    how = (
+        f"policies {names.pod_guard} and {names.exec_guard}, with this TenantPlatform as their parameter"
+        if facts.shared
+        else f"policies {names.pod_guard} and {names.exec_guard}"
+    )
+    if wanted == "Warn":
+        return (
+            conditions.true(
+                TYPE,
+                reasons.PodGuard.WARN_ONLY,
+                f"The pod guard and exec guard warn in {namespaces} ({how}, bound with [Warn, Audit]): violating "
+                "requests are admitted with a warning (spec.podGuard.enforcement: Warn)." + note,
+            ),
+            False,
+            None,
+        )
+    staged = " Staged enforcement found no pod that would be denied." if requested == "Staged" else ""
+    return (
+        conditions.true(
+            TYPE,
+            reasons.PodGuard.ENFORCING,
+            f"The pod guard and exec guard deny violating requests in {namespaces} ({how}, bound with "
+            f"[Deny, Audit]).{staged}{note}",
+        ),
+        False,
+        None,
+    )

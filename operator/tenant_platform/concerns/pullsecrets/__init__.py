@@ -1,0 +1,1 @@
+"""The pullsecrets concern (docs/architecture.md)."""

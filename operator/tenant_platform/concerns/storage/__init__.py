@@ -1,0 +1,1 @@
+"""The storage concern (docs/architecture.md)."""

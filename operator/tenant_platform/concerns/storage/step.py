@@ -1,0 +1,234 @@
+"""StorageReady: the StorageClass the platform will use, and the optional write test.
+
+Verify: the class named in ``spec.storage.storageClassName`` exists, or exactly one class is the
+cluster default. Record: ``storageClassName`` and ``storageVolumeBindingMode``.
+
+With ``spec.storage.verify: true`` the step also runs the checklist's storage check in the
+operator's own namespace (``Settings.operator_namespace``: StorageClasses are cluster-wide, and
+the operator then needs no right to create pods or PVCs in anyone else's namespace): a small
+PVC, a pod that writes a marker, then (once it has succeeded and is deleted) a second pod that
+reads the marker back. It is a state machine driven by the live objects plus a
+memory kept in ``status.recorded.storageVerification`` ({storageClassName, attempt, result,
+startedAt, finishedAt, message, cleanedUp}); concerns/storage/verdict.py decides every transition, purely:
+
+- a test runs once per StorageClass: a success stands until the class changes or ``verify`` is
+  turned off and on again (turning it off forgets the result);
+- a failure (VerificationFailed, VerificationTimedOut) stands for RETRY_AFTER, then a new test runs;
+- a test still unfinished VERIFY_TIMEOUT after it started fails with VerificationTimedOut (a
+  cluster without a working provisioner or scheduler keeps it Pending for ever);
+- the test objects are deleted when it ends (the pods at once; the PVC, which then carries the
+  result, on the next pass, once the status holds it), when ``verify`` is turned off, and by ``cleanup`` when
+  the TenantPlatform is deleted (they also carry an owner reference to the platform, so garbage
+  collection removes what a failed cleanup left). They carry the component label ``storage-verify`` and names ending in
+  the attempt id (the Unix time the test started), so a new test never collides with the volume
+  of an earlier one that is still being deleted.
+
+This module gathers (the classes, the memory and every write test whose objects exist; then the
+running test's PVC and pods) and applies (deletes, creates, annotations on the PVC, the
+StepResult). The memory is not the only record: each object carries its attempt id and the PVC
+the test's progress (concerns/storage/manifests.py), so a status write that fails or a process killed
+mid-pass neither leaks a test's objects nor runs the test twice (concerns/storage/live.py).
+An API error while the test advances keeps the memory
+(its attempt id names the objects already created) and is retried soon. In a dry run
+(``tenant-platform check``) nothing is created or deleted; only the class is checked.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tenant_platform.api import constants
+from tenant_platform.api.models import TenantPlatform
+from tenant_platform.api.status.storage import StorageVerification
+from tenant_platform.concerns.storage import live as storage_live
+from tenant_platform.concerns.storage import manifests as render_storage
+from tenant_platform.concerns.storage import verdict as storage_status
+from tenant_platform.concerns.storage.verdict import Action, Report, StorageVerdict
+from tenant_platform.framework.base import (
+    CleanupResult,
+    StepContext,
+    StepResult,
+    api_error_condition,
+    labelled_platform,
+    selector,
+    stamp,
+)
+from tenant_platform.kube import errors
+from tenant_platform.kube.client import Obj
+
+COMPONENT = "storage"
+MEMORY_KEY = "storageVerification"
+
+
+def gather(ctx: StepContext) -> storage_status.StorageFacts:
+    """Every StorageClass, the write test's memory from the last status, and (outside a dry run)
+    every write test of this platform whose objects exist in the operator's namespace."""
+    classes = ctx.kube.list("storage.k8s.io/v1", "StorageClass")
+    memory = storage_status.read_memory((ctx.platform.status.get("recorded") or {}).get(MEMORY_KEY))
+    live: tuple[storage_live.LiveAttempt, ...] = ()
+    if not ctx.dry_run and (ctx.platform.spec.storage.verify or memory is not None):
+        namespace = probe_namespace(ctx)
+        label_selector = selector(ctx.platform.name, render_storage.COMPONENT)
+        pvcs = ctx.kube.list("v1", "PersistentVolumeClaim", namespace, label_selector=label_selector)
+        pods = ctx.kube.list("v1", "Pod", namespace, label_selector=label_selector)
+        live = storage_live.live_attempts(pvcs, pods)
+    return storage_status.StorageFacts(classes=classes, memory=memory, live=live)
+
+
+def probe_namespace(ctx: StepContext) -> str:
+    """Where the write test runs: the operator's own namespace, never a tenant's."""
+    return ctx.settings.operator_namespace
+
+
+def gather_test(ctx: StepContext, attempt: int) -> storage_status.WriteTestObjects:
+    """The PVC and pods of write test ``attempt`` (None where absent)."""
+    platform = ctx.platform
+    namespace = probe_namespace(ctx)
+    pvc_name = render_storage.pvc_name(platform.name, attempt)
+    writer_name = render_storage.pod_name(platform.name, attempt, "write")
+    reader_name = render_storage.pod_name(platform.name, attempt, "read")
+    return storage_status.WriteTestObjects(
+        attempt=attempt,
+        pvc_name=pvc_name,
+        writer_name=writer_name,
+        reader_name=reader_name,
+        image=render_storage.IMAGE,
+        pvc=ctx.kube.get("v1", "PersistentVolumeClaim", pvc_name, namespace),
+        writer=ctx.kube.get("v1", "Pod", writer_name, namespace),
+        reader=ctx.kube.get("v1", "Pod", reader_name, namespace),
+    )
+
+
+class StorageStep:
+    name = COMPONENT
+    condition_types: tuple[str, ...] = (constants.STORAGE_READY,)
+
+    def render(self, platform: TenantPlatform) -> list[Obj]:
+        """Nothing: the write test's objects are transient (created, then deleted, by the test)."""
+        return []
+
+    def reconcile(self, ctx: StepContext) -> StepResult:
+        verdict = storage_status.evaluate(ctx.platform.spec.storage, gather(ctx), now=ctx.now, dry_run=ctx.dry_run)
+        for orphan in verdict.orphans:
+            self._try_delete(ctx, orphan)  # best effort: found again by the next pass's listing
+        report = self._settle(ctx, verdict)
+        if report is None:
+            assert verdict.test is not None
+            report = self._advance(ctx, verdict, verdict.test)
+        return StepResult(
+            conditions=[report.condition],
+            recorded=verdict.recorded(report).dump(),
+            progressing=report.progressing,
+            failed=report.failed,
+            requeue_after=report.requeue_after,
+        )
+
+    def _settle(self, ctx: StepContext, verdict: StorageVerdict) -> Report | None:
+        """Record a result on the PVC (raises KubeError), then delete what the verdict names (best
+        effort); its report, or the one for a failed deletion."""
+        done = verdict.record_result
+        if done is not None:
+            notes = render_storage.result_annotations(done.result, done.finished_at or "", done.message or "")
+            self._annotate_pvc(ctx, done.attempt, notes)
+        if verdict.delete is not None and not self._try_delete(ctx, verdict.delete, pods_only=verdict.keep_pvc):
+            return verdict.if_not_deleted
+        return verdict.report
+
+    @staticmethod
+    def _annotate_pvc(ctx: StepContext, attempt: int, annotations: dict[str, str]) -> None:
+        name = render_storage.pvc_name(ctx.platform.name, attempt)
+        patch = {"metadata": {"annotations": annotations}}
+        ctx.kube.merge_patch("v1", "PersistentVolumeClaim", name, patch, namespace=probe_namespace(ctx))
+
+    def _advance(self, ctx: StepContext, first: StorageVerdict, test: StorageVerification) -> Report:
+        """Read the running test's objects, let evaluate_test decide, and carry that out."""
+        try:
+            objects = gather_test(ctx, test.attempt)
+            verdict = storage_status.evaluate_test(
+                first.selection, test, objects, namespace=probe_namespace(ctx), now=ctx.now
+            )
+            for action in verdict.actions:
+                self._act(ctx, action, objects, storage_class=first.selection.name, started_at=test.started_at)
+            report = self._settle(ctx, verdict)
+            assert report is not None
+            return report
+        except errors.KubeError as exc:
+            # Keep the memory (the attempt id names the objects already created) and retry soon.
+            return Report(
+                api_error_condition(constants.STORAGE_READY, exc, "run the storage write test"),
+                test,
+                progressing=True,
+                failed=True,
+                requeue_after=storage_status.POLL_SECONDS,
+            )
+
+    def _act(
+        self,
+        ctx: StepContext,
+        action: Action,
+        objects: storage_status.WriteTestObjects,
+        *,
+        storage_class: str,
+        started_at: str,
+    ) -> None:
+        common: dict[str, Any] = {
+            "platform_name": ctx.platform.name,
+            "namespace": probe_namespace(ctx),
+            "attempt": objects.attempt,
+        }
+        if action is Action.CREATE_PVC:
+            pvc = render_storage.render_pvc(**common, storage_class=storage_class, started_at=started_at)
+            ctx.kube.create(stamp(pvc, ctx, render_storage.COMPONENT))
+        elif action is Action.MARK_WRITTEN:
+            self._annotate_pvc(ctx, objects.attempt, {render_storage.WRITTEN_ANNOTATION: "true"})
+        elif action is Action.DELETE_WRITER:
+            uid = ((objects.writer or {}).get("metadata") or {}).get("uid")
+            ctx.kube.delete("v1", "Pod", objects.writer_name, probe_namespace(ctx), uid=uid)
+        else:
+            role = "read" if action is Action.CREATE_READER else "write"
+            pod = render_storage.render_pod(**common, platform_uid=ctx.platform.uid, role=role)
+            ctx.kube.create(stamp(pod, ctx, render_storage.COMPONENT))
+
+    def _try_delete(self, ctx: StepContext, attempt: int, *, pods_only: bool = False) -> bool:
+        """Delete one test's pods and PVC (only ours; absent is fine). False when the API refused."""
+        namespace = probe_namespace(ctx)
+        names = [
+            ("Pod", render_storage.pod_name(ctx.platform.name, attempt, "read")),
+            ("Pod", render_storage.pod_name(ctx.platform.name, attempt, "write")),
+        ]
+        if not pods_only:
+            names.append(("PersistentVolumeClaim", render_storage.pvc_name(ctx.platform.name, attempt)))
+        ok = True
+        for kind, name in names:
+            try:
+                live = ctx.kube.get("v1", kind, name, namespace)
+                if live is None or live["metadata"].get("deletionTimestamp"):
+                    continue
+                if labelled_platform(live) != ctx.platform.name:
+                    continue
+                ctx.kube.delete("v1", kind, name, namespace, uid=live["metadata"].get("uid"))
+            except errors.KubeError as exc:
+                ctx.logger.warning("could not delete storage test %s %s/%s: %s", kind, namespace, name, exc)
+                ok = False
+        return ok
+
+    def cleanup(self, ctx: StepContext) -> CleanupResult:
+        """Delete any write test left in the operator's namespace (garbage collection would too,
+        by the owner reference, but only after the platform is gone)."""
+        namespace = probe_namespace(ctx)
+        label_selector = selector(ctx.platform.name, render_storage.COMPONENT)
+        waiting: list[str] = []
+        for kind in ("Pod", "PersistentVolumeClaim"):
+            try:
+                for item in ctx.kube.list("v1", kind, namespace, label_selector=label_selector):
+                    meta = item["metadata"]
+                    if not meta.get("deletionTimestamp"):
+                        ctx.kube.delete("v1", kind, meta["name"], namespace, uid=meta.get("uid"))
+            except errors.KubeError as exc:
+                waiting.append(f"{kind} in {namespace}: {exc.message or exc}")
+        if waiting:
+            return CleanupResult(False, "Could not delete the storage write test: " + "; ".join(waiting))
+        return CleanupResult(True)
+
+
+STEP = StorageStep()

@@ -1,0 +1,471 @@
+"""StorageReady, decided from gathered facts. Pure.
+
+Which StorageClass the platform gets (``select_storage_class``): a named class must exist. With
+no name, exactly one class must be marked default (the GA annotation
+``storageclass.kubernetes.io/is-default-class`` or its old beta twin, value "true"). Kubernetes
+itself tolerates several defaults (it picks the newest), but an install that lands on one by
+accident is what this check exists to prevent, so several defaults is a failure naming them.
+
+The write test (``spec.storage.verify``) is a state machine over the memory the step keeps in
+``status.recorded.storageVerification`` (api/status/storage.py) and the live test objects. It is
+decided here in two phases, both pure:
+
+- ``evaluate`` (the classes and the memory): report the class alone (no test wanted or possible,
+  or a dry run), let a finished verdict stand, or name the running test to advance, starting a
+  new one when none runs for this class (a failure stands for RETRY_AFTER first);
+- ``evaluate_test`` (that test's PVC and pods, read once the attempt is known): finish it
+  (Succeeded, Failed, TimedOut after VERIFY_TIMEOUT) or say which object to create or delete next.
+
+Either may ask apply to delete one test's objects first (best effort), with the report to give
+when that fails. concerns/storage/step.py gathers the facts and carries the verdicts out.
+
+The memory alone is not trusted: the test's objects carry their attempt id and the PVC its
+progress (concerns/storage/live.py). ``evaluate`` first adopts a test the status does not know (a
+lost status write, a killed process) instead of starting another, and names every other live
+test as an orphan to delete. A finished test records its result on the PVC and deletes only its
+pods; the PVC goes on the next pass, once the status holds the result, so a lost status write
+never runs the test again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+import pydantic
+
+from tenant_platform.api import constants, reasons
+from tenant_platform.api.models import Storage
+from tenant_platform.api.status.storage import FINISHED, StorageRecorded, StorageVerification, VerificationResult
+from tenant_platform.concerns.storage import live as live_tests
+from tenant_platform.concerns.storage import manifests as render_storage
+from tenant_platform.concerns.storage.live import LiveAttempt, describe_pod, describe_pvc
+from tenant_platform.core import conditions
+from tenant_platform.core.conditions import Condition
+
+DEFAULT_CLASS_ANNOTATIONS: tuple[str, ...] = (
+    "storageclass.kubernetes.io/is-default-class",
+    "storageclass.beta.kubernetes.io/is-default-class",
+)
+
+VERIFY_TIMEOUT = timedelta(minutes=10)
+RETRY_AFTER = timedelta(hours=1)
+POLL_SECONDS = 15.0
+# A finished test's PVC is deleted on the next pass, once the status holds the result.
+SETTLE_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The verdict: ``name`` is set only when a class was found (``ok``)."""
+
+    ok: bool
+    reason: reasons.Storage
+    message: str
+    """The whole verdict, including the volumeBindingMode note."""
+    summary: str = ""
+    """The verdict without that note."""
+    name: str = ""
+    default: bool = False
+    provisioner: str = ""
+    volume_binding_mode: str = "Immediate"
+
+
+def is_default(storage_class: Mapping[str, Any]) -> bool:
+    annotations = (storage_class.get("metadata") or {}).get("annotations") or {}
+    return any(str(annotations.get(key, "")).lower() == "true" for key in DEFAULT_CLASS_ANNOTATIONS)
+
+
+def _names(classes: Sequence[Mapping[str, Any]]) -> list[str]:
+    return sorted(str(c["metadata"]["name"]) for c in classes)
+
+
+def binding_note(name: str, mode: str) -> str:
+    """A sentence about the class's volumeBindingMode (empty for Immediate)."""
+    if mode == "WaitForFirstConsumer":
+        return (
+            f" StorageClass {name} uses volumeBindingMode WaitForFirstConsumer: a PVC stays Pending until a pod "
+            "using it is scheduled, which is expected and not a fault."
+        )
+    return ""
+
+
+def select_storage_class(classes: Sequence[Mapping[str, Any]], requested: str) -> Selection:
+    """Pick the class for ``requested`` (empty: the cluster default) among ``classes``."""
+    available = ", ".join(_names(classes)) or "none"
+    if requested:
+        match = next((c for c in classes if c["metadata"]["name"] == requested), None)
+        if match is None:
+            return Selection(
+                ok=False,
+                reason=reasons.Storage.STORAGE_CLASS_NOT_FOUND,
+                message=(
+                    f"StorageClass {requested} named in spec.storage.storageClassName does not exist "
+                    f"(classes in the cluster: {available}). Create it, or name an existing class."
+                ),
+            )
+        chosen, how = match, "named in spec.storage.storageClassName"
+    else:
+        defaults = [c for c in classes if is_default(c)]
+        if not defaults:
+            return Selection(
+                ok=False,
+                reason=reasons.Storage.NO_DEFAULT_STORAGE_CLASS,
+                message=(
+                    f"spec.storage.storageClassName is empty and no StorageClass is marked default "
+                    f"(classes in the cluster: {available}). Name a class in spec.storage.storageClassName, or "
+                    f"annotate one with {DEFAULT_CLASS_ANNOTATIONS[0]}=true."
+                ),
+            )
+        if len(defaults) > 1:
+            return Selection(
+                ok=False,
+                reason=reasons.Storage.AMBIGUOUS_DEFAULT_STORAGE_CLASS,
+                message=(
+                    f"spec.storage.storageClassName is empty and several StorageClasses are marked default: "
+                    f"{', '.join(_names(defaults))}. Name one in spec.storage.storageClassName, or leave the "
+                    "default annotation on only one."
+                ),
+            )
+        chosen, how = defaults[0], "the cluster default"
+    name = str(chosen["metadata"]["name"])
+    provisioner = str(chosen.get("provisioner") or "")
+    mode = str(chosen.get("volumeBindingMode") or "Immediate")
+    summary = f"StorageClass {name} ({how}, provisioner {provisioner or 'unknown'}) exists."
+    return Selection(
+        ok=True,
+        reason=reasons.Storage.STORAGE_CLASS_FOUND,
+        message=summary + binding_note(name, mode),
+        summary=summary,
+        name=name,
+        default=is_default(chosen),
+        provisioner=provisioner,
+        volume_binding_mode=mode,
+    )
+
+
+# ---- the write test ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StorageFacts:
+    """What the step read first: every StorageClass, and the write test's memory from the last status."""
+
+    classes: Sequence[Mapping[str, Any]]
+    memory: StorageVerification | None = None
+    live: tuple[LiveAttempt, ...] = ()
+    """The write tests whose objects exist (concerns/storage/live.py), whatever the memory says."""
+
+
+@dataclass(frozen=True)
+class WriteTestObjects:
+    """The live objects of one write test (None: absent), read once the attempt is known."""
+
+    attempt: int
+    pvc_name: str
+    writer_name: str
+    reader_name: str
+    image: str
+    """The image the test pods run (for the timeout message)."""
+    pvc: Mapping[str, Any] | None = None
+    writer: Mapping[str, Any] | None = None
+    reader: Mapping[str, Any] | None = None
+
+    @property
+    def written(self) -> bool:
+        """The PVC says the writer succeeded (so the reader comes next, even with both pods gone)."""
+        notes = ((self.pvc or {}).get("metadata") or {}).get("annotations") or {}
+        return notes.get(render_storage.WRITTEN_ANNOTATION) == "true"
+
+
+class Action(StrEnum):
+    """One write the test needs next, in the order apply carries them out."""
+
+    CREATE_PVC = "create the PVC"
+    MARK_WRITTEN = "note on the PVC that the marker was written"
+    DELETE_WRITER = "delete the writer pod"
+    CREATE_READER = "create the reader pod"
+    CREATE_WRITER = "create the writer pod"
+
+
+@dataclass(frozen=True)
+class Report:
+    """What the step reports: StorageReady, the memory to keep, and when to come back."""
+
+    condition: Condition
+    memory: StorageVerification | None = None
+    progressing: bool = False
+    failed: bool = False
+    requeue_after: float | None = None
+
+
+@dataclass(frozen=True)
+class StorageVerdict:
+    """What ``evaluate`` or ``evaluate_test`` decided.
+
+    Apply first deletes the objects of write test ``delete`` (when set; best effort) and reports
+    ``if_not_deleted`` should that fail. Otherwise it carries out ``actions`` and reports
+    ``report``, or, when ``report`` is None, reads the objects of ``test`` and asks
+    ``evaluate_test``.
+    """
+
+    selection: Selection
+    report: Report | None
+    delete: int | None = None
+    if_not_deleted: Report | None = None
+    test: StorageVerification | None = None
+    actions: tuple[Action, ...] = ()
+    keep_pvc: bool = False
+    """Delete only the pods of ``delete``: the PVC keeps the result until the status holds it."""
+    record_result: StorageVerification | None = None
+    """Write this finished test's result onto its PVC before anything is deleted."""
+    orphans: tuple[int, ...] = ()
+    """Other write tests whose objects exist (a lost status write, a killed process): delete them."""
+
+    def recorded(self, report: Report) -> StorageRecorded:
+        """The facts to record along with ``report``."""
+        found = self.selection.ok
+        return StorageRecorded(
+            storage_class_name=self.selection.name if found else None,
+            storage_volume_binding_mode=self.selection.volume_binding_mode if found else None,
+            storage_verification=report.memory,
+        )
+
+
+def read_memory(value: Any) -> StorageVerification | None:
+    """``status.recorded.storageVerification`` as the last pass left it; None when absent or unreadable."""
+    if not isinstance(value, Mapping):
+        return None
+    try:
+        memory: StorageVerification = StorageVerification.model_validate(value)
+    except pydantic.ValidationError:
+        return None
+    return memory
+
+
+def _phase(obj: Mapping[str, Any] | None) -> str | None:
+    phase = ((obj or {}).get("status") or {}).get("phase")
+    return str(phase) if phase else None
+
+
+def _just_created(name: str) -> dict[str, Any]:
+    """An object apply is about to create, as the API server returns it: Pending, not scheduled."""
+    return {"metadata": {"name": name}}
+
+
+def final_condition(selection: Selection, memory: StorageVerification, retry_at: datetime) -> Condition:
+    """StorageReady for a finished test; a failure says when it runs again."""
+    message = memory.message or ""
+    if memory.result == VerificationResult.SUCCEEDED:
+        return conditions.true(constants.STORAGE_READY, reasons.Storage.VERIFIED, message or selection.message)
+    reason = (
+        reasons.Storage.VERIFICATION_TIMED_OUT
+        if memory.result == VerificationResult.TIMED_OUT
+        else reasons.Storage.VERIFICATION_FAILED
+    )
+    return conditions.false(
+        constants.STORAGE_READY,
+        reason,
+        f"{message} It runs again after {conditions.format_time(retry_at)}, or at once when spec.storage.verify is "
+        "set to false and back to true.",
+    )
+
+
+def _cleanup(
+    selection: Selection,
+    memory: StorageVerification,
+    cond: Condition,
+    requeue: float | None,
+    *,
+    keep_pvc: bool = False,
+) -> StorageVerdict:
+    """Report ``memory`` finished, after deleting its objects (``cleanedUp`` says whether that worked).
+
+    With ``keep_pvc`` (the test just ended and its PVC exists) the result goes onto the PVC and
+    only the pods are deleted; ``cleanedUp`` stays false and the next pass deletes the PVC.
+    """
+    if keep_pvc:
+        soon = SETTLE_SECONDS if requeue is None else min(requeue, SETTLE_SECONDS)
+        pending = Report(cond, memory.model_copy(update={"cleaned_up": False}), requeue_after=soon)
+        return StorageVerdict(
+            selection, pending, delete=memory.attempt, if_not_deleted=pending, keep_pvc=True, record_result=memory
+        )
+    return StorageVerdict(
+        selection,
+        Report(cond, memory.model_copy(update={"cleaned_up": True}), requeue_after=requeue),
+        delete=memory.attempt,
+        if_not_deleted=Report(cond, memory.model_copy(update={"cleaned_up": False}), requeue_after=requeue),
+    )
+
+
+def evaluate(spec: Storage, facts: StorageFacts, *, now: datetime, dry_run: bool = False) -> StorageVerdict:
+    """Phase one: the class, and what becomes of the write test (see the module docstring).
+
+    The memory is first reconciled with the tests whose objects exist (``storage_live.adopt``);
+    every other live test is named in ``orphans``.
+    """
+    selection = select_storage_class(facts.classes, spec.storage_class_name)
+    if dry_run:
+        return _evaluate(spec, selection, facts.memory, now=now, dry_run=True)
+    memory = facts.memory
+    if selection.ok and spec.verify:
+        memory = live_tests.adopt(memory, facts.live, selection.name)
+    verdict = _evaluate(spec, selection, memory, now=now, dry_run=False)
+    keep = verdict.test.attempt if verdict.test is not None else verdict.delete
+    return dataclasses.replace(verdict, orphans=live_tests.orphans(facts.live, keep))
+
+
+def _evaluate(
+    spec: Storage, selection: Selection, memory: StorageVerification | None, *, now: datetime, dry_run: bool
+) -> StorageVerdict:
+    if not selection.ok or not spec.verify:
+        # No test wanted (or possible): remove one still running; remember it while that fails.
+        make = conditions.true if selection.ok else conditions.false
+        cond = make(constants.STORAGE_READY, selection.reason, selection.message)
+        if memory is None or not memory.leftover:
+            return StorageVerdict(selection, Report(cond))
+        if dry_run:
+            return StorageVerdict(selection, Report(cond, memory))
+        return StorageVerdict(selection, Report(cond), delete=memory.attempt, if_not_deleted=Report(cond, memory))
+    if dry_run:
+        note = " The write test (spec.storage.verify) does not run in a dry run."
+        return StorageVerdict(
+            selection,
+            Report(conditions.true(constants.STORAGE_READY, selection.reason, selection.message + note), memory),
+        )
+
+    matches = memory is not None and memory.storage_class_name == selection.name
+    if memory is not None and matches and memory.result in FINISHED:
+        retry_at = (conditions.parse_time(memory.finished_at) or now) + RETRY_AFTER
+        if memory.result == VerificationResult.SUCCEEDED or now < retry_at:
+            # The verdict stands: a success until the class changes, a failure until retry_at.
+            cond = final_condition(selection, memory, retry_at)
+            requeue = (
+                None if memory.result == VerificationResult.SUCCEEDED else max((retry_at - now).total_seconds(), 1.0)
+            )
+            if memory.cleaned_up is False:
+                return _cleanup(selection, memory, cond, requeue)
+            return StorageVerdict(selection, Report(cond, memory, requeue_after=requeue))
+        memory = None
+
+    delete: int | None = None
+    if_not_deleted: Report | None = None
+    if memory is not None and memory.result == VerificationResult.RUNNING and not matches:
+        # A test of another class: drop it and start over.
+        delete = memory.attempt
+        if_not_deleted = Report(
+            conditions.false(
+                constants.STORAGE_READY,
+                reasons.Common.API_ERROR,
+                "Could not delete the write test objects of the previously used StorageClass; it is retried on the "
+                "next pass.",
+            ),
+            memory,
+            progressing=True,
+            failed=True,
+            requeue_after=POLL_SECONDS,
+        )
+        memory = None
+    if memory is None or memory.result != VerificationResult.RUNNING:
+        memory = StorageVerification(
+            storage_class_name=selection.name,
+            attempt=int(now.timestamp()),
+            result=VerificationResult.RUNNING,
+            started_at=conditions.format_time(now),
+        )
+    return StorageVerdict(selection, None, delete=delete, if_not_deleted=if_not_deleted, test=memory)
+
+
+def evaluate_test(
+    selection: Selection, memory: StorageVerification, objects: WriteTestObjects, *, namespace: str, now: datetime
+) -> StorageVerdict:
+    """Phase two: finish the running test ``memory`` or name its next writes, from its live objects."""
+    pvc, writer, reader = objects.pvc, objects.writer, objects.reader
+    deadline = (conditions.parse_time(memory.started_at) or now) + VERIFY_TIMEOUT
+
+    def finish(result: VerificationResult, message: str) -> StorageVerdict:
+        done = memory.model_copy(
+            update={"result": result, "finished_at": conditions.format_time(now), "message": message}
+        )
+        requeue = None if result == VerificationResult.SUCCEEDED else RETRY_AFTER.total_seconds()
+        cond = final_condition(selection, done, now + RETRY_AFTER)
+        return _cleanup(selection, done, cond, requeue, keep_pvc=pvc is not None)
+
+    reader_phase, writer_phase = _phase(reader), _phase(writer)
+    if reader_phase == "Succeeded":
+        return finish(
+            VerificationResult.SUCCEEDED,
+            f"{selection.message} Write test passed at {conditions.format_time(now)}: pod {objects.writer_name} "
+            f"wrote a marker to PVC {objects.pvc_name} and a new pod, {objects.reader_name}, read it back; the test "
+            "objects were deleted.",
+        )
+    if reader_phase == "Failed":
+        return finish(
+            VerificationResult.FAILED,
+            f"Storage write test failed on StorageClass {selection.name}: the marker written by pod "
+            f"{objects.writer_name} was not read back intact: {describe_pod(reader)}. Volumes of this class may not "
+            "keep data when pods are replaced; check the provisioner.",
+        )
+    if writer_phase == "Failed":
+        return finish(
+            VerificationResult.FAILED,
+            f"Storage write test failed on StorageClass {selection.name}: {describe_pod(writer)} while writing to "
+            f"PVC {objects.pvc_name}. Check that the volume is writable by a non-root pod (fsGroup 65534).",
+        )
+    if now >= deadline:
+        state = f"{describe_pvc(pvc)}; {describe_pod(reader or writer)}"
+        return finish(
+            VerificationResult.TIMED_OUT,
+            f"Storage write test on StorageClass {selection.name} did not finish within "
+            f"{int(VERIFY_TIMEOUT.total_seconds() // 60)} minutes (started {memory.started_at}): {state}. "
+            "Check that the provisioner creates volumes and that pods in namespace "
+            f"{namespace} (the operator's) can be scheduled and can pull {objects.image}. "
+            "The test objects were deleted.",
+        )
+
+    actions: list[Action] = []
+    step_note = ""
+    if pvc is not None and (pvc.get("metadata") or {}).get("deletionTimestamp"):
+        step_note = f"waiting for PVC {objects.pvc_name} to finish deleting"
+    else:
+        if pvc is None:
+            actions.append(Action.CREATE_PVC)
+            pvc = _just_created(objects.pvc_name)
+        if writer_phase == "Succeeded" and reader is None:
+            if not objects.written:
+                actions.append(Action.MARK_WRITTEN)
+            actions += [Action.DELETE_WRITER, Action.CREATE_READER]
+            step_note = f"pod {objects.writer_name} wrote the marker and was deleted; a new pod reads it back"
+        elif writer is None and reader is None and objects.written:
+            actions.append(Action.CREATE_READER)
+            reader = _just_created(objects.reader_name)
+            step_note = f"pod {objects.writer_name} wrote the marker and was deleted; a new pod reads it back"
+        elif writer is None and reader is None:
+            actions.append(Action.CREATE_WRITER)
+            writer = _just_created(objects.writer_name)
+    if not step_note:
+        step_note = f"{describe_pvc(pvc)}; {describe_pod(reader or writer)}"
+    wait_note = ""
+    if selection.volume_binding_mode == "WaitForFirstConsumer":
+        wait_note = (
+            f" StorageClass {selection.name} binds a volume only once a pod using it is scheduled "
+            "(WaitForFirstConsumer), so the pod must be scheduled first."
+        )
+    message = (
+        f"{selection.summary} Write test in progress in namespace {namespace}: "
+        f"{step_note}.{wait_note} It times out at {conditions.format_time(deadline)}."
+    )
+    return StorageVerdict(
+        selection,
+        Report(
+            conditions.unknown(constants.STORAGE_READY, reasons.Storage.VERIFICATION_PENDING, message),
+            memory,
+            progressing=True,
+            requeue_after=POLL_SECONDS,
+        ),
+        actions=tuple(actions),
+    )

@@ -1,0 +1,1 @@
+"""The target concern (docs/architecture.md)."""
