@@ -43,7 +43,7 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from tenant_platform.concerns.gpu.labels import LABEL_MANAGER_PREFIX, label_manager
+from tenant_platform.core.identities import LABEL_MANAGER_PREFIX, label_manager
 from tenant_platform.observe.objects import MAX_NODE_NAME, NodeInfo, PodInfo, node_info, pod_info
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final
 
-from tenant_platform.concerns.gpu.labels import LABEL_MANAGER_PREFIX, VALUE_MANAGER_PREFIX
+from tenant_platform.core.identities import LABEL_MANAGER_PREFIX, VALUE_MANAGER_PREFIX
 from tenant_platform.formats.hami import bounds, names
 
 # The longest Node name the API server accepts (a DNS subdomain).

@@ -40,7 +40,7 @@ from tenant_platform.api.models import TenantPlatform
 from tenant_platform.concerns.edgecert import issuance
 from tenant_platform.concerns.edgecert import manifests as render_certs
 from tenant_platform.concerns.edgecert import verdict as edgecert
-from tenant_platform.concerns.gateway import manifests as render_gateway
+from tenant_platform.core.identities import GATEWAY_API_VERSION, GATEWAY_KIND
 from tenant_platform.framework.base import (
     CleanupResult,
     StepContext,
@@ -55,7 +55,7 @@ from tenant_platform.kube.client import Obj
 
 COMPONENT = "edgecert"
 CONFIG_MAP = ("v1", "ConfigMap")
-GATEWAY = (render_gateway.API_VERSION, render_gateway.KIND)
+GATEWAY = (GATEWAY_API_VERSION, GATEWAY_KIND)
 GATEWAY_COMPONENT = "gateway"
 """The gateway step's component label (steps do not import each other)."""
 

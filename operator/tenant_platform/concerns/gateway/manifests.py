@@ -15,11 +15,12 @@ from typing import Any
 
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.core import templating
+from tenant_platform.core.identities import GATEWAY_API_VERSION, GATEWAY_KIND
 
 TEMPLATES = templating.templates_beside(__file__)
 
-API_VERSION = "networking.istio.io/v1"
-KIND = "Gateway"
+API_VERSION = GATEWAY_API_VERSION
+KIND = GATEWAY_KIND
 
 
 def gateway_hosts(platform: TenantPlatform) -> list[str]:

@@ -28,6 +28,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, Final
 
 from tenant_platform.api.status.gpu import Amount, GpuNodeStatus, GpuTotal, NodeLockStatus, SlotCount
+from tenant_platform.concerns.gpu.fit import CardState, free_fit
 from tenant_platform.formats.hami.allocations import PodLike, parse_pod_devices, pod_card_usage
 from tenant_platform.formats.hami.bounds import CAPACITY_CACHE_BYTES, MAX_NOTE_CHARS, shorten
 from tenant_platform.formats.hami.locks import NodeLock, PodLookup, lock_state
@@ -39,7 +40,7 @@ from tenant_platform.formats.hami.names import (
     HamiParseError,
     hami_annotation,
 )
-from tenant_platform.formats.hami.register import Card, parse_cordon, parse_register
+from tenant_platform.formats.hami.register import parse_cordon, parse_register
 
 if TYPE_CHECKING:
     from tenant_platform.api.status.gpu import GpuFit
@@ -64,28 +65,6 @@ def _top_models(counts: Counter[str]) -> dict[str, int]:
 def note(text: str) -> str:
     """A note that may reach status: at most MAX_NOTE_CHARS printable characters."""
     return shorten(text, MAX_NOTE_CHARS)
-
-
-@dataclass(frozen=True, slots=True)
-class CardState:
-    card: Card
-    cordoned: bool = False
-    used_mem: int = 0
-    used_cores: int = 0
-    used_slots: int = 0
-
-    @property
-    def schedulable(self) -> bool:
-        """HAMi places nothing on unhealthy or cordoned cards."""
-        return self.card.healthy and not self.cordoned
-
-    @property
-    def free_mem(self) -> int:
-        return self.card.devmem - self.used_mem
-
-    @property
-    def free_cores(self) -> int:
-        return self.card.devcore - self.used_cores
 
 
 @dataclass(frozen=True)
@@ -160,8 +139,6 @@ class NodeCapacity:
     @cached_property
     def fit(self) -> GpuFit:
         """``concerns/gpu/fit.py free_fit`` of this node."""
-        from tenant_platform.concerns.gpu.fit import free_fit  # noqa: PLC0415 (fit.py imports this module)
-
         return free_fit(self)
 
     def to_status(self, *, labelled: bool) -> GpuNodeStatus:

@@ -9,11 +9,40 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from tenant_platform.api.status.gpu import GpuFit
-from tenant_platform.concerns.gpu.capacity import CardState, NodeCapacity
 from tenant_platform.formats.hami.names import DEFAULT_NAMES, ResourceNames
+from tenant_platform.formats.hami.register import Card
+
+
+@dataclass(frozen=True, slots=True)
+class CardState:
+    card: Card
+    cordoned: bool = False
+    used_mem: int = 0
+    used_cores: int = 0
+    used_slots: int = 0
+
+    @property
+    def schedulable(self) -> bool:
+        """HAMi places nothing on unhealthy or cordoned cards."""
+        return self.card.healthy and not self.cordoned
+
+    @property
+    def free_mem(self) -> int:
+        return self.card.devmem - self.used_mem
+
+    @property
+    def free_cores(self) -> int:
+        return self.card.devcore - self.used_cores
+
+
+class NodeCards(Protocol):
+    """What the fit reads of a node (capacity.NodeCapacity): its cards' states."""
+
+    @property
+    def cards(self) -> tuple[CardState, ...]: ...
 
 
 @dataclass(frozen=True)
@@ -90,7 +119,7 @@ class Fit:
     """UUID -> why the request does not fit that card."""
 
 
-def node_fit(node: NodeCapacity, request: GpuRequest) -> Fit:
+def node_fit(node: NodeCards, request: GpuRequest) -> Fit:
     """Whether ``request`` fits on ``node``: it needs ``request.cards`` distinct fitting cards."""
     fitting = []
     reasons = {}
@@ -108,7 +137,7 @@ _ANY_SHARE = GpuRequest(mem_mib=0, cores=0)
 _WHOLE_CARD = GpuRequest(cores=100)
 
 
-def free_fit(node: NodeCapacity) -> GpuFit:
+def free_fit(node: NodeCards) -> GpuFit:
     """The most free memory and cores on one card a request could use, and the fully free cards."""
     usable = [s for s in node.cards if card_fit(s, _ANY_SHARE) is None]
     return GpuFit(

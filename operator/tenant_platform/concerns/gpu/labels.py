@@ -34,21 +34,13 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
+from tenant_platform.core.identities import LABEL_MANAGER_PREFIX as LABEL_MANAGER_PREFIX
+from tenant_platform.core.identities import VALUE_MANAGER_PREFIX as VALUE_MANAGER_PREFIX
+from tenant_platform.core.identities import label_manager as label_manager
 from tenant_platform.formats.hami.names import forbidden_label
 
-# Field managers of earlier versions, one per platform: "tenant-platform-operator/<platform>".
-# Still read (a node may carry them after an upgrade) and released, never written.
-LABEL_MANAGER_PREFIX: Final = "tenant-platform-operator/"
-# Our node-label field managers, one per label key and value, shared by every platform that wants
-# that value: "tenant-platform-operator/labels/<key>=<value>".
-VALUE_MANAGER_PREFIX: Final = LABEL_MANAGER_PREFIX + "labels/"
 # The API server's limit on a field manager's length.
 MAX_MANAGER_LENGTH: Final = 128
-
-
-def label_manager(platform: str) -> str:
-    """The per-platform field manager earlier versions labelled nodes with."""
-    return LABEL_MANAGER_PREFIX + platform
 
 
 def value_manager(key: str, value: str) -> str:

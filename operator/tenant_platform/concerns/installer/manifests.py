@@ -55,16 +55,6 @@ CAN_I_CHECKS: list[tuple[str, str, str, bool, bool]] = [
 ]
 
 
-def service_account_user(platform: TenantPlatform) -> tuple[str, list[str]]:
-    """(username, groups) the API server assigns the installer ServiceAccount's tokens."""
-    ns = platform.spec.namespace
-    sa = platform.spec.installer.service_account_name
-    return (
-        f"system:serviceaccount:{ns}:{sa}",
-        ["system:serviceaccounts", f"system:serviceaccounts:{ns}", "system:authenticated"],
-    )
-
-
 def _subjects(platform: TenantPlatform) -> list[dict[str, str]]:
     spec = platform.spec
     subjects = [{"kind": "ServiceAccount", "name": spec.installer.service_account_name, "namespace": spec.namespace}]

@@ -31,6 +31,7 @@ from tenant_platform.api.models import TenantPlatform
 from tenant_platform.concerns.installer import manifests as render_installer
 from tenant_platform.concerns.installer import verdict as installer_status
 from tenant_platform.concerns.installer.verdict import Answer, InstallerFacts
+from tenant_platform.core.identities import service_account_user
 from tenant_platform.framework.base import (
     ApplyOutcome,
     CleanupResult,
@@ -62,7 +63,7 @@ REVIEWING = "run SubjectAccessReviews for the installer"
 def ask(ctx: StepContext) -> tuple[Answer, ...]:
     """The checklist's can-i questions for the installer ServiceAccount, in order (raises KubeError)."""
     platform = ctx.platform
-    user, groups = render_installer.service_account_user(platform)
+    user, groups = service_account_user(platform)
     answers: list[Answer] = []
     for verb, group, resource, namespaced, expected in render_installer.CAN_I_CHECKS:
         allowed, _ = ctx.kube.can_i(
@@ -246,7 +247,7 @@ class InstallerStep:
         token, expiry = ctx.kube.request_token(
             ns, platform.spec.installer.service_account_name, expiration_seconds=plan.expiration_seconds
         )
-        user, _ = render_installer.service_account_user(platform)
+        user, _ = service_account_user(platform)
         kubeconfig = render_installer.render_kubeconfig(
             server=server.server, ca_pem=server.ca_pem, namespace=ns, user=user, token=token
         )

@@ -41,6 +41,7 @@ from tenant_platform.api.reasons import Common, Installer
 from tenant_platform.api.status.installer import RecordedInstaller, ServerSource
 from tenant_platform.concerns.installer import manifests as render_installer
 from tenant_platform.core import conditions
+from tenant_platform.core.identities import service_account_user
 from tenant_platform.core.verdict import Event, Manifest, Verdict
 
 # Re-mint the token once less than this share of its lifetime is left.
@@ -283,7 +284,7 @@ def evaluate(platform: TenantPlatform, facts: InstallerFacts, *, dry_run: bool =
         return Verdict(conditions=[cond], progressing=True)
 
     ns = platform.spec.namespace
-    user, _ = render_installer.service_account_user(platform)
+    user, _ = service_account_user(platform)
     facts_recorded = recorded(platform, facts.kubeconfig_secret, facts.server)
     wrong = [a for a in facts.answers if a.allowed != a.expected]
     if not wrong:

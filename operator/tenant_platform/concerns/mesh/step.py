@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
-from tenant_platform.concerns.installer import manifests as render_installer
 from tenant_platform.concerns.mesh import verdict as mesh
 from tenant_platform.concerns.mesh.verdict import MeshFacts, StyleProbe
+from tenant_platform.core.identities import service_account_user
 from tenant_platform.framework.base import CleanupResult, StepContext, StepResult
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube, Obj
@@ -34,7 +34,7 @@ def gather(ctx: StepContext) -> MeshFacts:
     kube = ctx.kube
     deployments = kube.list("apps/v1", "Deployment", spec.mesh.namespace)
     served = _served_kinds(kube)
-    user, groups = render_installer.service_account_user(ctx.platform)
+    user, groups = service_account_user(ctx.platform)
     cannot_create: list[str] = []
     for api_version, _kind, plural in mesh.INSTALLER_KINDS:
         group = api_version.split("/", 1)[0]

@@ -20,9 +20,8 @@ from typing import Any, Final
 from tenant_platform.api import constants, reasons
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.status.mesh import MeshRecorded, SidecarStyle
-from tenant_platform.concerns.installer import manifests as render_installer
-from tenant_platform.concerns.podguard import manifests as render_podguard
 from tenant_platform.core import conditions
+from tenant_platform.core.identities import guard_names, service_account_user
 from tenant_platform.core.verdict import Verdict
 
 Obj = dict[str, Any]
@@ -191,7 +190,7 @@ def _kinds(facts: MeshFacts) -> list[Problem]:
 def _installer(platform: TenantPlatform, facts: MeshFacts) -> list[Problem]:
     if not facts.cannot_create:
         return []
-    user, _ = render_installer.service_account_user(platform)
+    user, _ = service_account_user(platform)
     return [
         (
             reasons.Mesh.INSTALLER_CANNOT_CREATE_ISTIO_KINDS,
@@ -272,8 +271,8 @@ def _guard_denial(platform: TenantPlatform, rejected: str) -> str:
     if not rejected:
         return ""
     policies = (
-        render_podguard.guard_names("Deny").pod_guard,
-        render_podguard.guard_names("Deny", platform.name).pod_guard,
+        guard_names("Deny").pod_guard,
+        guard_names("Deny", platform.name).pod_guard,
     )
     if not any(f"ValidatingAdmissionPolicy '{policy}'" in rejected for policy in policies):
         return ""

@@ -31,14 +31,21 @@ the policy live).
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 from tenant_platform.api import constants
 from tenant_platform.core import templating
+from tenant_platform.core.identities import ENFORCEMENTS as ENFORCEMENTS
+from tenant_platform.core.identities import EXEC_GUARD as EXEC_GUARD
+from tenant_platform.core.identities import POD_GUARD as POD_GUARD
+from tenant_platform.core.identities import SHARED_NAMES as SHARED_NAMES
+from tenant_platform.core.identities import Enforcement as Enforcement
+from tenant_platform.core.identities import GuardNames as GuardNames
+from tenant_platform.core.identities import all_names as all_names
+from tenant_platform.core.identities import guard_names as guard_names
 
 TEMPLATES = templating.templates_beside(__file__)
 
@@ -87,16 +94,9 @@ SELINUX_TYPES: Final = ("", "container_t", "container_init_t", "container_kvm_t"
 LOADER_ENV_NAMES: Final = ("PATH", "GCONV_PATH", "XTABLES_LIBDIR", "IPTABLES_LIB_DIR", "IP6TABLES_LIB_DIR")
 TOKEN_MOUNT_PATH: Final = "/var/run/secrets/kubernetes.io/serviceaccount"
 
-Enforcement = Literal["Deny", "Warn"]
-ENFORCEMENTS: Final[tuple[Enforcement, ...]] = ("Deny", "Warn")
 ACTIONS: Final[dict[str, list[str]]] = {"Deny": ["Deny", "Audit"], "Warn": ["Warn", "Audit"]}
 
-POD_GUARD: Final = "tenant-platform-pod-guard"
-EXEC_GUARD: Final = "tenant-platform-exec-guard"
 PARAM_REF: Final[Obj] = {"selector": {}, "parameterNotFoundAction": "Allow"}
-
-_MAX_NAME: Final = 253
-_PREFIX: Final = "tenant-platform-"
 
 # A repository name as the image reference grammar has it (no tag, no digest), lowercase path
 # components; the first component may be a registry host with a port.
@@ -104,39 +104,6 @@ _HOST_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
 _HOST = rf"{_HOST_COMPONENT}(?:\.{_HOST_COMPONENT})*(?::[0-9]+)?"
 _PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 _REPOSITORY = re.compile(rf"^(?:{_HOST}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*$")
-
-
-@dataclass(frozen=True)
-class GuardNames:
-    """The pod guard's and the exec guard's policy (and binding) names for one enforcement."""
-
-    pod_guard: str
-    exec_guard: str
-
-
-def guard_names(enforcement: Enforcement, platform_name: str = "") -> GuardNames:
-    """The shared names (``platform_name`` empty), or a target cluster's per-platform ones
-    (shortened with a stable hash when the platform name is long)."""
-    suffix = f"-{enforcement.lower()}"
-    if not platform_name:
-        return GuardNames(pod_guard=f"{POD_GUARD}{suffix}", exec_guard=f"{EXEC_GUARD}{suffix}")
-    base = platform_name
-    longest_suffix = len("-exec-guard-deny")
-    if len(_PREFIX) + len(base) + longest_suffix > _MAX_NAME:
-        digest = hashlib.sha256(platform_name.encode()).hexdigest()[:8]
-        keep = _MAX_NAME - len(_PREFIX) - longest_suffix - len(digest) - 1
-        base = f"{platform_name[:keep].rstrip('-.')}-{digest}"
-    return GuardNames(pod_guard=f"{_PREFIX}{base}-pod-guard{suffix}", exec_guard=f"{_PREFIX}{base}-exec-guard{suffix}")
-
-
-def all_names(platform_name: str = "") -> tuple[str, ...]:
-    """Every policy (and binding) name: pod guard Deny, Warn, exec guard Deny, Warn."""
-    pairs = [guard_names(e, platform_name) for e in ENFORCEMENTS]
-    return (*(n.pod_guard for n in pairs), *(n.exec_guard for n in pairs))
-
-
-SHARED_NAMES: Final = all_names()
-"""The four shared policy names, which are also the binding names (deploy/base/rbac.yaml)."""
 
 
 def invalid_proxy_repositories(repositories: list[str]) -> list[str]:

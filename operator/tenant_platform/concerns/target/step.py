@@ -19,9 +19,9 @@ from typing import Any
 from tenant_platform import metrics
 from tenant_platform.api import constants
 from tenant_platform.api.models import SecretRef, TenantPlatform
-from tenant_platform.concerns.podguard import manifests as render_pg
 from tenant_platform.concerns.target.verdict import TargetFacts, TargetVerdict, evaluate
 from tenant_platform.core import conditions
+from tenant_platform.core.identities import all_names
 from tenant_platform.framework import statuswriter
 from tenant_platform.kube import errors, remote
 from tenant_platform.kube.client import Kube
@@ -157,7 +157,7 @@ def left_behind(platform: TenantPlatform) -> str:
     parts = [
         f"namespaces {', '.join(spec.all_namespaces)} (deletionPolicy {spec.deletion_policy}) with the "
         "installer identity, install values and trust ConfigMap",
-        f"ValidatingAdmissionPolicies and bindings {', '.join(render_pg.all_names(platform.name))}",
+        f"ValidatingAdmissionPolicies and bindings {', '.join(all_names(platform.name))}",
     ]
     if spec.gateway.management == "Managed":
         parts.append(f"Gateway {spec.gateway.namespace}/{spec.gateway.name}")
