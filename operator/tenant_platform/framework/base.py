@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 import pydantic
 
@@ -186,34 +186,14 @@ class StepResult:
     """Ask for another pass within this many seconds (e.g. certificate renewal, staged checks)."""
     failed: bool = False
     """The step could not finish (API error); observedGeneration is not bumped."""
+    events: list[tuple[str, str, str]] = field(default_factory=list)
+    """Events for the TenantPlatform: (type "Normal"|"Warning", reason, message)."""
 
 
 @dataclass
 class CleanupResult:
     done: bool
     message: str = ""
-
-
-class Step(Protocol):
-    """One concern. Implementations are module-level singletons registered in reconcile.STEPS."""
-
-    name: str
-    condition_types: tuple[str, ...]
-
-    def reconcile(self, ctx: StepContext) -> StepResult: ...
-
-    def cleanup(self, ctx: StepContext) -> CleanupResult:
-        """Undo what only we may undo on TenantPlatform deletion (idempotent, fast)."""
-        ...
-
-    def render(self, platform: TenantPlatform) -> list[Obj]:
-        """Every manifest the step would apply, without a cluster (for `tenant-platform render`)."""
-        ...
-
-    # Optional: ``def action(self, platform: TenantPlatform) -> str`` names what the step does
-    # ("check the edge certificate"). When a step defines it, an API error escaping the step
-    # becomes "<Forbidden|APIError>: ... failed to <action>" on each of its conditions (failed,
-    # not progressing), so steps need no try/except of their own for that.
 
 
 def child_labels(platform_name: str, component: str) -> dict[str, str]:

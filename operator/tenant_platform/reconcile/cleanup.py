@@ -26,7 +26,8 @@ from tenant_platform.concerns.target import step as targets
 from tenant_platform.config import Settings
 from tenant_platform.core import conditions
 from tenant_platform.framework import statuswriter
-from tenant_platform.framework.base import CleanupResult, Step, StepContext
+from tenant_platform.framework.base import CleanupResult, StepContext
+from tenant_platform.framework.contract import Step
 from tenant_platform.framework.statuswriter import Transition
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube, Obj
@@ -139,7 +140,7 @@ def cleanup(
     )
 
 
-def _cleanup_step(step: Step, ctx: StepContext) -> CleanupResult:
+def _cleanup_step(step: Step[Any], ctx: StepContext) -> CleanupResult:
     """A step's cleanup; an error blocks the deletion (and is retried) instead of aborting the rest."""
     try:
         return step.cleanup(ctx)

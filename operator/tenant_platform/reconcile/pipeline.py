@@ -28,8 +28,10 @@ from tenant_platform.concerns.target import step as targets
 from tenant_platform.config import Settings
 from tenant_platform.core import conditions
 from tenant_platform.core.conditions import Condition
+from tenant_platform.core.verdict import Verdict
 from tenant_platform.framework import statuswriter
-from tenant_platform.framework.base import NamespaceClaims, Step, StepContext, StepResult, api_error_condition
+from tenant_platform.framework.base import NamespaceClaims, StepContext, StepResult, api_error_condition
+from tenant_platform.framework.contract import MAX_ROUNDS, Given, Step
 from tenant_platform.framework.statuswriter import Transition
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube, Obj
@@ -61,7 +63,7 @@ class Outcome:
     """Only the steps named by ``run(only=...)`` ran (and the hand-off, if the facts changed)."""
 
 
-def steps() -> Sequence[Step]:
+def steps() -> Sequence[Step[Any]]:
     """Every step in pass order: the concerns, then the install-values hand-off."""
     return [*registry.STEPS, registry.HANDOFF]
 
@@ -252,11 +254,12 @@ def _note_unknown_fields(platform: TenantPlatform, status: dict[str, Any]) -> No
             cond["message"] = (str(cond.get("message") or "") + note)[: conditions.MAX_MESSAGE]
 
 
-def _run_timed(step: Step, ctx: StepContext) -> StepResult:
+def _run_timed(step: Step[Any], ctx: StepContext) -> StepResult:
     """Run one step (timed, in the step metrics) and add what it recorded to ``ctx.recorded``."""
     started = time.monotonic()
     refused_before = len(ctx.claims.refused) if ctx.claims else 0
-    result = _run_step(step, ctx)
+    result = run_step(step, ctx)
+    ctx.events.extend(result.events)
     if ctx.claims and len(ctx.claims.refused) > refused_before:
         result = _not_owned(step, ctx.claims.refused[refused_before:])
     try:
@@ -275,7 +278,7 @@ def _run_timed(step: Step, ctx: StepContext) -> StepResult:
     return result
 
 
-def _not_owned(step: Step, refused: Sequence[tuple[str, str]]) -> StepResult:
+def _not_owned(step: Step[Any], refused: Sequence[tuple[str, str]]) -> StepResult:
     """The step tried to write into a namespace the platform does not own (NamespaceClaims refused
     it, nothing was sent): one condition per type, naming the namespaces and why. Not a failure of
     the pass (a human must act, as for NamespacesReady's Conflict), so not progressing either."""
@@ -289,22 +292,18 @@ def _not_owned(step: Step, refused: Sequence[tuple[str, str]]) -> StepResult:
     )
 
 
-def _run_step(step: Step, ctx: StepContext) -> StepResult:
-    """The one place a step's escaping error becomes its conditions (see Step.action)."""
+def run_step(step: Step[Any], ctx: StepContext) -> StepResult:
+    """The one place a step runs (``contract.Step``: gather -> evaluate -> apply, more rounds
+    when its verdict asks) and an escaping error becomes its conditions (``Step.action``)."""
     try:
-        return step.reconcile(ctx)
+        return result_of(run_rounds(step, ctx))
     except errors.KubeError as exc:
         log.warning("step %s failed for %s: %s", step.name, ctx.name, exc)
-        action = getattr(step, "action", None)
-        if action is not None:
-            # The step names what it was doing; the pass is retried on the next trigger.
-            doing = action(ctx.platform)
-            return StepResult(
-                conditions=[api_error_condition(t, exc, doing) for t in step.condition_types], failed=True
-            )
-        doing = f"reconcile {step.name}"
+        action = step.action(ctx.platform)
         return StepResult(
-            conditions=[api_error_condition(t, exc, doing) for t in step.condition_types], failed=True, progressing=True
+            conditions=[api_error_condition(t, exc, action.doing) for t in step.condition_types],
+            failed=True,
+            progressing=action.retry_soon,
         )
     except Exception as exc:
         log.exception("step %s crashed for %s", step.name, ctx.name)
@@ -316,6 +315,43 @@ def _run_step(step: Step, ctx: StepContext) -> StepResult:
             failed=True,
             progressing=True,
         )
+
+
+def run_rounds(step: Step[Any], ctx: StepContext) -> Verdict:
+    """gather -> evaluate -> apply; the sections the verdict asks to publish are written through
+    the status writer; another round while the verdict asks for one (at most MAX_ROUNDS)."""
+    facts = step.gather(ctx)
+    verdict = step.evaluate(Given.of(ctx), facts)
+    for round_ in range(1, MAX_ROUNDS + 1):
+        verdict = step.apply(ctx, facts, verdict)
+        if verdict.publish and not ctx.dry_run and not verdict.failed:
+            _publish(ctx, {section: verdict.sections[section] for section in verdict.publish})
+        if not verdict.again or verdict.failed or round_ == MAX_ROUNDS:
+            break
+        facts = step.gather(ctx)
+        verdict = step.evaluate(Given.of(ctx), facts)
+    return verdict
+
+
+def _publish(ctx: StepContext, sections: dict[str, Any]) -> None:
+    """Write status sections before the pass ends (the pod guard's parameter); the end-of-pass
+    write diffs against them (``ctx.status_written``), so each is written once."""
+    status_kube = ctx.management or ctx.kube
+    statuswriter.publish(status_kube, ctx.name, sections)
+    ctx.status_written.update(sections)
+
+
+def result_of(verdict: Verdict) -> StepResult:
+    """The pass's record of one step: its last verdict."""
+    return StepResult(
+        conditions=list(verdict.conditions),
+        recorded=verdict.recorded.dump(),
+        status=dict(verdict.sections),
+        progressing=verdict.progressing,
+        requeue_after=verdict.requeue_after,
+        failed=verdict.failed,
+        events=list(verdict.events),
+    )
 
 
 def compute_status(

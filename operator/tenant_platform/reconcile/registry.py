@@ -5,6 +5,8 @@ reads all they recorded)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from tenant_platform.concerns.apiaddresses import step as apiaddresses
 from tenant_platform.concerns.dns import step as dns
 from tenant_platform.concerns.edgecert import step as edgecert
@@ -18,23 +20,24 @@ from tenant_platform.concerns.objectstore import step as objectstore
 from tenant_platform.concerns.podguard import step as podguard
 from tenant_platform.concerns.pullsecrets import step as pullsecrets
 from tenant_platform.concerns.storage import step as storage
-from tenant_platform.framework.base import Step
+from tenant_platform.framework.contract import Step
+from tenant_platform.framework.legacy import Legacy
 
-STEPS: list[Step] = [
-    namespaces.STEP,
-    installer.STEP,
+STEPS: list[Step[Any]] = [
+    Legacy(namespaces.STEP),
+    Legacy(installer.STEP),
     # mesh before podguard: the mesh's sidecar-style dry run sees the guard as the previous pass
     # left it (so a denial of the injected pod is reported as such), and the guard then judges.
-    mesh.STEP,
-    podguard.STEP,
-    gateway.STEP,
-    edgecert.STEP,
-    dns.STEP,
-    storage.STEP,
-    apiaddresses.STEP,
-    pullsecrets.STEP,
-    objectstore.STEP,
-    gpu.STEP,
+    Legacy(mesh.STEP),
+    Legacy(podguard.STEP),
+    Legacy(gateway.STEP),
+    Legacy(edgecert.STEP),
+    Legacy(dns.STEP),
+    Legacy(storage.STEP),
+    Legacy(apiaddresses.STEP),
+    Legacy(pullsecrets.STEP),
+    Legacy(objectstore.STEP),
+    Legacy(gpu.STEP),
 ]
 
-HANDOFF: Step = installvalues.STEP
+HANDOFF: Step[Any] = Legacy(installvalues.STEP)

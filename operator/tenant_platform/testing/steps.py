@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tenant_platform.framework.base import CleanupResult, StepContext, StepResult
+from tenant_platform.core.verdict import Verdict
+from tenant_platform.framework.base import CleanupResult, StepContext
+from tenant_platform.framework.contract import Action, Given
 
 
 class NoHandoff:
@@ -14,8 +16,17 @@ class NoHandoff:
     name = "installvalues"
     condition_types: tuple[str, ...] = ()
 
-    def reconcile(self, ctx: StepContext) -> StepResult:
-        return StepResult(conditions=[])
+    def action(self, platform: Any) -> Action:
+        return Action("skip the install values")
+
+    def gather(self, ctx: StepContext) -> None:
+        return None
+
+    def evaluate(self, given: Given, facts: None) -> Verdict:
+        return Verdict(conditions=[])
+
+    def apply(self, ctx: StepContext, facts: None, verdict: Verdict) -> Verdict:
+        return verdict
 
     def cleanup(self, ctx: StepContext) -> CleanupResult:
         return CleanupResult(True)

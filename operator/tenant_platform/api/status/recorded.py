@@ -58,6 +58,17 @@ class Recorded(StatusModel):
         parsed: Recorded = cls.model_validate(recorded or {})
         return parsed
 
+    @classmethod
+    def fragment(cls, recorded: dict[str, Any]) -> Recorded:
+        """One step's fragment of ``status.recorded`` (validated: a malformed fact raises)."""
+        return cls.parse(recorded)
+
+    def with_fragment(self, fragment: Recorded) -> Recorded:
+        """These facts with a step's typed ``fragment`` on top (only the fields it set)."""
+        update = {name: getattr(fragment, name) for name in fragment.model_fields_set}
+        update.update(fragment.model_extra or {})
+        return self.model_copy(update=update)
+
     def merged(self, fragment: dict[str, Any]) -> Recorded:
         """These facts with a step's ``fragment`` of ``status.recorded`` on top, the fragment
         validated first (a malformed fact raises ``pydantic.ValidationError``)."""

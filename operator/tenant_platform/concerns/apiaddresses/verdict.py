@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tenant_platform.api.status.apiaddresses import APIAddressesRecorded, Check, KubernetesAPI
-from tenant_platform.core.verdict import Verdict
+from tenant_platform.core.verdict import LegacyVerdict as Verdict
 
 SERVICE_NAME = "kubernetes"
 SERVICE_NAMESPACE = "default"

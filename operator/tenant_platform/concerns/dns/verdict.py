@@ -55,7 +55,8 @@ from tenant_platform.core import conditions, ownership
 from tenant_platform.core import domainclaims as dnsguard
 from tenant_platform.core.conditions import Condition
 from tenant_platform.core.gatewayservice import service_addresses
-from tenant_platform.core.verdict import Event, Verdict
+from tenant_platform.core.verdict import Event
+from tenant_platform.core.verdict import LegacyVerdict as Verdict
 from tenant_platform.formats import corefile
 
 Obj = dict[str, Any]

@@ -34,7 +34,8 @@ from tenant_platform.concerns.edgecert import certs
 from tenant_platform.concerns.edgecert import manifests as render_certs
 from tenant_platform.core import conditions, ownership
 from tenant_platform.core.conditions import Condition
-from tenant_platform.core.verdict import Event, Manifest, Verdict
+from tenant_platform.core.verdict import Event, Manifest
+from tenant_platform.core.verdict import LegacyVerdict as Verdict
 
 TYPE = constants.EDGE_CERTIFICATE_READY
 # Come back at the renewal point when it is this close (the drift timer covers the rest).

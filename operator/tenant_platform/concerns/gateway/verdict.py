@@ -44,7 +44,8 @@ from tenant_platform.concerns.gateway import manifests as render_gateway
 from tenant_platform.core import conditions, ownership
 from tenant_platform.core import domainclaims as dnsguard
 from tenant_platform.core.conditions import Condition
-from tenant_platform.core.verdict import Manifest, Verdict
+from tenant_platform.core.verdict import LegacyVerdict as Verdict
+from tenant_platform.core.verdict import Manifest
 
 
 @dataclass

@@ -54,7 +54,7 @@ from tenant_platform.concerns.gpu.gpustatus import (
 from tenant_platform.concerns.gpu.labels import LabelOutcome, labelled_nodes, spec_labels
 from tenant_platform.core import conditions
 from tenant_platform.core.conditions import Condition
-from tenant_platform.core.verdict import Verdict
+from tenant_platform.core.verdict import LegacyVerdict as Verdict
 from tenant_platform.formats.hami.allocations import PodLike
 from tenant_platform.formats.hami.locks import PodLookup, lock_expires_in
 from tenant_platform.formats.hami.names import (

@@ -42,7 +42,8 @@ from tenant_platform.api.status.installer import RecordedInstaller, ServerSource
 from tenant_platform.concerns.installer import manifests as render_installer
 from tenant_platform.core import conditions
 from tenant_platform.core.identities import service_account_user
-from tenant_platform.core.verdict import Event, Manifest, Verdict
+from tenant_platform.core.verdict import Event, Manifest
+from tenant_platform.core.verdict import LegacyVerdict as Verdict
 
 # Re-mint the token once less than this share of its lifetime is left.
 RENEW_FRACTION = 0.3

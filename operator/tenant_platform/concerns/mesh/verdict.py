@@ -22,7 +22,7 @@ from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.status.mesh import MeshRecorded, SidecarStyle
 from tenant_platform.core import conditions
 from tenant_platform.core.identities import guard_names, service_account_user
-from tenant_platform.core.verdict import Verdict
+from tenant_platform.core.verdict import LegacyVerdict as Verdict
 
 Obj = dict[str, Any]
 

@@ -42,7 +42,8 @@ from tenant_platform.api.status.namespaces import ManagedNamespaces
 from tenant_platform.concerns.namespaces import manifests as render_ns
 from tenant_platform.core import conditions
 from tenant_platform.core.ownership import owner_phrase
-from tenant_platform.core.verdict import Manifest, Verdict
+from tenant_platform.core.verdict import LegacyVerdict as Verdict
+from tenant_platform.core.verdict import Manifest
 
 # Come back this soon while a namespace terminates (it is recreated once gone).
 TERMINATING_REQUEUE = 5.0

@@ -36,7 +36,8 @@ from tenant_platform.concerns.podguard.check import StagedCheck, waiting
 from tenant_platform.concerns.podguard.check import join as _join
 from tenant_platform.core import conditions
 from tenant_platform.core.conditions import Condition
-from tenant_platform.core.verdict import Event, Verdict
+from tenant_platform.core.verdict import Event
+from tenant_platform.core.verdict import LegacyVerdict as Verdict
 
 Obj = dict[str, Any]
 Ref = tuple[str, str]
