@@ -50,6 +50,7 @@ from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube
 from tenant_platform.testing import manifests
 from tenant_platform.testing.controlplane import ControlPlane
+from tenant_platform.testing.steps import reconcile_step
 from tenant_platform.testing.wait import wait_for
 
 CRD_FILE = Path(__file__).resolve().parents[1] / "crds" / "tenancy.dev_tenantplatforms.yaml"
@@ -185,7 +186,7 @@ def snapshot_footprint(kube: Kube) -> dict[str, Any]:
             platform=platform, kube=kube, settings=Settings(), now=datetime.now(UTC), dry_run=True, observed=snapshot
         )
         started = time.monotonic()
-        gpu.STEP.reconcile(ctx)
+        reconcile_step(gpu.STEP, ctx)
         timings.append(round(time.monotonic() - started, 3))
     return {"snapshot_mib": round(size / 2**20, 1), "step_seconds_cold_then_warm": timings}
 

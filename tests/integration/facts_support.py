@@ -18,6 +18,7 @@ from tenant_platform.config import Settings
 from tenant_platform.framework.base import StepContext, StepResult
 from tenant_platform.kube.client import Kube
 from tenant_platform.testing.controlplane import ControlPlane
+from tenant_platform.testing.steps import reconcile_step
 
 REPO = Path(__file__).resolve().parents[2]
 CRD_FILE = REPO / "crds" / "tenancy.dev_tenantplatforms.yaml"
@@ -91,7 +92,7 @@ def run_step(
         now=now or datetime.now(UTC),
         dry_run=dry_run,
     )
-    result: StepResult = step.reconcile(ctx)
+    result: StepResult = reconcile_step(step, ctx)
     return result
 
 

@@ -12,6 +12,7 @@ from tenant_platform.config import Settings
 from tenant_platform.framework.base import StepContext, StepResult
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube
+from tenant_platform.testing.steps import reconcile_step
 
 
 def body(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
@@ -42,7 +43,7 @@ def context(
 
 
 def run(step: Any, kube: Kube, platform_body: dict[str, Any], **kwargs: Any) -> StepResult:
-    result: StepResult = step.reconcile(context(kube, platform_body, **kwargs))
+    result: StepResult = reconcile_step(step, context(kube, platform_body, **kwargs))
     return result
 
 

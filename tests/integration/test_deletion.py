@@ -17,7 +17,9 @@ from tenant_platform import handlers, reconcile
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.config import Settings
-from tenant_platform.framework.base import CleanupResult, StepContext, StepResult
+from tenant_platform.core.verdict import Verdict
+from tenant_platform.framework.base import CleanupResult, StepContext
+from tenant_platform.framework.contract import Action, Given
 from tenant_platform.kube.client import Kube, Obj
 from tenant_platform.reconcile import registry
 
@@ -26,8 +28,17 @@ class BlockedStep:
     name = "blocked"
     condition_types: tuple[str, ...] = ()
 
-    def reconcile(self, ctx: StepContext) -> StepResult:
-        return StepResult(conditions=[])
+    def action(self, platform: TenantPlatform) -> Action:
+        return Action("block the deletion")
+
+    def gather(self, ctx: StepContext) -> None:
+        return None
+
+    def evaluate(self, given: Given, facts: None) -> Verdict:
+        return Verdict(conditions=[])
+
+    def apply(self, ctx: StepContext, facts: None, verdict: Verdict) -> Verdict:
+        return verdict
 
     def cleanup(self, ctx: StepContext) -> CleanupResult:
         return CleanupResult(False, "the CoreDNS ConfigMap is locked by a test")

@@ -34,7 +34,7 @@ from tenant_platform.observe import cluster
 from tenant_platform.reconcile import registry
 from tenant_platform.testing import manifests
 from tenant_platform.testing.controlplane import ControlPlane
-from tenant_platform.testing.steps import NoHandoff
+from tenant_platform.testing.steps import NoHandoff, reconcile_step
 from tenant_platform.testing.wait import wait_for
 
 pytestmark = pytest.mark.cluster
@@ -211,7 +211,7 @@ class World:
 
     def run(self, platform: TenantPlatform, **kwargs: Any) -> StepResult:
         self.declare(platform)
-        return gpu.STEP.reconcile(self.context(platform, **kwargs))
+        return reconcile_step(gpu.STEP, self.context(platform, **kwargs))
 
     def cleanup(self, platform: TenantPlatform) -> None:
         result = gpu.STEP.cleanup(self.context(platform))
@@ -601,7 +601,7 @@ def test_labels_appear_are_restored_and_only_ours_are_removed(world: World) -> N
     # A resync with nothing to do writes nothing.
     ctx = world.context(p)
     writes = world.kube.counter.snapshot()[1]
-    gpu.STEP.reconcile(ctx)
+    reconcile_step(gpu.STEP, ctx)
     assert world.kube.counter.snapshot()[1] == writes
 
     # Removed by hand: restored. Changed by hand: repaired (a person is not another platform).
@@ -664,7 +664,7 @@ def test_two_platforms_wanting_different_values_conflict_and_neither_overwrites(
 
     # The rival's snapshot does not know the holder yet: the API server's 409 tells it.
     world.declare(rival)
-    raced = gpu.STEP.reconcile(world.context(rival, observed=stale_view))
+    raced = reconcile_step(gpu.STEP, world.context(rival, observed=stale_view))
     state, reason, message = condition(raced)
     assert (state, reason) == ("False", "Conflict")
     assert f"Node {node}: label gpu is held by TenantPlatform {holder.name}" in message
@@ -702,7 +702,7 @@ def test_dry_run_writes_nothing_and_says_what_it_would_do(world: World) -> None:
     assert gpu.STEP.cleanup(world.context(p, dry_run=True)).done
     # Without a snapshot (the `check` command) the step lists the cluster once; still no writes.
     unobserved = StepContext(platform=p, kube=world.kube, settings=Settings(), now=datetime.now(UTC), dry_run=True)
-    gpu.STEP.reconcile(unobserved)
+    reconcile_step(gpu.STEP, unobserved)
     assert world.kube.counter.snapshot()[1] == writes
     assert "gpu" not in world.labels(node)
 
@@ -876,12 +876,12 @@ def test_a_node_deleted_under_a_stale_snapshot_is_not_recreated(world: World) ->
     world.kube.delete("v1", "Node", node)
     wait_until(lambda: world.kube.get("v1", "Node", node) is None, "node deletion")
     world.declare(p)
-    result = gpu.STEP.reconcile(world.context(p, observed=stale))
+    result = reconcile_step(gpu.STEP, world.context(p, observed=stale))
     assert not result.failed
     assert world.kube.get("v1", "Node", node) is None  # an apply without the uid would have created it
     # Re-created under the same name: a new node (new uid), labelled on the next pass.
     world.node("gone", labels={"nvidia.com/gpu.present": "true"})
-    stale_result = gpu.STEP.reconcile(world.context(p, observed=stale))
+    stale_result = reconcile_step(gpu.STEP, world.context(p, observed=stale))
     assert not stale_result.failed
     assert "gpu" not in world.labels(node)
     world.run(p)

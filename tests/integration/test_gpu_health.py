@@ -34,6 +34,7 @@ from tenant_platform.kube.client import Kube
 from tenant_platform.observe import cluster
 from tenant_platform.testing import manifests
 from tenant_platform.testing.controlplane import ControlPlane
+from tenant_platform.testing.steps import reconcile_step
 from tenant_platform.testing.wait import wait_for
 
 pytestmark = pytest.mark.cluster
@@ -93,7 +94,7 @@ class World:
             dry_run=False,
             observed=self.snapshot(),
         )
-        return gpu.STEP.reconcile(ctx)
+        return reconcile_step(gpu.STEP, ctx)
 
     def teardown(self, platforms: list[TenantPlatform]) -> None:
         for p in platforms:

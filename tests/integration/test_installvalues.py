@@ -27,6 +27,7 @@ from tenant_platform.concerns.installvalues import step as installvalues
 from tenant_platform.config import Settings
 from tenant_platform.framework.base import StepContext
 from tenant_platform.kube.client import Kube
+from tenant_platform.testing.steps import reconcile_step
 
 
 @pytest.fixture
@@ -106,7 +107,7 @@ def test_no_op_pass_writes_nothing(kube: Kube, make_platform: Any, unique_name: 
         recorded=recorded,
     )
     before = kube.counter.snapshot()[1]
-    result = installvalues.STEP.reconcile(ctx)
+    result = reconcile_step(installvalues.STEP, ctx)
     assert kube.counter.snapshot()[1] == before, "a no-op pass must not write the ConfigMap"
     assert result.status == {"installValues": {"configMap": f"{unique_name}-install-values"}}
 
@@ -114,7 +115,7 @@ def test_no_op_pass_writes_nothing(kube: Kube, make_platform: Any, unique_name: 
     cm_name = f"{unique_name}-install-values"
     good = values_text(kube, cm_name, ns)
     kube.merge_patch("v1", "ConfigMap", cm_name, {"data": {"values.yaml": "edited: by hand\n"}}, namespace=ns)
-    installvalues.STEP.reconcile(ctx)
+    reconcile_step(installvalues.STEP, ctx)
     assert values_text(kube, cm_name, ns) == good
 
 

@@ -18,7 +18,9 @@ from tenant_platform import handlers, reconcile
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.config import Settings
-from tenant_platform.framework.base import CleanupResult, StepContext, StepResult
+from tenant_platform.core.verdict import Verdict
+from tenant_platform.framework.base import CleanupResult, StepContext
+from tenant_platform.framework.contract import Action, Given
 from tenant_platform.kube.client import Kube, Obj
 from tenant_platform.kube.events import CLUSTER_SCOPED_NAMESPACE, EventRecorder
 from tenant_platform.reconcile import registry
@@ -33,9 +35,17 @@ class Requeuing:
     def __init__(self) -> None:
         self.passes = 0
 
-    def reconcile(self, ctx: StepContext) -> StepResult:
+    def action(self, platform: TenantPlatform) -> Action:
+        return Action("ask for another pass")
+
+    def gather(self, ctx: StepContext) -> None:
         self.passes += 1
-        return StepResult(conditions=[], requeue_after=1.0)
+
+    def evaluate(self, given: Given, facts: None) -> Verdict:
+        return Verdict(conditions=[], requeue_after=1.0)
+
+    def apply(self, ctx: StepContext, facts: None, verdict: Verdict) -> Verdict:
+        return verdict
 
     def cleanup(self, ctx: StepContext) -> CleanupResult:
         return CleanupResult(True)

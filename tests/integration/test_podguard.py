@@ -35,6 +35,7 @@ from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube
 from tenant_platform.reconcile import registry
 from tenant_platform.testing.controlplane import ControlPlane
+from tenant_platform.testing.steps import reconcile_step
 from tenant_platform.testing.wait import wait_for
 
 pytestmark = pytest.mark.cluster
@@ -1474,7 +1475,7 @@ def reconcile_until(
     def attempt() -> StepResult | None:
         body = kube.get(constants.API_VERSION, constants.KIND, name)
         assert body is not None
-        result = pg_step.STEP.reconcile(context(kube, body, dry_run=dry_run))
+        result = reconcile_step(pg_step.STEP, context(kube, body, dry_run=dry_run))
         return result if done(result) else None
 
     return eventually(what, attempt)
@@ -1513,7 +1514,7 @@ def test_step_deny_mode_zero_write_resync_and_cleanup(
     body = make_platform(unique_name, unique_name, podGuard={"enforcement": "Deny"})
     kube = recording(crd)
     ctx = context(kube, body)
-    result = pg_step.STEP.reconcile(ctx)
+    result = reconcile_step(pg_step.STEP, ctx)
     (cond,) = result.conditions
     assert cond.type == "PodGuardReady"
     assert (cond.status, cond.reason) == ("True", "Enforcing"), cond
@@ -1541,12 +1542,12 @@ def test_step_deny_mode_zero_write_resync_and_cleanup(
     # A no-op resync writes nothing (the parameter is found on the API server).
     body = fresh(crd, unique_name)
     _, writes = kube.counter.snapshot()
-    again = pg_step.STEP.reconcile(context(kube, body))
+    again = reconcile_step(pg_step.STEP, context(kube, body))
     assert again.conditions[0].status == "True"
     assert kube.counter.snapshot()[1] == writes
 
     # check (dry run) reports in place and writes nothing.
-    checked = pg_step.STEP.reconcile(context(kube, body, dry_run=True))
+    checked = reconcile_step(pg_step.STEP, context(kube, body, dry_run=True))
     assert checked.conditions[0].status == "True", checked.conditions
     assert kube.counter.snapshot()[1] == writes
 
@@ -1554,9 +1555,9 @@ def test_step_deny_mode_zero_write_resync_and_cleanup(
     kube.merge_patch(
         VAP, "ValidatingAdmissionPolicyBinding", DENY.pod_guard, {"spec": {"validationActions": ["Audit"]}}
     )
-    drifted = pg_step.STEP.reconcile(context(kube, body, dry_run=True))
+    drifted = reconcile_step(pg_step.STEP, context(kube, body, dry_run=True))
     assert (drifted.conditions[0].status, drifted.conditions[0].reason) == ("False", "WouldApply")
-    pg_step.STEP.reconcile(context(kube, body))
+    reconcile_step(pg_step.STEP, context(kube, body))
     assert actions(kube, DENY.pod_guard) == ["Deny", "Audit"]
     crd.merge_patch(
         constants.API_VERSION,
@@ -1565,10 +1566,10 @@ def test_step_deny_mode_zero_write_resync_and_cleanup(
         {"status": {"podGuard": {"namespaces": [], "enforcement": "Warn"}}},
         subresource="status",
     )
-    drifted = pg_step.STEP.reconcile(context(kube, fresh(crd, unique_name), dry_run=True))
+    drifted = reconcile_step(pg_step.STEP, context(kube, fresh(crd, unique_name), dry_run=True))
     assert drifted.conditions[0].reason == "WouldApply"
     assert "status.podGuard" in drifted.conditions[0].message
-    pg_step.STEP.reconcile(context(kube, fresh(crd, unique_name)))
+    reconcile_step(pg_step.STEP, context(kube, fresh(crd, unique_name)))
     assert parameter(crd, unique_name) == param
 
     # Cleanup deletes nothing: the shared objects stay; the parameter goes with the platform.
@@ -1603,7 +1604,7 @@ def test_per_platform_guards_of_earlier_versions_are_named_not_deleted(
     for obj in (policy, binding):
         crd.apply(obj)
     kube = recording(crd)
-    result = pg_step.STEP.reconcile(context(kube, body))
+    result = reconcile_step(pg_step.STEP, context(kube, body))
     (cond,) = result.conditions
     assert (cond.status, cond.reason) == ("True", "Enforcing"), cond
     assert f"ValidatingAdmissionPolicy {old}" in cond.message
@@ -1618,7 +1619,7 @@ def test_per_platform_guards_of_earlier_versions_are_named_not_deleted(
 def test_step_warn_mode(crd: Kube, make_platform: Callable[..., dict[str, Any]], unique_name: str) -> None:
     make_namespace(crd, unique_name, claimed_by=unique_name)
     body = make_platform(unique_name, unique_name, podGuard={"enforcement": "Warn"})
-    result = pg_step.STEP.reconcile(context(crd, body))
+    result = reconcile_step(pg_step.STEP, context(crd, body))
     assert (result.conditions[0].status, result.conditions[0].reason) == ("True", "WarnOnly")
     assert result.status["podGuard"]["enforcement"] == "Warn"
     assert parameter(crd, unique_name)["enforcement"] == "Warn"
@@ -1643,7 +1644,7 @@ def test_staged_waits_for_violators_then_denies(
     for ns in (unique_name, extra):
         make_namespace(crd, ns, adoptable_by=unique_name, claimed_by=unique_name)
     body = make_platform(unique_name, unique_name, additionalNamespaces=[extra], podGuard={"enforcement": "Warn"})
-    pg_step.STEP.reconcile(context(crd, body))
+    reconcile_step(pg_step.STEP, context(crd, body))
     assert parameter(crd, unique_name)["enforcement"] == "Warn"
     eventually(
         "the guard to warn",
@@ -1674,12 +1675,14 @@ def test_staged_waits_for_violators_then_denies(
     }
     assert parameter(crd, unique_name)["enforcement"] == "Warn"
     # Still waiting on the next pass (verdicts cached; the parameter never promoted).
-    again = pg_step.STEP.reconcile(context(crd, crd.get(constants.API_VERSION, constants.KIND, unique_name) or {}))
+    again = reconcile_step(
+        pg_step.STEP, context(crd, crd.get(constants.API_VERSION, constants.KIND, unique_name) or {})
+    )
     assert again.conditions[0].reason == "ViolatingPodsFound"
     assert parameter(crd, unique_name)["enforcement"] == "Warn"
 
     # The whole reconcile writes the same into the TenantPlatform's status.
-    if pg_step.STEP in registry.STEPS:
+    if any(step.name == pg_step.STEP.name for step in registry.STEPS):
         fresh = crd.get(constants.API_VERSION, constants.KIND, unique_name)
         assert fresh is not None
         reconcile.run(fresh, kube=crd, settings=SETTINGS, now=NOW)
@@ -1712,7 +1715,7 @@ def test_staged_waits_for_violators_then_denies(
     body["status"] = {"podGuard": result.status["podGuard"]}
     _, writes_before = crd.counter.snapshot()
     dry_runs_before = crd.counter.by_verb.get("POST (dry-run)", 0)
-    later = pg_step.STEP.reconcile(context(crd, body))
+    later = reconcile_step(pg_step.STEP, context(crd, body))
     assert later.conditions[0].status == "True"
     assert later.status["podGuard"]["podsThatWouldBeDenied"] == 0
     assert crd.counter.snapshot()[1] == writes_before
@@ -1752,14 +1755,14 @@ def test_updates_are_checked_only_when_the_spec_changes(
 ) -> None:
     make_namespace(crd, unique_name, claimed_by=unique_name)
     body = make_platform(unique_name, unique_name, podGuard={"enforcement": "Warn"})
-    pg_step.STEP.reconcile(context(crd, body))
+    reconcile_step(pg_step.STEP, context(crd, body))
     eventually(
         "the guard to warn",
         lambda: any(WARN.pod_guard in w for w in crd.create_with_warnings(pod("w", unique_name, hostPID=True))[1]),
     )
     crd.create(pod("old", unique_name, volumes=[{"name": "host", "hostPath": {"path": "/var/log"}}]))
     crd.merge_patch(constants.API_VERSION, constants.KIND, unique_name, {"spec": {"podGuard": {"enforcement": "Deny"}}})
-    pg_step.STEP.reconcile(context(crd, crd.get(constants.API_VERSION, constants.KIND, unique_name) or {}))
+    reconcile_step(pg_step.STEP, context(crd, crd.get(constants.API_VERSION, constants.KIND, unique_name) or {}))
     eventually("the guard to deny", lambda: guard_denies(crd, unique_name, DENY.pod_guard))
 
     # Metadata-only updates of a pod admitted before the guard still work.
@@ -1892,7 +1895,7 @@ def test_cluster_without_v1_validating_admission_policy(control_plane: ControlPl
             "metadata": {"name": "old-cluster", "uid": "u-1"},
             "spec": {"namespace": "kamiwaza", "domain": "x.example.com"},
         }
-        result = pg_step.STEP.reconcile(context(kube, body))
+        result = reconcile_step(pg_step.STEP, context(kube, body))
         (cond,) = result.conditions
         assert (cond.status, cond.reason) == ("False", "UnsupportedKubernetesVersion")
         assert "Kyverno or Gatekeeper" in cond.message
@@ -1911,7 +1914,7 @@ def test_the_session_servers_version_decides_support(admin_kube: Kube) -> None:
         "metadata": {"name": f"version-{uuid.uuid4().hex[:6]}", "uid": "u-1"},
         "spec": {"namespace": f"version-{uuid.uuid4().hex[:6]}", "domain": "v.example.com"},
     }
-    result = pg_step.STEP.reconcile(context(admin_kube, body, dry_run=True))
+    result = reconcile_step(pg_step.STEP, context(admin_kube, body, dry_run=True))
     (cond,) = result.conditions
     if (major, minor) < (1, 30):
         assert (cond.status, cond.reason) == ("False", "UnsupportedKubernetesVersion"), cond

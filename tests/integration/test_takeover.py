@@ -39,6 +39,7 @@ from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube
 from tenant_platform.testing.controlplane import ControlPlane
 from tenant_platform.testing.seed import STOCK_COREFILE
+from tenant_platform.testing.steps import reconcile_step
 from tenant_platform.testing.wait import wait_for
 
 GW = ("networking.istio.io/v1", "Gateway")
@@ -270,7 +271,7 @@ def test_hand_prepared_cluster_is_taken_over_without_a_gap(
     try:
         # Pass 1: ours at Deny from the start (a hand-made binding denies, so Staged does not start
         # at Warn); the hand-made guard is still needed (ours was written in this pass).
-        result = podguard.STEP.reconcile(context(crd, platform))
+        result = reconcile_step(podguard.STEP, context(crd, platform))
         status, reason, message = only(result)
         assert (status, reason) == ("True", PodGuard.ENFORCING), message
         assert "is still needed" in message
@@ -280,7 +281,7 @@ def test_hand_prepared_cluster_is_taken_over_without_a_gap(
         # the hand-made guard is reported redundant with the command that deletes it; the
         # operator deletes nothing (it may not).
         body = crd.get(constants.API_VERSION, constants.KIND, unique_name)
-        status, reason, message = only(podguard.PodGuardStep().reconcile(context(crd, body)))
+        status, reason, message = only(reconcile_step(podguard.PodGuardStep(), context(crd, body)))
         assert (status, reason) == ("True", PodGuard.HAND_MADE_GUARD_REDUNDANT), message
         assert f"kubectl delete validatingadmissionpolicybinding {hand_guard[3][1]} {hand_guard[1][1]}" in message
         assert all(crd.get(VAP, kind, name) is not None for kind, name in hand_guard)
@@ -297,7 +298,7 @@ def test_hand_prepared_cluster_is_taken_over_without_a_gap(
     assert {hand_guard[0][1], hand_guard[2][1]} & set(prober.denied_by), "the hand-made guard denied first"
     assert {names.pod_guard, names.exec_guard} <= set(prober.denied_by[-4:]), "ours deny at the end"
     body = crd.get(constants.API_VERSION, constants.KIND, unique_name)
-    status, reason, message = only(podguard.PodGuardStep().reconcile(context(crd, body)))
+    status, reason, message = only(reconcile_step(podguard.PodGuardStep(), context(crd, body)))
     assert (status, reason) == ("True", PodGuard.ENFORCING), message
     assert "hand-made" not in message
 
@@ -316,7 +317,7 @@ def test_hand_prepared_cluster_is_taken_over_without_a_gap(
     # One Corefile rewrite of the domain, in our marked block, written once; no other line touched.
     step_dns = dns.DnsStep(target=CoreDNSTarget(namespace=dns_ns))
     writes_before = crd.counter.snapshot()[1]
-    result = step_dns.reconcile(context(crd, platform))
+    result = reconcile_step(step_dns, context(crd, platform))
     assert crd.counter.snapshot()[1] - writes_before == 1, only(result)
     text = crd.get("v1", "ConfigMap", "coredns", dns_ns)["data"]["Corefile"]
     assert text == corefile.upsert_block(STOCK_COREFILE, unique_name, domain, HOST)
