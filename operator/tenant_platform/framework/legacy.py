@@ -49,3 +49,8 @@ class Legacy:
     def render(self, platform: TenantPlatform) -> list[Obj]:
         rendered: list[Obj] = self._step.render(platform)
         return rendered
+
+
+def contract_step(step: Any) -> Any:
+    """``step`` itself once it implements the contract (no ``reconcile``), else wrapped."""
+    return Legacy(step) if hasattr(step, "reconcile") else step

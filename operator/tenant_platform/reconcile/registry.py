@@ -21,23 +21,23 @@ from tenant_platform.concerns.podguard import step as podguard
 from tenant_platform.concerns.pullsecrets import step as pullsecrets
 from tenant_platform.concerns.storage import step as storage
 from tenant_platform.framework.contract import Step
-from tenant_platform.framework.legacy import Legacy
+from tenant_platform.framework.legacy import contract_step
 
 STEPS: list[Step[Any]] = [
-    Legacy(namespaces.STEP),
-    Legacy(installer.STEP),
+    contract_step(namespaces.STEP),
+    contract_step(installer.STEP),
     # mesh before podguard: the mesh's sidecar-style dry run sees the guard as the previous pass
     # left it (so a denial of the injected pod is reported as such), and the guard then judges.
-    Legacy(mesh.STEP),
-    Legacy(podguard.STEP),
-    Legacy(gateway.STEP),
-    Legacy(edgecert.STEP),
-    Legacy(dns.STEP),
-    Legacy(storage.STEP),
-    Legacy(apiaddresses.STEP),
-    Legacy(pullsecrets.STEP),
-    Legacy(objectstore.STEP),
-    Legacy(gpu.STEP),
+    contract_step(mesh.STEP),
+    contract_step(podguard.STEP),
+    contract_step(gateway.STEP),
+    contract_step(edgecert.STEP),
+    contract_step(dns.STEP),
+    contract_step(storage.STEP),
+    contract_step(apiaddresses.STEP),
+    contract_step(pullsecrets.STEP),
+    contract_step(objectstore.STEP),
+    contract_step(gpu.STEP),
 ]
 
-HANDOFF: Step[Any] = Legacy(installvalues.STEP)
+HANDOFF: Step[Any] = contract_step(installvalues.STEP)
