@@ -85,7 +85,10 @@ progress_step "building kube-apiserver, kube-controller-manager, kubectl $k8s_ve
 progress_done
 echo "[build-control-plane $(progress_elapsed)] built" >&2
 "$work/bin/kube-apiserver" --version >&2
-"$work/bin/etcd" --version | head -1 >&2
+# Whole output first, then its first line: piping into `head -1` under pipefail could kill etcd with
+# SIGPIPE between its lines on a busy machine and fail the build after it succeeded.
+etcd_says=$("$work/bin/etcd" --version)
+echo "${etcd_says%%$'\n'*}" >&2
 printf 'k8s=%s\netcd=%s\nbuilt_in_seconds=%s\n' "$k8s_version" "$etcd_version" "$(( $(date +%s) - start ))" > "$work/STAMP"
 rm -rf "$out"; mv "$work" "$out"; trap progress_done EXIT
 echo "$out/bin"

@@ -30,7 +30,8 @@ oldest_build=$!
 # A failing suite ends this script: take the background build (its process group) with it.
 trap 'kill -- -"$oldest_build" 2>/dev/null || true; rm -f "$oldest_log"' EXIT
 
-echo "== pytest (Kubernetes $(hack/build-control-plane.sh --versions | head -1), the whole suite)" >&2
+versions=$(hack/build-control-plane.sh --versions)
+echo "== pytest (Kubernetes ${versions%%$'\n'*}, the whole suite)" >&2
 .venv/bin/pytest "$@"
 
 # The oldest supported minor: CRD CEL rules, admission policies (the pod guard battery and its
