@@ -93,6 +93,21 @@ def invalid_spec_message(exc: pydantic.ValidationError) -> str:
     return "Invalid spec: " + "; ".join(parts) + ". Nothing was written; fix the spec."
 
 
+@dataclass
+class _Decided:
+    """A pass's new status and what goes with it, before the one write (``run``)."""
+
+    status: dict[str, Any]
+    requeue_after: float | None = None
+    results: dict[str, StepResult] = field(default_factory=dict)
+    events: list[Event] = field(default_factory=list)
+    on_server: dict[str, Any] | None = None
+    """What the API server holds before the write, if steps published sections (else old status)."""
+    partial: bool = False
+    metrics: bool = False
+    """Record the conditions' metrics (a pass that reached its steps, or its target's verdict)."""
+
+
 def run(
     body: Obj,
     *,
@@ -107,19 +122,61 @@ def run(
 ) -> Outcome:
     """Reconcile one TenantPlatform body; write its status when it changed (unless dry_run).
 
-    With ``spec.target`` every step works in the target cluster (``reconcile.target.connect``)
+    With ``spec.target`` every step works in the target cluster (``concerns.target.step.connect``)
     and ``observed`` (this cluster's snapshot) is not used: ``observe_target`` gives the target's,
-    if any. Status is written here, in the cluster ``kube`` talks to.
+    if any. Status is written here, in the cluster ``kube`` talks to, and only here: whatever the
+    pass decided (an invalid spec, paused, a target not reached, or the steps' results), the new
+    status is written by the one write below.
 
     ``only``: step names for a partial pass (see ``carried_conditions`` for when it falls back to
     a full one); ``Outcome.partial`` says which it was.
     """
     old_status: dict[str, Any] = dict(body.get("status") or {})
-    old_conditions: list[dict[str, Any]] = list(old_status.get("conditions") or [])
-    generation = int(body.get("metadata", {}).get("generation", 0) or 0)
     name = body["metadata"]["name"]
-    write = write_status and not dry_run
+    decided = _decide(
+        body,
+        old_status,
+        kube=kube,
+        settings=settings,
+        now=now,
+        observed=observed,
+        dry_run=dry_run,
+        observe_target=observe_target,
+        only=only,
+    )
+    new_status = decided.status
+    on_server = decided.on_server if decided.on_server is not None else old_status
+    written = statuswriter.write(kube, name, on_server, new_status) if write_status and not dry_run else False
+    if decided.metrics:
+        metrics.record_conditions(name, new_status["conditions"])
+    if decided.results and not any(r.failed for r in decided.results.values()):
+        metrics.record_success(name, now)
+    old_conditions: list[dict[str, Any]] = list(old_status.get("conditions") or [])
+    return Outcome(
+        new_status,
+        written,
+        decided.requeue_after,
+        statuswriter.transitions(old_conditions, new_status["conditions"]),
+        decided.events,
+        decided.results,
+        partial=decided.partial,
+    )
 
+
+def _decide(
+    body: Obj,
+    old_status: dict[str, Any],
+    *,
+    kube: Kube,
+    settings: Settings,
+    now: datetime,
+    observed: Any,
+    dry_run: bool,
+    observe_target: ObserveTarget | None,
+    only: Collection[str] | None,
+) -> _Decided:
+    """Everything of a pass but the status write: parse, connect, run the steps, build status."""
+    generation = int(body.get("metadata", {}).get("generation", 0) or 0)
     try:
         platform = TenantPlatform.from_body(body)
     except pydantic.ValidationError as exc:
@@ -127,12 +184,11 @@ def run(
         summary = conditions.summarize(
             {}, constants.CONCERN_TYPES, stalled_reason=Summary.INVALID_SPEC, stalled_message=message
         )
-        new_status = statuswriter.with_conditions(
+        invalid = statuswriter.with_conditions(
             old_status, (summary.ready, summary.reconciling, summary.stalled), now=now, generation=generation
         )
-        new_status["observedGeneration"] = generation
-        written = statuswriter.write(kube, name, old_status, new_status) if write else False
-        return Outcome(new_status, written, None, statuswriter.transitions(old_conditions, new_status["conditions"]))
+        invalid["observedGeneration"] = generation
+        return _Decided(invalid)
 
     if platform.paused:
         paused = conditions.false(
@@ -140,20 +196,15 @@ def run(
             Summary.PAUSED,
             f"Paused by annotation {constants.ANNOTATION_PAUSED}=true: no writes until it is removed.",
         )
-        new_status = statuswriter.with_conditions(old_status, [paused], now=now, generation=generation)
-        written = statuswriter.write(kube, name, old_status, new_status) if write else False
-        return Outcome(new_status, written, None, statuswriter.transitions(old_conditions, new_status["conditions"]))
+        return _Decided(statuswriter.with_conditions(old_status, [paused], now=now, generation=generation))
 
     work, connection = kube, None
     if platform.spec.target is not None:
         connection = targets.connect(platform, kube)
         if connection.kube is None:  # no step runs; TargetReachable and Ready say why
-            new_status, written, requeue = targets.report_unreachable(
-                platform, kube, old_status, connection, now=now, write=write
-            )
+            unreached, requeue = targets.unreachable_status(platform, old_status, connection, now=now)
             failed = {"target": StepResult(conditions=[connection.verdict.condition], failed=True)}
-            moved = statuswriter.transitions(old_conditions, new_status["conditions"])
-            return Outcome(new_status, written, requeue, moved, [], failed)
+            return _Decided(unreached, requeue, failed, metrics=True)
         work = connection.kube
         observed = observe_target(platform, connection) if observe_target is not None else None
         if isinstance(observed, targets.TargetObservation):  # the target's snapshot and read cache
@@ -183,25 +234,19 @@ def run(
 
     new_status, summary = status_and_summary(platform, old_status, results, ctx.recorded, now=now, carried=carried)
     _note_unknown_fields(platform, new_status)
-    new_conditions = new_status["conditions"]
     requeues = [r.requeue_after for r in results.values() if r.requeue_after]
     if any(r.progressing for r in results.values()):
         requeues.append(10.0)
     if summary.stalls_in is not None:  # come back when the progress deadline passes
         requeues.append(max(1.0, summary.stalls_in + 1.0))
-    on_server = {**old_status, **ctx.status_written}  # what steps already wrote (the guard's parameter)
-    written = statuswriter.write(kube, name, on_server, new_status) if write else False
-    metrics.record_conditions(platform.name, new_conditions)
-    if not any(r.failed for r in results.values()):
-        metrics.record_success(platform.name, now)
-    return Outcome(
+    return _Decided(
         new_status,
-        written,
         min(requeues) if requeues else None,
-        statuswriter.transitions(old_conditions, new_conditions),
-        ctx.events,
         results,
+        ctx.events,
+        on_server={**old_status, **ctx.status_written},  # what steps published (the guard's parameter)
         partial=carried is not None,
+        metrics=True,
     )
 
 

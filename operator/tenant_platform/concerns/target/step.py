@@ -16,7 +16,6 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from tenant_platform import metrics
 from tenant_platform.api import constants
 from tenant_platform.api.models import SecretRef, TenantPlatform
 from tenant_platform.concerns.target.verdict import TargetFacts, TargetVerdict, evaluate
@@ -115,19 +114,13 @@ def connect(
     return TargetConnection(verdict, kube if verdict.reachable else None, facts.secret, version)
 
 
-def report_unreachable(
-    platform: TenantPlatform,
-    management: Kube,
-    old_status: dict[str, Any],
-    connection: TargetConnection,
-    *,
-    now: datetime,
-    write: bool,
-) -> tuple[dict[str, Any], bool, float]:
+def unreachable_status(
+    platform: TenantPlatform, old_status: dict[str, Any], connection: TargetConnection, *, now: datetime
+) -> tuple[dict[str, Any], float]:
     """The status of a pass that did not reach its target (no step ran): TargetReachable says why,
     Ready is False (Stalled past the progress deadline); every other key, the concerns' conditions
     and status.recorded among them, keeps what the last pass that reached the target wrote.
-    Returns (new status, whether it was written, seconds until the next pass)."""
+    Returns (new status, seconds until the next pass); the pipeline writes it."""
     cond = connection.verdict.condition
     before = conditions.get(list(old_status.get("conditions") or []), constants.TARGET_REACHABLE)
     since: dict[str, datetime] = {}
@@ -139,12 +132,10 @@ def report_unreachable(
     new_status = statuswriter.with_conditions(
         old_status, (cond, summary.ready, summary.reconciling, summary.stalled), now=now, generation=platform.generation
     )
-    written = statuswriter.write(management, platform.name, old_status, new_status) if write else False
-    metrics.record_conditions(platform.name, new_status["conditions"])
     requeue = RETRY_SECONDS
     if summary.stalls_in is not None:
         requeue = min(requeue, max(1.0, summary.stalls_in + 1.0))
-    return new_status, written, requeue
+    return new_status, requeue
 
 
 def left_behind(platform: TenantPlatform) -> str:
