@@ -26,6 +26,7 @@ import yaml
 from tenant_platform import __version__
 from tenant_platform.api import constants
 from tenant_platform.cli_errors import CliError, Exit, admit, connect, guard, platforms_in
+from tenant_platform.config import LOG_FORMATS, LOG_LEVELS
 
 
 def repo_root() -> Path:
@@ -104,11 +105,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         "kube_context": args.context,
         "drift_interval": args.drift_interval,
         "log_format": args.log_format,
+        "log_level": args.log_level,
     }
     settings = dataclasses.replace(settings, **{k: v for k, v in overrides.items() if v})
     # Fail fast, in one line, when there is no cluster to talk to (kopf would retry for ever).
     connect(settings.kubeconfig, settings.kube_context)
-    logs.configure_logging(settings.log_format)
+    logs.configure_logging(settings.log_format, level=settings.log_level)
     return operator_main.run(
         settings,
         health_port=settings.health_port if args.probes else None,
@@ -233,7 +235,8 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run the operator against the current kubeconfig")
     _cluster_flags(run)
     run.add_argument("--drift-interval", type=float)
-    run.add_argument("--log-format", choices=["plain", "json"])
+    run.add_argument("--log-format", choices=list(LOG_FORMATS), help="plain (default) or json (one object per line)")
+    run.add_argument("--log-level", choices=list(LOG_LEVELS), help="the least severe records logged (default info)")
     run.add_argument("--no-probes", dest="probes", action="store_false", help="no /healthz endpoint")
     run.add_argument("--no-metrics", dest="metrics", action="store_false", help="no /metrics endpoint")
     run.set_defaults(func=cmd_run)

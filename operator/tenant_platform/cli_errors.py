@@ -31,6 +31,7 @@ import pydantic
 import yaml
 
 from tenant_platform.api import admission, constants
+from tenant_platform.config import SettingsError
 from tenant_platform.kube import errors as kube_errors
 
 
@@ -70,6 +71,9 @@ def guard(command: str, func: Callable[[], int]) -> int:
         for line in exc.details:
             print(f"  {line}", file=sys.stderr)
         return int(exc.code)
+    except SettingsError as exc:  # a wrong setting is bad input: name it, exit 2
+        say(command, f"configuration error: {exc} (docs/install.md lists every setting)")
+        return int(Exit.BAD_INPUT)
     except kube_errors.KubeError as exc:
         message, code = describe_kube_error(exc)
         say(command, message)

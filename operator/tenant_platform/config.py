@@ -9,6 +9,7 @@ import time, and nothing writes it to steer the operator.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -43,6 +44,8 @@ class Settings:
     """Seconds GPU status changes are gathered before one status write (busy clusters)."""
     operator_namespace: str = "tenant-platform-system"
     log_format: str = "plain"
+    log_level: str = "info"
+    """debug, info, warning or error (``TENANT_PLATFORM_LOG_LEVEL``, ``--log-level``, chart ``logLevel``)."""
     metrics_port: int = 8080
     health_port: int = 8081
     kubeconfig: str | None = None
@@ -86,30 +89,115 @@ class Settings:
     Deployments and DaemonSets, the tenant namespace) are unchanged; 0 checks on every pass."""
 
 
+class SettingsError(ValueError):
+    """A setting with a value the operator cannot use: names the variable and the expected form."""
+
+    def __init__(self, variable: str, value: str, expected: str) -> None:
+        super().__init__(f"{variable}={value!r}: expected {expected}")
+        self.variable = variable
+
+
+LOG_LEVELS: tuple[str, ...] = ("debug", "info", "warning", "error")
+LOG_FORMATS: tuple[str, ...] = ("plain", "json")
+_TRUE = ("true", "1", "yes", "on")
+_FALSE = ("false", "0", "no", "off")
+
+
+class _Env:
+    """Typed reads of the environment, each failing with a SettingsError naming its variable."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self._env = env
+
+    def text(self, name: str, default: str) -> str:
+        return self._env.get(name, default)
+
+    def optional(self, name: str) -> str | None:
+        return self._env.get(name)
+
+    def seconds(self, name: str, default: float, *, zero_ok: bool = False) -> float:
+        raw = self._env.get(name)
+        if raw is None:
+            return default
+        expected = f"a number of seconds{' (0 or more)' if zero_ok else ' greater than 0'}, e.g. {default:g}"
+        try:
+            value = float(raw.strip())
+        except ValueError:
+            raise SettingsError(name, raw, expected) from None
+        if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
+            raise SettingsError(name, raw, expected)
+        return value
+
+    def count(self, name: str, default: int, *, maximum: int = 65535) -> int:
+        raw = self._env.get(name)
+        if raw is None:
+            return default
+        expected = f"a whole number from 1 to {maximum}, e.g. {default}"
+        try:
+            value = int(raw.strip())
+        except ValueError:
+            raise SettingsError(name, raw, expected) from None
+        if not 1 <= value <= maximum:
+            raise SettingsError(name, raw, expected)
+        return value
+
+    def flag(self, name: str, default: bool) -> bool:
+        raw = self._env.get(name)
+        if raw is None:
+            return default
+        if raw.strip().lower() in _TRUE:
+            return True
+        if raw.strip().lower() in _FALSE:
+            return False
+        raise SettingsError(name, raw, "true or false")
+
+    def choice(self, name: str, default: str, choices: tuple[str, ...]) -> str:
+        raw = self._env.get(name)
+        if raw is None:
+            return default
+        if raw.strip().lower() not in choices:
+            raise SettingsError(name, raw, f"one of {', '.join(choices)}")
+        return raw.strip().lower()
+
+
 def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
-    env = os.environ if environ is None else environ
+    """Settings from the environment, every value checked: a value the operator cannot use raises
+    SettingsError naming the variable and the expected form (the CLI exits 2 with it)."""
+    env = _Env(os.environ if environ is None else environ)
+    election = (
+        env.seconds("TENANT_PLATFORM_RETRY_PERIOD", 2.0),
+        env.seconds("TENANT_PLATFORM_RENEW_DEADLINE", 10.0),
+        env.seconds("TENANT_PLATFORM_LEASE_DURATION", 15.0),
+    )
+    if not election[0] < election[1] < election[2]:
+        raise SettingsError(
+            "TENANT_PLATFORM_RETRY_PERIOD/RENEW_DEADLINE/LEASE_DURATION",
+            ", ".join(f"{v:g}" for v in election),
+            "retry period < renew deadline < lease duration (seconds), e.g. 2, 10, 15",
+        )
     return Settings(
-        drift_interval=float(env.get("TENANT_PLATFORM_DRIFT_INTERVAL", "300")),
-        kopf_workers=int(env.get("TENANT_PLATFORM_KOPF_WORKERS", "16")),
-        reconcile_workers=int(env.get("TENANT_PLATFORM_RECONCILE_WORKERS", "8")),
-        gpu_debounce=float(env.get("TENANT_PLATFORM_GPU_DEBOUNCE", "5")),
-        operator_namespace=env.get("TENANT_PLATFORM_NAMESPACE", "tenant-platform-system"),
-        log_format=env.get("TENANT_PLATFORM_LOG_FORMAT", "plain"),
-        metrics_port=int(env.get("TENANT_PLATFORM_METRICS_PORT", "8080")),
-        health_port=int(env.get("TENANT_PLATFORM_HEALTH_PORT", "8081")),
-        kubeconfig=env.get("KUBECONFIG") or None,
-        kube_context=env.get("TENANT_PLATFORM_KUBE_CONTEXT") or None,
-        in_cluster=bool(env.get("KUBERNETES_SERVICE_HOST")),
-        protected_namespaces=_names(env.get("TENANT_PLATFORM_PROTECTED_NAMESPACES"), DEFAULT_PROTECTED_NAMESPACES),
-        identity=env.get("TENANT_PLATFORM_IDENTITY", ""),
-        lease_duration=float(env.get("TENANT_PLATFORM_LEASE_DURATION", "15")),
-        renew_deadline=float(env.get("TENANT_PLATFORM_RENEW_DEADLINE", "10")),
-        retry_period=float(env.get("TENANT_PLATFORM_RETRY_PERIOD", "2")),
-        stuck_pass_seconds=float(env.get("TENANT_PLATFORM_STUCK_PASS_SECONDS", "600")),
-        cache=env.get("TENANT_PLATFORM_CACHE", "true").lower() not in ("false", "0", "no"),
-        cache_mesh_namespace=env.get("TENANT_PLATFORM_CACHE_MESH_NAMESPACE", "istio-system"),
-        cache_hami_namespaces=_names(env.get("TENANT_PLATFORM_CACHE_HAMI_NAMESPACES"), ("kube-system",)),
-        webhook_probe_interval=float(env.get("TENANT_PLATFORM_WEBHOOK_PROBE_INTERVAL", "600")),
+        drift_interval=env.seconds("TENANT_PLATFORM_DRIFT_INTERVAL", 300.0),
+        kopf_workers=env.count("TENANT_PLATFORM_KOPF_WORKERS", 16, maximum=1024),
+        reconcile_workers=env.count("TENANT_PLATFORM_RECONCILE_WORKERS", 8, maximum=1024),
+        gpu_debounce=env.seconds("TENANT_PLATFORM_GPU_DEBOUNCE", 5.0, zero_ok=True),
+        operator_namespace=env.text("TENANT_PLATFORM_NAMESPACE", "tenant-platform-system"),
+        log_format=env.choice("TENANT_PLATFORM_LOG_FORMAT", "plain", LOG_FORMATS),
+        log_level=env.choice("TENANT_PLATFORM_LOG_LEVEL", "info", LOG_LEVELS),
+        metrics_port=env.count("TENANT_PLATFORM_METRICS_PORT", 8080),
+        health_port=env.count("TENANT_PLATFORM_HEALTH_PORT", 8081),
+        kubeconfig=env.text("KUBECONFIG", "") or None,
+        kube_context=env.text("TENANT_PLATFORM_KUBE_CONTEXT", "") or None,
+        in_cluster=bool(env.text("KUBERNETES_SERVICE_HOST", "")),
+        protected_namespaces=_names(env.optional("TENANT_PLATFORM_PROTECTED_NAMESPACES"), DEFAULT_PROTECTED_NAMESPACES),
+        identity=env.text("TENANT_PLATFORM_IDENTITY", ""),
+        retry_period=election[0],
+        renew_deadline=election[1],
+        lease_duration=election[2],
+        stuck_pass_seconds=env.seconds("TENANT_PLATFORM_STUCK_PASS_SECONDS", 600.0),
+        cache=env.flag("TENANT_PLATFORM_CACHE", True),
+        cache_mesh_namespace=env.text("TENANT_PLATFORM_CACHE_MESH_NAMESPACE", "istio-system"),
+        cache_hami_namespaces=_names(env.optional("TENANT_PLATFORM_CACHE_HAMI_NAMESPACES"), ("kube-system",)),
+        webhook_probe_interval=env.seconds("TENANT_PLATFORM_WEBHOOK_PROBE_INTERVAL", 600.0, zero_ok=True),
     )
 
 

@@ -190,7 +190,10 @@ def _severity(levelno: int) -> str:
     return "fatal"
 
 
-def configure_logging(fmt: str = "plain", *, verbose: bool = False, debug: bool = False) -> None:
+_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
+
+
+def configure_logging(fmt: str = "plain", *, level: str = "info", verbose: bool = False, debug: bool = False) -> None:
     """Log to stderr in ``fmt`` (``plain`` or ``json``) through kopf's handler; install redaction.
 
     ``kopf.configure`` sets the root handler and levels as ``kopf run`` would (with its JSON log
@@ -209,6 +212,10 @@ def configure_logging(fmt: str = "plain", *, verbose: bool = False, debug: bool 
         for handler in root.handlers:
             if id(handler) not in before:
                 handler.setFormatter(JsonFormatter())
+    # The level asked for (``TENANT_PLATFORM_LOG_LEVEL``, ``--log-level``): kopf's own flags only
+    # choose between INFO and DEBUG, so the root level is set after it.
+    if level != "info" or not (verbose or debug):
+        root.setLevel(_LEVELS[level])
     # The kubernetes client logs request and response bodies (Secrets included) at DEBUG.
     # Records are scrubbed anyway; keep its DEBUG output off unless asked for.
-    logging.getLogger("kubernetes").setLevel(logging.DEBUG if debug else logging.INFO)
+    logging.getLogger("kubernetes").setLevel(logging.DEBUG if debug else max(logging.INFO, _LEVELS[level]))
