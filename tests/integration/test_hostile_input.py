@@ -33,7 +33,6 @@ from tenant_platform.observe import cluster
 from tenant_platform.reconcile import registry
 from tenant_platform.testing import seed
 from tenant_platform.testing.controlplane import ControlPlane
-from tenant_platform.testing.steps import reconcile_step
 
 PAUSE = "registry.k8s.io/pause:3.10.1"
 MODEL = "NVIDIA L4"
@@ -217,9 +216,7 @@ def test_hostile_pods_in_another_namespace_leave_the_platform_gpu_ready(scene: S
     for name, value in HOSTILE:
         scene.attacker.pod(name, scene.node, value.replace("GPU-x", scene.card))
 
-    outcome = reconcile_step(
-        scene,
-    )
+    outcome = scene.reconcile()
 
     assert outcome.status_written
     status = scene.live()["status"]
@@ -248,9 +245,7 @@ def test_eight_pods_with_200_kb_annotations_do_not_stop_status_writes(scene: Sce
     snap = scene.snapshot()
     assert all(len(p.allocated) < 64 for p in snap.view().pods.values())
 
-    outcome = reconcile_step(
-        scene,
-    )
+    outcome = scene.reconcile()
 
     assert outcome.status_written
     status = scene.live()["status"]
@@ -264,7 +259,5 @@ def test_eight_pods_with_200_kb_annotations_do_not_stop_status_writes(scene: Sce
         constants.API_VERSION, constants.KIND, scene.name, {"metadata": {"annotations": {"touch": "1"}}}
     )
     scene.attacker.pod("big-8", scene.node, garbage)
-    assert reconcile_step(
-        scene,
-    ).status_written
+    assert scene.reconcile().status_written
     assert scene.live()["status"]["gpu"]["ignoredPods"] == 9

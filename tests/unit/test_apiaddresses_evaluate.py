@@ -47,7 +47,7 @@ def eps(*endpoints: tuple[str, bool]) -> dict[str, Any]:
 def test_evaluate(service: Any, slices: list, check: str | None, fragment: str, endpoints: list[str]) -> None:
     verdict = apiaddresses.evaluate(apiaddresses.APIAddressesFacts(service=service, slices=slices))
     assert verdict.conditions == []
-    recorded = verdict.recorded["kubernetesAPI"]
+    recorded = verdict.recorded.dump()["kubernetesAPI"]
     assert recorded["endpointCIDRs"] == endpoints
     assert list(recorded) == ["serviceCIDRs", "endpointCIDRs", "servicePorts", "endpointPorts"]
     if check is None:

@@ -127,7 +127,7 @@ def test_condition(row: Row) -> None:
     assert (cond.type, cond.status, cond.reason) == ("InstallerReady", row.status, row.reason)
     assert row.message in cond.message
     assert verdict.progressing == row.progressing
-    assert verdict.recorded == (row.recorded or {})
+    assert verdict.recorded.dump() == (row.recorded or {})
 
 
 def test_every_installer_condition_reason_has_a_row() -> None:
@@ -138,14 +138,14 @@ def test_every_installer_condition_reason_has_a_row() -> None:
 def test_recorded_names_the_kubeconfig_secret_and_the_token_renewal_is_asked_for() -> None:
     facts = InstallerFacts(answers=answers(), kubeconfig_secret="platform-installer-kubeconfig", token_requeue=600.0)
     verdict = evaluate_installer.evaluate(platform(), facts)
-    assert verdict.recorded == {
+    assert verdict.recorded.dump() == {
         "installer": {
             "serviceAccountName": "platform-installer",
             "namespace": "kamiwaza",
             "kubeconfigSecret": "platform-installer-kubeconfig",
         }
     }
-    assert list(verdict.recorded["installer"]) == ["serviceAccountName", "namespace", "kubeconfigSecret"]
+    assert list(verdict.recorded.dump()["installer"]) == ["serviceAccountName", "namespace", "kubeconfigSecret"]
     assert verdict.requeue_after == 600.0
     missing = evaluate_installer.evaluate(platform(), InstallerFacts(answers=answers(nodes=True), token_requeue=5.0))
     assert missing.requeue_after == 5.0
@@ -351,8 +351,8 @@ def test_choose_server(row: tuple[str, dict[str, Any] | None, str, str, str, str
 def test_server_recorded_only_with_the_secret() -> None:
     p = platform(kubeconfigSecret={"enabled": True})
     choice = evaluate_installer.ServerChoice(SERVER, None, "ClusterInfo")
-    with_secret = evaluate_installer.recorded(p, "k", choice)["installer"]
+    with_secret = evaluate_installer.recorded(p, "k", choice).dump()["installer"]
     assert with_secret["kubeconfigServer"] == SERVER  # type: ignore[index]
     assert with_secret["kubeconfigServerSource"] == "ClusterInfo"  # type: ignore[index]
-    without = evaluate_installer.recorded(p, None, choice)["installer"]
+    without = evaluate_installer.recorded(p, None, choice).dump()["installer"]
     assert "kubeconfigServer" not in without  # type: ignore[operator]

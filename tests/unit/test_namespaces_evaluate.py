@@ -179,8 +179,10 @@ def test_condition(row: Row) -> None:
     assert (cond.type, cond.status, cond.reason) == ("NamespacesReady", row.status, row.reason)
     assert row.message in cond.message
     # What the write gate is told: the platform owns exactly these, and every other one is refused.
-    assert verdict.owned == row.owned
-    assert set(verdict.refused) == set(p.spec.all_namespaces) - set(row.owned)
+    claims = evaluate_ns.claims(p, row.facts, dry_run=row.dry_run, failed=row.failed, protection=PROTECTION)
+    assert claims.owned == row.owned
+    assert set(claims.refused) == set(p.spec.all_namespaces) - set(row.owned)
+    assert verdict.failed == (row.facts.read_failed or bool(row.failed))
     assert verdict.progressing == (row.reason == Namespaces.TERMINATING)
     assert verdict.requeue_after == (5.0 if row.reason == Namespaces.TERMINATING else None)
 

@@ -93,10 +93,12 @@ MIRROR = docker({"mirror.example": {"auth": "eDp5"}})
     ],
 )
 def test_evaluate(secrets: list, status: str, reason: str, fragment: str, hosts: list[str]) -> None:
-    verdict = pullsecrets.evaluate(platform(*(n for n, _ in secrets)), pullsecrets.PullSecretsFacts(secrets=secrets))
+    tp = platform(*(n for n, _ in secrets))
+    facts = pullsecrets.PullSecretsFacts(secrets=secrets)
+    verdict = pullsecrets.evaluate(tp, facts)
     cond = verdict.condition
     assert (cond.status, cond.reason) == (status, reason)
     assert fragment in cond.message, cond.message
-    assert verdict.registry_hosts == hosts
+    assert pullsecrets.registry_hosts(tp, facts) == hosts
     assert verdict.recorded.dump() == {"imagePullSecrets": [n for n, _ in secrets]}
     assert "hunter2" not in cond.message and "dXNlcjpodW50ZXIy" not in cond.message

@@ -10,14 +10,16 @@ as a warning, and ``tenant-platform check`` lists it as WARN. The facts are read
 so the drift timer keeps them current when control-plane nodes change.
 
 Shape: ``gather`` reads the Service and the slices; concerns/apiaddresses/verdict.py ``evaluate`` decides the
-recorded facts and the check, purely; the step reports them.
+recorded facts and the check, purely; ``apply`` writes nothing.
 """
 
 from __future__ import annotations
 
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.concerns.apiaddresses import verdict as apiaddresses
-from tenant_platform.framework.base import CleanupResult, StepContext, StepResult
+from tenant_platform.core.verdict import Verdict
+from tenant_platform.framework.base import CleanupResult, StepContext
+from tenant_platform.framework.contract import Action, Given, Step
 from tenant_platform.kube.client import Obj
 
 COMPONENT = "apiaddresses"
@@ -44,12 +46,20 @@ class APIAddressesStep:
     def render(self, platform: TenantPlatform) -> list[Obj]:
         return []
 
-    def reconcile(self, ctx: StepContext) -> StepResult:
-        verdict = apiaddresses.evaluate(gather(ctx))
-        return StepResult(conditions=verdict.conditions, recorded=verdict.recorded, status=verdict.sections)
+    def action(self, platform: TenantPlatform) -> Action:
+        return Action(f"reconcile {COMPONENT}", retry_soon=True)
+
+    def gather(self, ctx: StepContext) -> apiaddresses.APIAddressesFacts:
+        return gather(ctx)
+
+    def evaluate(self, given: Given, facts: apiaddresses.APIAddressesFacts) -> Verdict:
+        return apiaddresses.evaluate(facts)
+
+    def apply(self, ctx: StepContext, facts: apiaddresses.APIAddressesFacts, verdict: Verdict) -> Verdict:
+        return verdict
 
     def cleanup(self, ctx: StepContext) -> CleanupResult:
         return CleanupResult(True)
 
 
-STEP = APIAddressesStep()
+STEP: Step[apiaddresses.APIAddressesFacts] = APIAddressesStep()

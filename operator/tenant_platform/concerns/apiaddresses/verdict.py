@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tenant_platform.api.status.apiaddresses import APIAddressesRecorded, Check, KubernetesAPI
-from tenant_platform.core.verdict import LegacyVerdict as Verdict
+from tenant_platform.api.status.recorded import Recorded
+from tenant_platform.core.verdict import Verdict
 
 SERVICE_NAME = "kubernetes"
 SERVICE_NAMESPACE = "default"
@@ -71,7 +72,7 @@ def evaluate(facts: APIAddressesFacts) -> Verdict:
     found = compute(facts.service, facts.slices)
     check = found.check()
     sections = {"checks": {CHECK_NAME: check.dump()}} if check is not None else {}
-    return Verdict(conditions=[], recorded=found.recorded().dump(), sections=sections)
+    return Verdict(conditions=[], recorded=Recorded(kubernetes_api=found.recorded().kubernetes_api), sections=sections)
 
 
 def host_cidr(address: str) -> str | None:

@@ -5,39 +5,51 @@ primary namespace and carry our labels but no ownerReference (they follow deleti
 the namespace, see reconcile.base.stamp). The condition is True only when every checklist
 ``can-i`` check answers as expected for the ServiceAccount's identity.
 
-One pass, in this order (no token before the checks that prove the identity is safe):
-1. read the identity's objects (and the kubeconfig Secret); one that exists without this
-   platform's claim (our labels) is never taken: Conflict, nothing written, no token;
-2. apply the identity (concerns/installer/manifests.py); on any error stop (Forbidden/APIError);
-3. ask the SubjectAccessReviews (alone in a dry run);
-4. with ``kubeconfigSecret.enabled`` and no ExcessPermissions: let status/installer.token_plan
-   keep the Secret's token or mint a new one (TokenRequest; event TokenMinted), apply the Secret;
-   with ExcessPermissions no token is minted and our kubeconfig Secret is deleted (pruned);
-5. prune our labelled ServiceAccounts, Roles and RoleBindings no longer wanted, and the kubeconfig
-   Secret by name (the configured and the last recorded name: the operator may not list Secrets);
-6. status/installer.evaluate (pure) decides the condition and the recorded facts.
+A pass, in this order (no token before the checks that prove the identity is safe), as the
+step contract's rounds (framework/contract.py):
+1. ``gather`` reads the identity's objects (and the kubeconfig Secret); one that exists without
+   this platform's claim (our labels) is never taken: ``evaluate`` says Conflict, nothing is
+   written, no token;
+2. an identity not in place (an object missing or drifted from its intent): ``evaluate`` asks
+   ``apply`` to write it (concerns/installer/manifests.py; an error stops the pass:
+   Forbidden/APIError) and for another round (``Verdict.again``), whose ``gather`` reads again;
+3. with the identity in place ``gather`` asks the SubjectAccessReviews (alone in a dry run) and,
+   with ``kubeconfigSecret.enabled`` and no ExcessPermissions, reads the kubeconfig's server;
+4. ``evaluate`` (concerns/installer/verdict.py, pure) decides the condition, the recorded facts
+   and what to write: the identity, then (``kubeconfigSecret.enabled``, no ExcessPermissions) the
+   kubeconfig Secret as ``token_plan`` keeps it, or a TokenRequest to mint a new token (event
+   TokenMinted); with ExcessPermissions no token is minted and our kubeconfig Secret is pruned;
+5. ``apply`` writes that, minting the token and rendering the Secret around it (renewal follows
+   the expiry the API server granted), then prunes our labelled ServiceAccounts, Roles and
+   RoleBindings no longer wanted, and the kubeconfig Secret by name (the configured and the last
+   recorded name: the operator may not list Secrets); a failed write or prune turns the verdict
+   into Forbidden/APIError.
 A failed SubjectAccessReview is an API error condition that still records the identity's names.
 Writes into a namespace the platform does not own never leave the process (the write gate,
-reconcile/base.NamespaceClaims).
+framework/base.NamespaceClaims).
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
+from tenant_platform.api.reasons import Common
 from tenant_platform.concerns.installer import manifests as render_installer
 from tenant_platform.concerns.installer import verdict as installer_status
 from tenant_platform.concerns.installer.verdict import Answer, InstallerFacts
+from tenant_platform.core import conditions
 from tenant_platform.core.identities import service_account_user
+from tenant_platform.core.verdict import Verdict
 from tenant_platform.framework.base import (
     ApplyOutcome,
     CleanupResult,
     Key,
     StepContext,
-    StepResult,
     api_error_condition,
     apply_children,
     describe,
@@ -45,9 +57,11 @@ from tenant_platform.framework.base import (
     labelled_platform,
     owner_of,
     prune_children,
+    stamp,
 )
+from tenant_platform.framework.contract import Action, Given, Step
 from tenant_platform.kube import errors
-from tenant_platform.kube.client import Obj, b64
+from tenant_platform.kube.client import Obj, b64, intent_hash, is_subset
 
 COMPONENT = "installer"
 PRUNE_KINDS = [
@@ -94,6 +108,87 @@ def foreign(ctx: StepContext, desired: list[Obj]) -> tuple[dict[Key, Obj | None]
     return live, tuple(taken)
 
 
+TOKEN_REQUEST = ("authentication.k8s.io/v1", "TokenRequest")
+"""The intent to mint a token (the ServiceAccount's ``token`` subresource) in ``Verdict.desired``."""
+
+
+@dataclass(frozen=True)
+class Gathered:
+    """What the installer step read. Outside a dry run ``live`` holds the identity's objects and
+    the kubeconfig Secret (``None``: absent); the access checks and the kubeconfig's server are
+    read only once the identity is in place (every object of it already as intended), so the
+    answers are about the identity as it will stay."""
+
+    live: Mapping[Key, Obj | None] = field(default_factory=dict)
+    foreign: tuple[str, ...] = ()
+    in_place: bool = True
+    answers: tuple[Answer, ...] | None = None
+    """None: not asked (the identity is not in place yet, or another object of it is foreign)."""
+    review_error: errors.KubeError | None = None
+    """The SubjectAccessReviews failed (the API's error)."""
+    server: installer_status.ServerChoice | None = None
+    """The kubeconfig's server (only with ``kubeconfigSecret.enabled`` and the answers)."""
+
+
+def in_place(ctx: StepContext, desired: list[Obj], live: Mapping[Key, Obj | None]) -> bool:
+    """Applying ``desired`` would write nothing: each object, stamped, matches the live one (as
+    ``Kube.ensure`` judges it)."""
+    for obj in desired:
+        stamped = stamp(copy.deepcopy(obj), ctx, COMPONENT)
+        stamped["metadata"].setdefault("annotations", {})[constants.ANNOTATION_APPLIED_HASH] = intent_hash(stamped)
+        current = live.get(key(obj))
+        if current is None or not is_subset(stamped, current):
+            return False
+    return True
+
+
+def server(ctx: StepContext) -> installer_status.ServerChoice:
+    """The kubeconfig's server: the spec's, else kube-public/cluster-info's, else ours.
+
+    cluster-info is read only when the spec names no server; a cluster without it (or an
+    operator not allowed to read it) falls through to the operator's own API address.
+    """
+    cluster_info: Obj | None = None
+    refused = ""
+    if not ctx.platform.spec.installer.kubeconfig_secret.server:
+        try:
+            cluster_info = ctx.kube.get(
+                "v1", "ConfigMap", installer_status.CLUSTER_INFO_NAME, installer_status.CLUSTER_INFO_NAMESPACE
+            )
+        except errors.Forbidden:
+            refused = "the operator may not read ConfigMap kube-public/cluster-info"
+    choice = installer_status.choose_server(
+        ctx.platform, cluster_info=cluster_info, operator_server=ctx.kube.server, operator_ca=ctx.kube.ca_data()
+    )
+    return replace(choice, note=refused) if refused else choice
+
+
+def gather(ctx: StepContext) -> Gathered:
+    """Dry run: the access checks alone. Otherwise the identity's objects and the kubeconfig
+    Secret; once the identity is in place, the access checks and the kubeconfig's server."""
+    if ctx.dry_run:
+        try:
+            return Gathered(answers=ask(ctx))
+        except errors.KubeError as exc:
+            return Gathered(review_error=exc)
+    platform = ctx.platform
+    desired = render_installer.render_installer(platform)
+    kubeconfig = platform.spec.installer.kubeconfig_secret.enabled
+    probe = [*desired, _secret_ref(platform)] if kubeconfig else desired
+    live, taken = foreign(ctx, probe)
+    if taken:
+        return Gathered(live=live, foreign=taken)
+    if not in_place(ctx, desired, live):
+        return Gathered(live=live, in_place=False)
+    try:
+        answers = ask(ctx)
+    except errors.KubeError as exc:
+        return Gathered(live=live, review_error=exc)
+    if kubeconfig and not InstallerFacts(answers=answers).excess:
+        return Gathered(live=live, answers=answers, server=server(ctx))
+    return Gathered(live=live, answers=answers)
+
+
 class InstallerStep:
     name = COMPONENT
     condition_types: tuple[str, ...] = (constants.INSTALLER_READY,)
@@ -101,166 +196,113 @@ class InstallerStep:
     def render(self, platform: TenantPlatform) -> list[Obj]:
         return render_installer.render_installer(platform)
 
-    def reconcile(self, ctx: StepContext) -> StepResult:
-        if ctx.dry_run:
-            facts = InstallerFacts()
-            try:
-                facts = replace(facts, answers=ask(ctx))
-            except errors.KubeError as exc:
-                return self._review_failed(ctx, facts, exc)
-        else:
-            try:
-                facts = self.write(ctx)
-            except _ReviewFailed as failed:
-                return self._review_failed(ctx, failed.facts, failed.error)
-        verdict = installer_status.evaluate(ctx.platform, facts, dry_run=ctx.dry_run)
-        return StepResult(
-            conditions=verdict.conditions,
-            recorded=verdict.recorded,
-            progressing=verdict.progressing,
-            requeue_after=verdict.requeue_after,
-            failed=bool(facts.apply_errors),
-        )
+    def action(self, platform: TenantPlatform) -> Action:
+        return Action(f"reconcile {COMPONENT}", retry_soon=True)
 
-    def _review_failed(self, ctx: StepContext, facts: InstallerFacts, exc: errors.KubeError) -> StepResult:
-        return StepResult(
-            conditions=[api_error_condition(constants.INSTALLER_READY, exc, REVIEWING)],
-            recorded=installer_status.recorded(ctx.platform, facts.kubeconfig_secret, facts.server),
-            failed=True,
-            progressing=True,
-        )
+    def gather(self, ctx: StepContext) -> Gathered:
+        return gather(ctx)
 
-    def write(self, ctx: StepContext) -> InstallerFacts:
-        """The identity, the access checks, then (only when they pass) the token, then pruning.
-
-        Nothing is taken: an existing object of the identity without our claim stops the pass
-        before any write (Conflict). No token is minted before the SubjectAccessReviews have shown
-        that the ServiceAccount holds no more than it should; with ExcessPermissions our kubeconfig
-        Secret is deleted (pruned) instead of renewed.
-        """
-        platform = ctx.platform
-        desired = render_installer.render_installer(platform)
+    def evaluate(self, given: Given, facts: Gathered) -> Verdict:
+        """What to write and the condition, in order: Conflict (nothing written, no token); the
+        identity not in place yet (write it, then another round asks the access checks); the
+        access checks failed to run; else the identity, and with ``kubeconfigSecret.enabled``
+        and no ExcessPermissions the kubeconfig Secret to keep or a token to mint (event
+        TokenMinted), then pruning (with ExcessPermissions our kubeconfig Secret goes)."""
+        platform = given.platform
+        if facts.foreign:
+            return installer_status.evaluate(platform, InstallerFacts(foreign=facts.foreign))
+        identity = [] if given.dry_run else render_installer.render_installer(platform)
+        if not facts.in_place:
+            pending = conditions.unknown(
+                constants.INSTALLER_READY,
+                Common.NOT_YET_REPORTED,
+                "The installer identity is being applied; its access checks come next.",
+            )
+            return Verdict(conditions=[pending], desired=identity, progressing=True, again=True)
+        if facts.review_error is not None:
+            return Verdict(
+                conditions=[api_error_condition(constants.INSTALLER_READY, facts.review_error, REVIEWING)],
+                recorded=installer_status.recorded(platform),
+                failed=True,
+                progressing=True,
+            )
+        if facts.answers is None:  # gather asks whenever the identity is in place and not foreign
+            raise ValueError("the installer's access checks were not asked")
+        answers = InstallerFacts(answers=facts.answers)
+        kubeconfig = platform.spec.installer.kubeconfig_secret.enabled and not given.dry_run
+        if not kubeconfig or answers.excess or facts.server is None:
+            verdict = installer_status.evaluate(
+                platform, replace(answers, withheld=kubeconfig and answers.excess), dry_run=given.dry_run
+            )
+            return verdict.but(desired=identity)
         secret_key = ("v1", "Secret", platform.spec.namespace, platform.kubeconfig_secret_name)
-        kubeconfig = platform.spec.installer.kubeconfig_secret.enabled
-        probe = [*desired, _secret_ref(platform)] if kubeconfig else desired
-        live, taken = foreign(ctx, probe)
-        if taken:
-            return InstallerFacts(foreign=taken)
-        # The ServiceAccount must exist before a token can be minted for it.
-        outcome = apply_children(ctx, COMPONENT, desired, live={k: v for k, v in live.items() if k != secret_key})
-        if not outcome.ok:
-            return InstallerFacts(apply_errors=tuple(outcome.errors), forbidden=outcome.forbidden)
-        try:
-            answers = ask(ctx)
-        except errors.KubeError as exc:
-            raise _ReviewFailed(InstallerFacts(), exc) from None
-        facts = InstallerFacts(answers=answers)
-        secret_name: str | None = None
-        requeue: float | None = None
-        server: installer_status.ServerChoice | None = None
-        if kubeconfig and not facts.excess:
-            server = self._server(ctx)
-            secret, requeue = self._kubeconfig_secret(ctx, live.get(secret_key), server)
-            desired.append(secret)
-            secret_outcome = apply_children(ctx, COMPONENT, [secret])
-            outcome.errors.extend(secret_outcome.errors)
-            outcome.forbidden |= secret_outcome.forbidden
-            secret_name = secret["metadata"]["name"]
-        # With ExcessPermissions the kubeconfig Secret is not wanted: pruning deletes ours.
-        prune_children(
-            ctx,
-            COMPONENT,
-            wanted={key(o) for o in desired},
-            kinds=PRUNE_KINDS,
-            namespaces=[platform.spec.namespace],
-            outcome=outcome,
-        )
-        self._prune_kubeconfig_secret(ctx, keep=secret_name, outcome=outcome)
-        return replace(
-            facts,
-            apply_errors=tuple(outcome.errors),
-            forbidden=outcome.forbidden,
-            kubeconfig_secret=secret_name,
-            server=server,
-            token_requeue=requeue,
-            withheld=kubeconfig and facts.excess,
-        )
-
-    @staticmethod
-    def _prune_kubeconfig_secret(ctx: StepContext, *, keep: str | None, outcome: ApplyOutcome) -> None:
-        """Delete our kubeconfig Secret under a name no longer wanted, read by name, never listed."""
-        platform = ctx.platform
-        ns = platform.spec.namespace
-        last = ((platform.status.get("recorded") or {}).get("installer") or {}).get("kubeconfigSecret")
-        for name in sorted({platform.kubeconfig_secret_name, str(last or "")} - {keep or "", ""}):
-            try:
-                live = ctx.kube.get("v1", "Secret", name, ns)
-                if live is None or owner_of(live) != ctx.name:
-                    continue
-                if (live["metadata"].get("labels") or {}).get(constants.LABEL_COMPONENT) != COMPONENT:
-                    continue
-                ctx.kube.delete("v1", "Secret", name, ns, uid=live["metadata"].get("uid"))
-                outcome.pruned.append(f"Secret {ns}/{name}")
-            except errors.KubeError as exc:
-                outcome.errors.append(f"pruning Secret {name}: {exc.message or exc}")
-                outcome.forbidden |= isinstance(exc, errors.Forbidden)
-
-    @staticmethod
-    def _server(ctx: StepContext) -> installer_status.ServerChoice:
-        """The kubeconfig's server: the spec's, else kube-public/cluster-info's, else ours.
-
-        cluster-info is read only when the spec names no server; a cluster without it (or an
-        operator not allowed to read it) falls through to the operator's own API address.
-        """
-        cluster_info: Obj | None = None
-        refused = ""
-        if not ctx.platform.spec.installer.kubeconfig_secret.server:
-            try:
-                cluster_info = ctx.kube.get(
-                    "v1", "ConfigMap", installer_status.CLUSTER_INFO_NAME, installer_status.CLUSTER_INFO_NAMESPACE
-                )
-            except errors.Forbidden:
-                refused = "the operator may not read ConfigMap kube-public/cluster-info"
-        choice = installer_status.choose_server(
-            ctx.platform, cluster_info=cluster_info, operator_server=ctx.kube.server, operator_ca=ctx.kube.ca_data()
-        )
-        return replace(choice, note=refused) if refused else choice
-
-    def _kubeconfig_secret(
-        self, ctx: StepContext, live: Obj | None, server: installer_status.ServerChoice
-    ) -> tuple[Obj, float]:
-        """The kubeconfig Secret intent, re-minting the token when status/installer says so."""
-        platform = ctx.platform
-        ns = platform.spec.namespace
+        live = facts.live.get(secret_key)
         plan = installer_status.token_plan(
             platform,
             live,
             claim=labelled_platform(live) if live is not None else None,
-            now=ctx.now,
-            server=server.server,
+            now=given.now,
+            server=facts.server.server,
         )
+        judged = replace(
+            answers,
+            kubeconfig_secret=platform.kubeconfig_secret_name,
+            server=facts.server,
+            token_requeue=plan.requeue_after,
+        )
+        verdict = installer_status.evaluate(platform, judged)
         if plan.keep is not None:
-            return plan.keep, plan.requeue_after
-        # The expiry is the server's (TokenRequest status.expirationTimestamp): it may be capped
-        # below the lifetime asked for, and renewal follows what was granted.
-        issued = ctx.now.replace(microsecond=0)
-        token, expiry = ctx.kube.request_token(
-            ns, platform.spec.installer.service_account_name, expiration_seconds=plan.expiration_seconds
+            return verdict.but(desired=[*identity, plan.keep])
+        mint = {
+            "apiVersion": TOKEN_REQUEST[0],
+            "kind": TOKEN_REQUEST[1],
+            "metadata": {"name": platform.spec.installer.service_account_name, "namespace": platform.spec.namespace},
+            "spec": {"expirationSeconds": plan.expiration_seconds},
+        }
+        return verdict.but(desired=[*identity, mint], events=[installer_status.token_minted(platform)])
+
+    def apply(self, ctx: StepContext, facts: Gathered, verdict: Verdict) -> Verdict:
+        """Write what the verdict lists, in order: the identity, then the kubeconfig Secret (kept,
+        or with a token minted now); the final round prunes what is no longer wanted. A write
+        that fails turns the verdict into Forbidden/APIError (no further writes)."""
+        if ctx.dry_run or verdict.failed or not verdict.desired:
+            return verdict
+        platform = ctx.platform
+        secret_key = ("v1", "Secret", platform.spec.namespace, platform.kubeconfig_secret_name)
+        identity = [o for o in verdict.desired if o["kind"] not in ("Secret", TOKEN_REQUEST[1])]
+        outcome = apply_children(
+            ctx, COMPONENT, identity, live={k: v for k, v in facts.live.items() if k != secret_key}
         )
-        user, _ = service_account_user(platform)
-        kubeconfig = render_installer.render_kubeconfig(
-            server=server.server, ca_pem=server.ca_pem, namespace=ns, user=user, token=token
+        if not outcome.ok:
+            return _write_failed(platform, verdict, outcome)
+        if verdict.again:  # the identity was not in place: the access checks come in the next round
+            return verdict
+        wanted = list(identity)
+        secret_name: str | None = None
+        requeue = verdict.requeue_after
+        for intent in verdict.desired[len(identity) :]:
+            secret = intent
+            if intent["kind"] == TOKEN_REQUEST[1]:
+                assert facts.server is not None  # evaluate mints only with the server chosen
+                secret, requeue = _minted(ctx, facts.server, int(intent["spec"]["expirationSeconds"]))
+            secret_outcome = apply_children(ctx, COMPONENT, [secret])
+            outcome.errors.extend(secret_outcome.errors)
+            outcome.forbidden |= secret_outcome.forbidden
+            secret_name = secret["metadata"]["name"]
+            wanted.append(secret)
+        # With ExcessPermissions the kubeconfig Secret is not wanted: pruning deletes ours.
+        prune_children(
+            ctx,
+            COMPONENT,
+            wanted={key(o) for o in wanted},
+            kinds=PRUNE_KINDS,
+            namespaces=[platform.spec.namespace],
+            outcome=outcome,
         )
-        ctx.events.append(installer_status.token_minted(platform))
-        intent = render_installer.kubeconfig_secret(
-            platform,
-            expires_at=expiry.strftime("%Y-%m-%dT%H:%M:%SZ"),
-            kubeconfig_b64=b64(kubeconfig),
-            server=server.server,
-            issued_at=issued.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        )
-        requested = timedelta(seconds=plan.expiration_seconds)
-        return intent, installer_status.renewal_requeue(issued, expiry, requested, ctx.now)
+        _prune_kubeconfig_secret(ctx, keep=secret_name, outcome=outcome)
+        if not outcome.ok:
+            return _write_failed(platform, verdict, outcome)
+        return verdict.but(requeue_after=requeue)
 
     def cleanup(self, ctx: StepContext) -> CleanupResult:
         # The identity is part of the namespace's contents: deletionPolicy Retain keeps it (the
@@ -268,11 +310,56 @@ class InstallerStep:
         return CleanupResult(True)
 
 
-class _ReviewFailed(Exception):
-    def __init__(self, facts: InstallerFacts, error: errors.KubeError) -> None:
-        super().__init__(str(error))
-        self.facts = facts
-        self.error = error
+def _write_failed(platform: TenantPlatform, verdict: Verdict, outcome: ApplyOutcome) -> Verdict:
+    """The verdict once a write or a prune failed: Forbidden or APIError, progressing, nothing recorded."""
+    failed = installer_status.evaluate(
+        platform, InstallerFacts(apply_errors=tuple(outcome.errors), forbidden=outcome.forbidden)
+    )
+    return failed.but(desired=verdict.desired, events=verdict.events, failed=True)
+
+
+def _minted(ctx: StepContext, server: installer_status.ServerChoice, expiration_seconds: int) -> tuple[Obj, float]:
+    """Mint the token (TokenRequest) and the kubeconfig Secret naming it; the renewal requeue
+    follows the expiry the API server granted (``status.expirationTimestamp``: it may be capped
+    below the lifetime asked for)."""
+    platform = ctx.platform
+    ns = platform.spec.namespace
+    issued = ctx.now.replace(microsecond=0)
+    token, expiry = ctx.kube.request_token(
+        ns, platform.spec.installer.service_account_name, expiration_seconds=expiration_seconds
+    )
+    user, _ = service_account_user(platform)
+    kubeconfig = render_installer.render_kubeconfig(
+        server=server.server, ca_pem=server.ca_pem, namespace=ns, user=user, token=token
+    )
+    intent = render_installer.kubeconfig_secret(
+        platform,
+        expires_at=expiry.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        kubeconfig_b64=b64(kubeconfig),
+        server=server.server,
+        issued_at=issued.strftime("%Y-%m-%dT%H:%M:%SZ"),
+    )
+    requested = timedelta(seconds=expiration_seconds)
+    return intent, installer_status.renewal_requeue(issued, expiry, requested, ctx.now)
+
+
+def _prune_kubeconfig_secret(ctx: StepContext, *, keep: str | None, outcome: ApplyOutcome) -> None:
+    """Delete our kubeconfig Secret under a name no longer wanted, read by name, never listed."""
+    platform = ctx.platform
+    ns = platform.spec.namespace
+    last = ((platform.status.get("recorded") or {}).get("installer") or {}).get("kubeconfigSecret")
+    for name in sorted({platform.kubeconfig_secret_name, str(last or "")} - {keep or "", ""}):
+        try:
+            live = ctx.kube.get("v1", "Secret", name, ns)
+            if live is None or owner_of(live) != ctx.name:
+                continue
+            if (live["metadata"].get("labels") or {}).get(constants.LABEL_COMPONENT) != COMPONENT:
+                continue
+            ctx.kube.delete("v1", "Secret", name, ns, uid=live["metadata"].get("uid"))
+            outcome.pruned.append(f"Secret {ns}/{name}")
+        except errors.KubeError as exc:
+            outcome.errors.append(f"pruning Secret {name}: {exc.message or exc}")
+            outcome.forbidden |= isinstance(exc, errors.Forbidden)
 
 
 def _secret_ref(platform: TenantPlatform) -> Obj:
@@ -281,4 +368,4 @@ def _secret_ref(platform: TenantPlatform) -> Obj:
     return {"apiVersion": "v1", "kind": "Secret", "metadata": meta}
 
 
-STEP = InstallerStep()
+STEP: Step[Gathered] = InstallerStep()

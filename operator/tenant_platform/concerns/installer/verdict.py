@@ -39,11 +39,11 @@ from tenant_platform.api import constants, reasons
 from tenant_platform.api.models import KUBECONFIG_SERVER, TenantPlatform, parse_duration
 from tenant_platform.api.reasons import Common, Installer
 from tenant_platform.api.status.installer import RecordedInstaller, ServerSource
+from tenant_platform.api.status.recorded import Recorded
 from tenant_platform.concerns.installer import manifests as render_installer
 from tenant_platform.core import conditions
 from tenant_platform.core.identities import service_account_user
-from tenant_platform.core.verdict import Event, Manifest
-from tenant_platform.core.verdict import LegacyVerdict as Verdict
+from tenant_platform.core.verdict import Event, Manifest, Verdict
 
 # Re-mint the token once less than this share of its lifetime is left.
 RENEW_FRACTION = 0.3
@@ -254,7 +254,7 @@ class InstallerFacts:
 
 def recorded(
     platform: TenantPlatform, kubeconfig_secret: str | None = None, server: ServerChoice | None = None
-) -> dict[str, object]:
+) -> Recorded:
     """``status.recorded.installer`` (the server only with the Secret that names it)."""
     with_server = server if kubeconfig_secret else None
     facts = RecordedInstaller(
@@ -264,7 +264,7 @@ def recorded(
         kubeconfig_server=with_server.server if with_server else None,
         kubeconfig_server_source=with_server.source if with_server else None,
     )
-    return {"installer": facts.dump()}
+    return Recorded(installer=facts)
 
 
 def evaluate(platform: TenantPlatform, facts: InstallerFacts, *, dry_run: bool = False) -> Verdict:

@@ -12,9 +12,11 @@ ConfigMap we made under an earlier name is pruned. Status: ``installValues`` {co
 Like every child in the platform's namespaces it has no owner reference: with deletionPolicy
 Retain it stays (the installed platform keeps its facts), with Delete it goes with the namespace.
 
-This step owns no condition. If the ConfigMap cannot be written (typically: the tenant namespace
-does not exist yet, which NamespacesReady reports), ``status.installValues.error`` says why and
-the pass is retried.
+This step owns no condition. ``evaluate`` (pure) renders the ConfigMap from ``given.recorded``
+and the section; ``apply`` writes it and prunes. If the ConfigMap cannot be written (typically:
+the tenant namespace does not exist yet, which NamespacesReady reports),
+``status.installValues.error`` says why (and the event InstallValuesNotWritten), and the pass is
+retried.
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ from tenant_platform.api import reasons
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.status.recorded import Recorded
 from tenant_platform.concerns.installvalues import manifests as render_values
-from tenant_platform.framework.base import CleanupResult, StepContext, StepResult, apply_children
+from tenant_platform.core.verdict import Verdict
+from tenant_platform.framework.base import CleanupResult, StepContext, apply_children
+from tenant_platform.framework.contract import Action, Given, Step
 from tenant_platform.kube.client import Obj
 
 COMPONENT = "installvalues"
@@ -36,9 +40,8 @@ def recorded_facts(platform: TenantPlatform, recorded: dict[str, Any]) -> Record
     return Recorded.parse({"domain": platform.spec.domain, **recorded})
 
 
-def gather(ctx: StepContext) -> Recorded:
-    """The facts every step recorded in this pass (no API read)."""
-    return ctx.recorded
+SECTION = "installValues"
+RETRY_AFTER = 10.0
 
 
 class InstallValuesStep:
@@ -60,30 +63,56 @@ class InstallValuesStep:
             facts["storageClassName"] = platform.spec.storage.storage_class_name
         return [self.desired(platform, recorded_facts(platform, facts))]
 
-    def reconcile(self, ctx: StepContext) -> StepResult:
+    def action(self, platform: TenantPlatform) -> Action:
+        return Action(f"reconcile {COMPONENT}", retry_soon=True)
+
+    def gather(self, ctx: StepContext) -> None:
+        """Nothing to read: the facts are those every step recorded in this pass (``given.recorded``)."""
+        return None
+
+    def evaluate(self, given: Given, facts: None) -> Verdict:
+        """The values ConfigMap of what this pass recorded, and the section naming it."""
+        platform = given.platform
+        return Verdict(
+            conditions=[],
+            desired=[self.desired(platform, given.recorded)],
+            sections={SECTION: {"configMap": platform.install_values_name}},
+        )
+
+    def apply(self, ctx: StepContext, facts: None, verdict: Verdict) -> Verdict:
+        """Write the ConfigMap (when it changed), prune one under an earlier name."""
         platform = ctx.platform
-        name = platform.install_values_name
         outcome = apply_children(
             ctx,
             COMPONENT,
-            [self.desired(platform, gather(ctx))],
+            verdict.desired,
             prune_kinds=[("v1", "ConfigMap")],
             prune_namespaces=[platform.spec.namespace],
         )
-        section: dict[str, Any] = {"configMap": name}
-        if not outcome.ok:
-            section["error"] = (
-                f"Could not write ConfigMap {name} in namespace {platform.spec.namespace}: "
-                + "; ".join(outcome.errors)
-                + ". It is retried on the next pass."
-            )
-            ctx.events.append(("Warning", reasons.Event.INSTALL_VALUES_NOT_WRITTEN, section["error"]))
-            return StepResult(conditions=[], status={"installValues": section}, failed=True, requeue_after=10.0)
-        return StepResult(conditions=[], status={"installValues": section})
+        if outcome.ok:
+            return verdict
+        return not_written(platform, verdict, outcome.errors)
 
     def cleanup(self, ctx: StepContext) -> CleanupResult:
         """Nothing to undo: the ConfigMap follows the namespace's deletionPolicy (see above)."""
         return CleanupResult(True)
 
 
-STEP = InstallValuesStep()
+def not_written(platform: TenantPlatform, verdict: Verdict, errors: list[str]) -> Verdict:
+    """``verdict`` once writing the ConfigMap failed: the section says why, an event, a retry."""
+    name = platform.install_values_name
+    error = (
+        f"Could not write ConfigMap {name} in namespace {platform.spec.namespace}: "
+        + "; ".join(errors)
+        + ". It is retried on the next pass."
+    )
+    section: dict[str, Any] = {**verdict.sections[SECTION], "error": error}
+    return verdict.but(
+        sections={**verdict.sections, SECTION: section},
+        events=[*verdict.events, ("Warning", reasons.Event.INSTALL_VALUES_NOT_WRITTEN, error)],
+        failed=True,
+        requeue_after=RETRY_AFTER,
+    )
+
+
+STEP: Step[None] = InstallValuesStep()

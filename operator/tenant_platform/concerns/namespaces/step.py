@@ -18,11 +18,12 @@ one (system, the operator's, the mesh's, the gateway's, ``Settings.protected_nam
 existing one no admin opted in with ``tenancy.dev/adoptable-by: <platform>`` is left untouched.
 
 One pass: ``gather`` reads every namespace the spec names (one GET each) and lists those carrying
-our claim label (a failed read is kept as a fact), concerns/namespaces/verdict.py decides (pure) what to
-label or release and the condition, ``apply`` writes in that order, reports, and hands what the
-platform owns to the write gate (``ctx.claims``, reconcile/base.NamespaceClaims): no other step
-writes into a namespace it does not own. A failed write is reported per namespace (APIError),
-never aborting the others.
+our claim label (a failed read is kept as a fact), ``evaluate`` (concerns/namespaces/verdict.py,
+pure) decides what to label or release (the verdict's ``desired``, in that order) and the
+condition, ``apply`` writes in that order and hands what the platform owns to the write gate
+(``ctx.claims``, framework/base.NamespaceClaims): no other step writes into a namespace it does
+not own. A failed write is reported per namespace (APIError, the verdict judged again with the
+failures), never aborting the others.
 """
 
 from __future__ import annotations
@@ -32,13 +33,15 @@ from tenant_platform.api.models import TenantPlatform
 from tenant_platform.concerns.namespaces import manifests as render_ns
 from tenant_platform.concerns.namespaces import verdict as ns_status
 from tenant_platform.concerns.namespaces.verdict import NamespaceFacts, NamespacesFacts
+from tenant_platform.config import Settings
+from tenant_platform.core.verdict import Verdict
 from tenant_platform.framework.base import (
     CleanupResult,
     StepContext,
-    StepResult,
     api_error_condition,
     labelled_platform,
 )
+from tenant_platform.framework.contract import Action, Given, Step
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube, Obj
 
@@ -75,11 +78,6 @@ def labelled(kube: Kube, platform: TenantPlatform) -> dict[str, Obj]:
     return {n["metadata"]["name"]: n for n in found if labelled_platform(n) == platform.name}
 
 
-def protection(ctx: StepContext) -> ns_status.Protection:
-    settings = ctx.settings
-    return ns_status.Protection(settings.operator_namespace, tuple(settings.protected_namespaces))
-
-
 def gather(ctx: StepContext) -> NamespacesFacts:
     """The namespaces the spec names and, outside a dry run, the dropped ones we must release."""
     wanted = tuple(read(ctx.kube, name) for name in ctx.platform.spec.all_namespaces)
@@ -97,6 +95,10 @@ def gather(ctx: StepContext) -> NamespacesFacts:
     return NamespacesFacts(wanted, dropped)
 
 
+def protection(settings: Settings) -> ns_status.Protection:
+    return ns_status.Protection(settings.operator_namespace, tuple(settings.protected_namespaces))
+
+
 class NamespacesStep:
     name = COMPONENT
     condition_types: tuple[str, ...] = (constants.NAMESPACES_READY,)
@@ -104,37 +106,41 @@ class NamespacesStep:
     def render(self, platform: TenantPlatform) -> list[Obj]:
         return render_ns.render_namespaces(platform)
 
-    def reconcile(self, ctx: StepContext) -> StepResult:
-        facts = gather(ctx)
-        writes = ns_status.writes(ctx.platform, facts, dry_run=ctx.dry_run, protection=protection(ctx))
-        return self.apply(ctx, facts, writes)
+    def action(self, platform: TenantPlatform) -> Action:
+        return Action(f"reconcile {COMPONENT}", retry_soon=True)
 
-    def apply(self, ctx: StepContext, facts: NamespacesFacts, writes: ns_status.Writes) -> StepResult:
-        """Label, then release, in order; each failure is kept for the verdict, never raised."""
+    def gather(self, ctx: StepContext) -> NamespacesFacts:
+        return gather(ctx)
+
+    def evaluate(self, given: Given, facts: NamespacesFacts) -> Verdict:
+        """The verdict if every write succeeds; ``desired``: the intents to label, then to release."""
+        guard = protection(given.settings)
+        writes = ns_status.writes(given.platform, facts, dry_run=given.dry_run, protection=guard)
+        verdict = ns_status.evaluate(given.platform, facts, dry_run=given.dry_run, protection=guard)
+        return verdict.but(desired=[*writes.label, *writes.release])
+
+    def apply(self, ctx: StepContext, facts: NamespacesFacts, verdict: Verdict) -> Verdict:
+        """Label, then release, in order (each failure kept for the verdict, never raised); then
+        tell the write gate (``ctx.claims``) what the platform owns as the writes left it."""
+        released = {ns.name for ns in facts.dropped}
         failed: dict[str, str] = {}
-        for intent in writes.label:
+        for intent in verdict.desired:
             name = intent["metadata"]["name"]
             try:
-                ctx.kube.ensure(intent, live=facts.live(name))
+                if name in released:  # the empty intent: applied, so our labels go
+                    ctx.kube.apply(intent)
+                else:
+                    ctx.kube.ensure(intent, live=facts.live(name))
             except errors.KubeError as exc:
                 failed[name] = exc.message or str(exc)
-        for intent in writes.release:
-            try:
-                ctx.kube.apply(intent)
-            except errors.KubeError as exc:
-                failed[intent["metadata"]["name"]] = exc.message or str(exc)
-        verdict = ns_status.evaluate(
-            ctx.platform, facts, dry_run=ctx.dry_run, failed=failed, protection=protection(ctx)
-        )
+        guard = protection(ctx.settings)
+        if failed:
+            after = ns_status.evaluate(ctx.platform, facts, dry_run=ctx.dry_run, failed=failed, protection=guard)
+            verdict = after.but(desired=verdict.desired)
         if ctx.claims is not None:
-            ctx.claims.claimed(verdict.owned, verdict.refused)
-        return StepResult(
-            conditions=verdict.conditions,
-            status=verdict.sections,
-            progressing=verdict.progressing,
-            failed=facts.read_failed or bool(failed),
-            requeue_after=verdict.requeue_after,
-        )
+            owns = ns_status.claims(ctx.platform, facts, dry_run=ctx.dry_run, failed=failed, protection=guard)
+            ctx.claims.claimed(owns.owned, owns.refused)
+        return verdict
 
     def cleanup(self, ctx: StepContext) -> CleanupResult:
         """Retain: remove our labels. Delete: delete the namespaces we created, release the rest."""
@@ -161,4 +167,4 @@ class NamespacesStep:
         return CleanupResult(True)
 
 
-STEP = NamespacesStep()
+STEP: Step[NamespacesFacts] = NamespacesStep()

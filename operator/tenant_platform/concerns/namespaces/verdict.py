@@ -25,8 +25,10 @@ failed). Then:
   (Conflict > ProtectedNamespace > NotAdoptable > APIError > Terminating > WouldCreate >
   Reconciled), ``status.managed.namespaces`` (what we labelled, a terminating namespace, and a
   dropped one we could not release yet; not written in a dry run), a requeue while a namespace
-  terminates, and ``owned``: what this platform owns in this pass (the write gate,
-  reconcile/base.NamespaceClaims, lets every other step write only there).
+  terminates; it is failed when a read or a write failed.
+- ``claims`` says, from the same facts and failed writes, what this platform owns in this pass
+  (the write gate, framework/base.NamespaceClaims, lets every other step write only there) and
+  why it does not own the rest.
 """
 
 from __future__ import annotations
@@ -42,8 +44,7 @@ from tenant_platform.api.status.namespaces import ManagedNamespaces
 from tenant_platform.concerns.namespaces import manifests as render_ns
 from tenant_platform.core import conditions
 from tenant_platform.core.ownership import owner_phrase
-from tenant_platform.core.verdict import LegacyVerdict as Verdict
-from tenant_platform.core.verdict import Manifest
+from tenant_platform.core.verdict import Manifest, Verdict
 
 # Come back this soon while a namespace terminates (it is recreated once gone).
 TERMINATING_REQUEUE = 5.0
@@ -180,8 +181,10 @@ def writes(
     return Writes(label, release)
 
 
-@dataclass
-class NamespacesVerdict(Verdict):
+@dataclass(frozen=True)
+class Claims:
+    """What the namespaces step tells the write gate (framework/base.NamespaceClaims)."""
+
     owned: tuple[str, ...] = ()
     """The spec's namespaces this platform owns in this pass (dry run: those it would claim)."""
     refused: Mapping[str, str] = field(default_factory=dict)
@@ -195,9 +198,31 @@ def evaluate(
     dry_run: bool = False,
     failed: Mapping[str, str] | None = None,
     protection: Protection = Protection(),
-) -> NamespacesVerdict:
+) -> Verdict:
     """The verdict once ``writes`` were applied; ``failed`` maps a namespace to the API's words."""
-    failed = failed or {}
+    return _judge(platform, facts, dry_run=dry_run, failed=failed or {}, protection=protection)[0]
+
+
+def claims(
+    platform: TenantPlatform,
+    facts: NamespacesFacts,
+    *,
+    dry_run: bool = False,
+    failed: Mapping[str, str] | None = None,
+    protection: Protection = Protection(),
+) -> Claims:
+    """What the platform owns once ``writes`` were applied, and why not the rest (as ``evaluate``)."""
+    return _judge(platform, facts, dry_run=dry_run, failed=failed or {}, protection=protection)[1]
+
+
+def _judge(
+    platform: TenantPlatform,
+    facts: NamespacesFacts,
+    *,
+    dry_run: bool,
+    failed: Mapping[str, str],
+    protection: Protection,
+) -> tuple[Verdict, Claims]:
     refusals: dict[str, list[str]] = {}
     refused: dict[str, str] = {}
     terminating: list[str] = []
@@ -237,14 +262,14 @@ def evaluate(
     sections: dict[str, Any] = {}
     if not dry_run:
         sections["managed"] = ManagedNamespaces(namespaces=sorted(set(managed))).dump()
-    return NamespacesVerdict(
+    verdict = Verdict(
         conditions=[_condition(platform, refusals, problems, terminating, would_create)],
         sections=sections,
         progressing=bool(terminating),
         requeue_after=TERMINATING_REQUEUE if terminating else None,
-        owned=tuple(owned),
-        refused=refused,
+        failed=facts.read_failed or bool(failed),
     )
+    return verdict, Claims(tuple(owned), refused)
 
 
 _REFUSALS: tuple[tuple[Common | Namespaces, str, str], ...] = (

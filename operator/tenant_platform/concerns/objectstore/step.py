@@ -2,7 +2,7 @@
 
 Shape: ``gather`` reads the S3 credentials Secret, and only when the verdict depends on it;
 concerns/objectstore/verdict.py ``evaluate`` decides (Builtin needs nothing; S3 needs an http(s) endpoint and
-the Secret with non-empty values under the configured keys); the step reports. Record:
+the Secret with non-empty values under the configured keys); ``apply`` writes nothing. Record:
 ``objectStore`` {mode, and for S3 endpoint, bucket, region, credentialsSecret (the name only)}.
 """
 
@@ -11,7 +11,9 @@ from __future__ import annotations
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.concerns.objectstore import verdict as store_status
-from tenant_platform.framework.base import CleanupResult, StepContext, StepResult
+from tenant_platform.core.verdict import Verdict
+from tenant_platform.framework.base import CleanupResult, StepContext
+from tenant_platform.framework.contract import Action, Given, Step
 from tenant_platform.kube.client import Obj
 
 COMPONENT = "objectstore"
@@ -34,12 +36,20 @@ class ObjectStoreStep:
     def render(self, platform: TenantPlatform) -> list[Obj]:
         return []
 
-    def reconcile(self, ctx: StepContext) -> StepResult:
-        verdict = store_status.evaluate(ctx.platform, gather(ctx))
-        return StepResult(conditions=[verdict.condition], recorded=verdict.recorded.dump())
+    def action(self, platform: TenantPlatform) -> Action:
+        return Action(f"reconcile {COMPONENT}", retry_soon=True)
+
+    def gather(self, ctx: StepContext) -> store_status.ObjectStoreFacts:
+        return gather(ctx)
+
+    def evaluate(self, given: Given, facts: store_status.ObjectStoreFacts) -> Verdict:
+        return store_status.evaluate(given.platform, facts)
+
+    def apply(self, ctx: StepContext, facts: store_status.ObjectStoreFacts, verdict: Verdict) -> Verdict:
+        return verdict
 
     def cleanup(self, ctx: StepContext) -> CleanupResult:
         return CleanupResult(True)
 
 
-STEP = ObjectStoreStep()
+STEP: Step[store_status.ObjectStoreFacts] = ObjectStoreStep()

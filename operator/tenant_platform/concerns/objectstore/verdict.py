@@ -16,8 +16,10 @@ from typing import Any
 from tenant_platform.api import constants, reasons
 from tenant_platform.api.models import ObjectStore, TenantPlatform
 from tenant_platform.api.status.objectstore import ObjectStoreRecorded, RecordedObjectStore
+from tenant_platform.api.status.recorded import Recorded
 from tenant_platform.core import conditions
 from tenant_platform.core.conditions import Condition
+from tenant_platform.core.verdict import Verdict
 
 R = reasons.ObjectStore
 
@@ -30,10 +32,8 @@ class ObjectStoreFacts:
     secret: Mapping[str, Any] | None = None
 
 
-@dataclass(frozen=True)
-class ObjectStoreVerdict:
-    condition: Condition
-    recorded: ObjectStoreRecorded
+def _verdict(condition: Condition, recorded: ObjectStoreRecorded) -> Verdict:
+    return Verdict(conditions=[condition], recorded=Recorded(object_store=recorded.object_store))
 
 
 def endpoint_ok(endpoint: str) -> bool:
@@ -47,7 +47,7 @@ def needs_secret(spec: ObjectStore) -> bool:
     return spec.mode == "S3" and spec.s3 is not None and endpoint_ok(spec.s3.endpoint)
 
 
-def evaluate(platform: TenantPlatform, facts: ObjectStoreFacts) -> ObjectStoreVerdict:
+def evaluate(platform: TenantPlatform, facts: ObjectStoreFacts) -> Verdict:
     """ObjectStoreReady and ``recorded.objectStore`` {mode, and for S3 the endpoint, bucket, region and
     the credentials Secret's name}."""
     spec = platform.spec.object_store
@@ -57,7 +57,7 @@ def evaluate(platform: TenantPlatform, facts: ObjectStoreFacts) -> ObjectStoreVe
         cond = conditions.true(
             type_, R.BUILTIN, "spec.objectStore.mode is Builtin: the platform installs its own object store on a PVC."
         )
-        return ObjectStoreVerdict(cond, ObjectStoreRecorded(object_store=RecordedObjectStore(mode="Builtin")))
+        return _verdict(cond, ObjectStoreRecorded(object_store=RecordedObjectStore(mode="Builtin")))
     s3 = spec.s3
     if s3 is None:
         cond = conditions.false(
@@ -66,7 +66,7 @@ def evaluate(platform: TenantPlatform, facts: ObjectStoreFacts) -> ObjectStoreVe
             "spec.objectStore.mode is S3 but spec.objectStore.s3 is missing: set endpoint, bucket and "
             "credentialsSecret.",
         )
-        return ObjectStoreVerdict(cond, ObjectStoreRecorded(object_store=RecordedObjectStore(mode="S3")))
+        return _verdict(cond, ObjectStoreRecorded(object_store=RecordedObjectStore(mode="S3")))
     ref = s3.credentials_secret
     recorded = ObjectStoreRecorded(
         object_store=RecordedObjectStore(
@@ -80,7 +80,7 @@ def evaluate(platform: TenantPlatform, facts: ObjectStoreFacts) -> ObjectStoreVe
             f"spec.objectStore.s3.endpoint {s3.endpoint!r} is not an http(s) URL with a host, "
             "e.g. https://s3.example.com.",
         )
-        return ObjectStoreVerdict(cond, recorded)
+        return _verdict(cond, recorded)
     if facts.secret is None:
         cond = conditions.false(
             type_,
@@ -88,7 +88,7 @@ def evaluate(platform: TenantPlatform, facts: ObjectStoreFacts) -> ObjectStoreVe
             f"Secret {ref.name} named in spec.objectStore.s3.credentialsSecret does not exist in "
             f"namespace {namespace}. Create it with keys {ref.access_key_id_key} and {ref.secret_access_key_key}.",
         )
-        return ObjectStoreVerdict(cond, recorded)
+        return _verdict(cond, recorded)
     data = {**(facts.secret.get("data") or {})}
     wanted = [ref.access_key_id_key, ref.secret_access_key_key]
     missing = [key for key in dict.fromkeys(wanted) if not data.get(key)]
@@ -100,7 +100,7 @@ def evaluate(platform: TenantPlatform, facts: ObjectStoreFacts) -> ObjectStoreVe
             f"{', '.join(missing)} (set in spec.objectStore.s3.credentialsSecret). Add them, or point "
             "accessKeyIdKey/secretAccessKeyKey at the keys it has.",
         )
-        return ObjectStoreVerdict(cond, recorded)
+        return _verdict(cond, recorded)
     region = f", region {s3.region}" if s3.region else ""
     cond = conditions.true(
         type_,
@@ -108,4 +108,4 @@ def evaluate(platform: TenantPlatform, facts: ObjectStoreFacts) -> ObjectStoreVe
         f"S3 object store {s3.endpoint} bucket {s3.bucket}{region}: credentials Secret {ref.name} "
         f"in namespace {namespace} has {' and '.join(wanted)}.",
     )
-    return ObjectStoreVerdict(cond, recorded)
+    return _verdict(cond, recorded)

@@ -9,30 +9,39 @@ Where the operator runs in the cluster, the registry hosts are also probed (fram
 the outcome is a best-effort ``status.checks.registryProbes`` entry, never part of the condition.
 
 Shape: ``gather`` reads only the Secrets named in the spec, one GET each (the operator never
-lists Secrets); concerns/pullsecrets/verdict.py ``evaluate`` decides, purely; the step probes and reports.
+lists Secrets), and probes the registry hosts the usable ones cover (network I/O, so a fact);
+concerns/pullsecrets/verdict.py ``evaluate`` decides, purely, and the step's ``evaluate`` puts the
+probe into ``status.checks``; ``apply`` writes nothing.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import replace
 
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.concerns.pullsecrets import verdict as pull_status
+from tenant_platform.core.verdict import Verdict
 from tenant_platform.framework import probes
-from tenant_platform.framework.base import CleanupResult, StepContext, StepResult
+from tenant_platform.framework.base import CleanupResult, StepContext
+from tenant_platform.framework.contract import Action, Given, Step
 from tenant_platform.kube.client import Obj
 
 COMPONENT = "pullsecrets"
 
 
 def gather(ctx: StepContext) -> pull_status.PullSecretsFacts:
-    """Each Secret named in the spec, one GET each (first mention only; the operator never lists Secrets)."""
+    """Each Secret named in the spec, one GET each (first mention only; the operator never lists
+    Secrets); where the operator runs in the cluster, the probe of the registry hosts they cover."""
     namespace = ctx.platform.spec.namespace
     names = list(dict.fromkeys(ctx.platform.spec.image_pull_secrets))
-    return pull_status.PullSecretsFacts(
+    facts = pull_status.PullSecretsFacts(
         secrets=[(name, ctx.kube.get("v1", "Secret", name, namespace)) for name in names]
     )
+    hosts = pull_status.registry_hosts(ctx.platform, facts)
+    if ctx.settings.in_cluster and hosts:
+        return replace(facts, registry_probe=probes.probe_registries(hosts))
+    return facts
 
 
 class PullSecretsStep:
@@ -42,15 +51,24 @@ class PullSecretsStep:
     def render(self, platform: TenantPlatform) -> list[Obj]:
         return []
 
-    def reconcile(self, ctx: StepContext) -> StepResult:
-        verdict = pull_status.evaluate(ctx.platform, gather(ctx))
-        status: dict[str, Any] = {}
-        if ctx.settings.in_cluster and verdict.registry_hosts:
-            status["checks"] = {probes.CHECK_NAME: probes.probe_registries(verdict.registry_hosts)}
-        return StepResult(conditions=[verdict.condition], recorded=verdict.recorded.dump(), status=status)
+    def action(self, platform: TenantPlatform) -> Action:
+        return Action(f"reconcile {COMPONENT}", retry_soon=True)
+
+    def gather(self, ctx: StepContext) -> pull_status.PullSecretsFacts:
+        return gather(ctx)
+
+    def evaluate(self, given: Given, facts: pull_status.PullSecretsFacts) -> Verdict:
+        """The pure verdict, and the probe (a fact) as the best-effort ``status.checks`` entry."""
+        verdict = pull_status.evaluate(given.platform, facts)
+        if facts.registry_probe is None:
+            return verdict
+        return verdict.but(sections={"checks": {probes.CHECK_NAME: dict(facts.registry_probe)}})
+
+    def apply(self, ctx: StepContext, facts: pull_status.PullSecretsFacts, verdict: Verdict) -> Verdict:
+        return verdict
 
     def cleanup(self, ctx: StepContext) -> CleanupResult:
         return CleanupResult(True)
 
 
-STEP = PullSecretsStep()
+STEP: Step[pull_status.PullSecretsFacts] = PullSecretsStep()

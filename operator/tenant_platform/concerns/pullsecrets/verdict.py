@@ -1,8 +1,9 @@
 """PullSecretsReady, decided from the Secrets named in the spec. Pure.
 
 ``check_secret`` says whether one Secret is a usable registry credential and which registry
-hosts it covers; ``evaluate`` turns the checks of every named Secret into the condition, the
-recorded names and the hosts to probe. Only the registry host names ever leave this module:
+hosts it covers; ``registry_hosts`` the hosts the usable ones cover (the step's gather probes
+them where it runs in the cluster); ``evaluate`` turns the checks of every named Secret into the
+condition and the recorded names. Only the registry host names ever leave this module:
 never a username, password, auth string or identity token, not even in an error (a parse error
 names the Secret and the key, not the text).
 """
@@ -19,8 +20,10 @@ from typing import Any
 from tenant_platform.api import constants, reasons
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.status.pullsecrets import PullSecretsRecorded
+from tenant_platform.api.status.recorded import Recorded
 from tenant_platform.core import conditions
 from tenant_platform.core.conditions import Condition
+from tenant_platform.core.verdict import Verdict
 
 DOCKER_CONFIG_JSON_TYPE = "kubernetes.io/dockerconfigjson"
 DOCKER_CONFIG_JSON_KEY = ".dockerconfigjson"
@@ -78,17 +81,22 @@ class PullSecretsFacts:
     tenant namespace."""
 
     secrets: Sequence[tuple[str, Mapping[str, Any] | None]]
+    registry_probe: Mapping[str, Any] | None = None
+    """The best-effort probe of ``registry_hosts`` from the operator's pod (None: not probed:
+    outside the cluster, or no host to probe)."""
 
 
-@dataclass(frozen=True)
-class PullSecretsVerdict:
-    condition: Condition
-    recorded: PullSecretsRecorded
-    registry_hosts: list[str]
-    """Hosts the usable Secrets cover, sorted: apply probes them where it runs in the cluster."""
+def registry_hosts(platform: TenantPlatform, facts: PullSecretsFacts) -> list[str]:
+    """Hosts the usable Secrets cover, sorted: the step probes them where it runs in the cluster."""
+    checks = [check_secret(name, platform.spec.namespace, secret) for name, secret in facts.secrets]
+    return sorted({h for c in checks if c.ok for h in c.hosts})
 
 
-def evaluate(platform: TenantPlatform, facts: PullSecretsFacts) -> PullSecretsVerdict:
+def _verdict(condition: Condition, recorded: PullSecretsRecorded) -> Verdict:
+    return Verdict(conditions=[condition], recorded=Recorded(image_pull_secrets=recorded.image_pull_secrets))
+
+
+def evaluate(platform: TenantPlatform, facts: PullSecretsFacts) -> Verdict:
     """PullSecretsReady: True when every named Secret is usable (or none is named)."""
     type_ = constants.PULL_SECRETS_READY
     namespace = platform.spec.namespace
@@ -97,7 +105,7 @@ def evaluate(platform: TenantPlatform, facts: PullSecretsFacts) -> PullSecretsVe
         cond = conditions.true(
             type_, R.NONE_REQUIRED, "spec.imagePullSecrets is empty: images are pulled without credentials."
         )
-        return PullSecretsVerdict(cond, recorded, [])
+        return _verdict(cond, recorded)
     checks = [check_secret(name, namespace, secret) for name, secret in facts.secrets]
     bad = [c for c in checks if not c.ok]
     good = [c for c in checks if c.ok]
@@ -116,4 +124,4 @@ def evaluate(platform: TenantPlatform, facts: PullSecretsFacts) -> PullSecretsVe
         cond = conditions.true(
             type_, R.PULL_SECRETS_FOUND, f"Pull secrets in namespace {namespace} are usable: {covers}."
         )
-    return PullSecretsVerdict(cond, recorded, sorted({h for c in good for h in c.hosts}))
+    return _verdict(cond, recorded)
