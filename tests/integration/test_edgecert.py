@@ -289,7 +289,7 @@ def test_issuance_is_conditional_on_the_secret_as_read(
 
     # Absent when read, created by someone else meanwhile: not overwritten.
     stale = edgecert.gather(context(kube, platform, now=NOW))
-    verdict = edgecert.edgecert.evaluate(TenantPlatform.from_body(platform), stale, now=NOW)
+    verdict = edgecert.edgecert.plan(TenantPlatform.from_body(platform), stale, now=NOW)
     assert verdict.issue is not None and stale.secret is None
     only(run(edgecert.STEP, kube, platform, now=NOW))
     first = kube.get("v1", "Secret", SECRET, gw)
@@ -306,7 +306,7 @@ def test_issuance_is_conditional_on_the_secret_as_read(
     # Due for renewal when read, renewed by someone else meanwhile: not overwritten.
     later = NOW + timedelta(days=61)
     stale = edgecert.gather(context(kube, platform, now=later))
-    verdict = edgecert.edgecert.evaluate(TenantPlatform.from_body(platform), stale, now=later)
+    verdict = edgecert.edgecert.plan(TenantPlatform.from_body(platform), stale, now=later)
     assert verdict.issue is not None and verdict.issue.because == Reason.EXPIRING_SOON
     only(run(edgecert.STEP, kube, platform, now=later))
     renewed = kube.get("v1", "Secret", SECRET, gw)

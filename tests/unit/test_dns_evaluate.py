@@ -222,12 +222,12 @@ ROWS = [
 
 @pytest.mark.parametrize("row", [pytest.param(row, id=row.name) for row in ROWS])
 def test_reason(row: Row) -> None:
-    verdict = dns.evaluate(platform(**row.spec), row.facts, **{"now": T0, **row.options})
-    cond = verdict.condition
+    plan = dns.plan(platform(**row.spec), row.facts, **{"now": T0, **row.options})
+    cond = plan.verdict.condition
     assert (cond.type, cond.status, cond.reason) == (constants.DNS_READY, row.status, row.reason), cond.message
     assert row.fragment in cond.message
-    assert not verdict.writes
-    assert row.reason == DNS.RELOAD_PENDING or (not verdict.progressing and verdict.requeue_after is None)
+    assert not plan.writes
+    assert row.reason == DNS.RELOAD_PENDING or (not plan.verdict.progressing and plan.verdict.requeue_after is None)
 
 
 def test_every_dns_reason_has_a_row() -> None:
@@ -288,31 +288,31 @@ GUARD_ROWS = [
 def test_guard_refuses_in_every_mode(
     management: str, spec: dict[str, Any], facts: DnsFacts, reason: str, fragment: str
 ) -> None:
-    verdict = dns.evaluate(platform(dns={"management": management}, **spec), facts, now=T0)
-    cond = verdict.condition
+    plan = dns.plan(platform(dns={"management": management}, **spec), facts, now=T0)
+    cond = plan.verdict.condition
     assert (cond.status, cond.reason) == ("False", reason), cond.message
     assert fragment in cond.message
-    assert verdict.writes == []  # nothing of ours to remove here, and nothing else is ever written
-    assert verdict.recorded == {"dns": {"management": management}}
+    assert plan.writes == []  # nothing of ours to remove here, and nothing else is ever written
+    assert plan.verdict.recorded.dump() == {"dns": {"management": management}}
 
 
 def test_a_reserved_domain_loses_the_rewrite_we_wrote_for_it() -> None:
     bad = "kubernetes.default.svc.cluster.local"
     text = corefile.upsert_block(STOCK_COREFILE, NAME, bad, HOST)
     facts = DnsFacts(corefile_cm=coredns_cm(text), custom_cm=custom_cm({OVERRIDE_KEY: OVERRIDE}))
-    verdict = dns.evaluate(platform(domain=bad), facts, now=T0)
-    assert verdict.condition.reason == DNS.RESERVED_DOMAIN
-    assert [type(w) for w in verdict.writes] == [CorefileWrite, OverrideWrite]
-    assert verdict.writes[0].edit(text) == STOCK_COREFILE
-    assert "Removed the rewrite" in verdict.condition.message
-    assert dns.evaluate(platform(domain=bad), facts, now=T0, dry_run=True).writes == []
+    plan = dns.plan(platform(domain=bad), facts, now=T0)
+    assert plan.verdict.condition.reason == DNS.RESERVED_DOMAIN
+    assert [type(w) for w in plan.writes] == [CorefileWrite, OverrideWrite]
+    assert plan.writes[0].edit(text) == STOCK_COREFILE
+    assert "Removed the rewrite" in plan.verdict.condition.message
+    assert dns.plan(platform(domain=bad), facts, now=T0, dry_run=True).writes == []
 
 
 def test_a_held_domain_keeps_the_other_platforms_rewrite_and_writes_nothing() -> None:
     text = corefile.upsert_block(OTHER_BLOCK, NAME, DOMAIN, HOST)  # both rewrite it (written before the guard)
-    verdict = dns.evaluate(platform(), DnsFacts(corefile_cm=coredns_cm(text)), now=T0)
-    assert verdict.condition.reason == DNS.DOMAIN_HELD_BY_ANOTHER_PLATFORM
-    assert verdict.writes == []
+    plan = dns.plan(platform(), DnsFacts(corefile_cm=coredns_cm(text)), now=T0)
+    assert plan.verdict.condition.reason == DNS.DOMAIN_HELD_BY_ANOTHER_PLATFORM
+    assert plan.writes == []
 
 
 @pytest.mark.parametrize(
@@ -361,8 +361,8 @@ def test_cluster_zones() -> None:
 
 def test_reload_pending_is_progressing_until_the_grace_ends() -> None:
     facts = DnsFacts(corefile_cm=coredns_cm(changed=T0), pods=STALE)
-    verdict = dns.evaluate(platform(), facts, now=T0 + timedelta(seconds=30))
-    assert verdict.progressing and verdict.requeue_after == pytest.approx(120)
+    plan = dns.plan(platform(), facts, now=T0 + timedelta(seconds=30))
+    assert plan.verdict.progressing and plan.verdict.requeue_after == pytest.approx(120)
 
 
 @pytest.mark.parametrize(
@@ -405,15 +405,15 @@ def test_reload_pending_is_progressing_until_the_grace_ends() -> None:
     ],
 )
 def test_recorded(facts: DnsFacts, recorded: dict[str, Any]) -> None:
-    verdict = dns.evaluate(platform(), facts, now=T0)
-    assert verdict.recorded == {"dns": recorded}
+    plan = dns.plan(platform(), facts, now=T0)
+    assert plan.verdict.recorded.dump() == {"dns": recorded}
     assert DnsRecord.load(recorded).dump() == recorded
 
 
 def test_corefile_mode_plans_the_block_and_drops_an_old_import_key() -> None:
     facts = DnsFacts(corefile_cm=coredns_cm(STOCK_COREFILE), custom_cm=custom_cm({OVERRIDE_KEY: "x", "a": "b"}))
-    verdict = dns.evaluate(platform(), facts, now=T0)
-    upsert, drop = verdict.writes
+    plan = dns.plan(platform(), facts, now=T0)
+    upsert, drop = plan.writes
     assert isinstance(upsert, CorefileWrite) and upsert.edit(STOCK_COREFILE) == OURS
     assert upsert.event == (
         "Normal",
@@ -421,8 +421,8 @@ def test_corefile_mode_plans_the_block_and_drops_an_old_import_key() -> None:
         f"Added the rewrite for {DOMAIN} to ConfigMap kube-system/coredns.",
     )
     assert drop == OverrideWrite(OVERRIDE_KEY, None)
-    assert verdict.recheck  # the server's time of the change counts
-    assert verdict.condition.reason == DNS.CONFIGURED
+    assert plan.recheck  # the server's time of the change counts
+    assert plan.verdict.condition.reason == DNS.CONFIGURED
 
 
 def test_import_mode_writes_our_key_then_removes_a_block_we_wrote_before() -> None:
@@ -431,60 +431,68 @@ def test_import_mode_writes_our_key_then_removes_a_block_we_wrote_before() -> No
         custom_cm=custom_cm({"someone.override": "log\n"}),
         pods=STALE,
     )
-    verdict = dns.evaluate(platform(), facts, now=T0)
-    key, block = verdict.writes
+    plan = dns.plan(platform(), facts, now=T0)
+    key, block = plan.writes
     wrote = f"Wrote key {OVERRIDE_KEY} of ConfigMap kube-system/coredns-custom."
     assert key == OverrideWrite(OVERRIDE_KEY, OVERRIDE, ("Normal", "CorednsCustomUpdated", wrote))
     assert isinstance(block, CorefileWrite)
     assert block.edit(corefile.upsert_block(K3S_COREFILE, NAME, DOMAIN, HOST)) == K3S_COREFILE
     # Assumed written now: the pod started before it and imports need a restart.
-    assert verdict.recheck and verdict.condition.reason == DNS.RESTART_REQUIRED
+    assert plan.recheck and plan.verdict.condition.reason == DNS.RESTART_REQUIRED
 
 
 def test_nothing_to_write_when_right() -> None:
     facts = DnsFacts(corefile_cm=coredns_cm(changed=T0), pods=[pod(T0 + timedelta(seconds=5))])
-    verdict = dns.evaluate(platform(), facts, now=T0 + timedelta(minutes=1))
-    assert not verdict.writes and not verdict.recheck
-    assert "All 1 running CoreDNS pods started after the change" in verdict.condition.message
+    plan = dns.plan(platform(), facts, now=T0 + timedelta(minutes=1))
+    assert not plan.writes and not plan.recheck
+    assert "All 1 running CoreDNS pods started after the change" in plan.verdict.condition.message
 
 
 @pytest.mark.parametrize("management", ["Disabled", "External"])
 def test_a_damaged_marker_is_reported_not_guessed(management: str) -> None:
     damaged = OURS.replace("# END", "# BROKEN", 1)
     assert damaged != OURS
-    verdict = dns.evaluate(platform(dns={"management": management}), DnsFacts(corefile_cm=coredns_cm(damaged)), now=T0)
-    assert not verdict.writes
-    assert (verdict.condition.status, verdict.condition.reason) == ("False", DNS.COREFILE_UNSUPPORTED)
-    assert "by hand" in verdict.condition.message and "kube-system/coredns" in verdict.condition.message
-    assert verdict.recorded == {"dns": {"management": management}}
+    plan = dns.plan(platform(dns={"management": management}), DnsFacts(corefile_cm=coredns_cm(damaged)), now=T0)
+    assert not plan.writes
+    assert (plan.verdict.condition.status, plan.verdict.condition.reason) == ("False", DNS.COREFILE_UNSUPPORTED)
+    assert "by hand" in plan.verdict.condition.message and "kube-system/coredns" in plan.verdict.condition.message
+    assert plan.verdict.recorded.dump() == {"dns": {"management": management}}
 
 
 @pytest.mark.parametrize("management", ["Disabled", "External"])
 def test_disabled_and_external_remove_our_rewrite(management: str) -> None:
     facts = DnsFacts(corefile_cm=coredns_cm(), custom_cm=custom_cm({OVERRIDE_KEY: OVERRIDE}))
-    verdict = dns.evaluate(platform(dns={"management": management}), facts, now=T0)
-    assert verdict.writes == [CorefileWrite(NAME, None), OverrideWrite(OVERRIDE_KEY, None)]
-    assert not verdict.recheck
-    assert verdict.condition.message.endswith(" Removed the CoreDNS rewrite the operator had written.")
-    assert verdict.recorded == {"dns": {"management": management}}
+    plan = dns.plan(platform(dns={"management": management}), facts, now=T0)
+    assert plan.writes == [CorefileWrite(NAME, None), OverrideWrite(OVERRIDE_KEY, None)]
+    assert not plan.recheck
+    assert plan.verdict.condition.message.endswith(" Removed the CoreDNS rewrite the operator had written.")
+    assert plan.verdict.recorded.dump() == {"dns": {"management": management}}
 
-    dry = dns.evaluate(platform(dns={"management": management}), facts, now=T0, dry_run=True)
-    assert not dry.writes and "Removed" not in dry.condition.message
+    dry = dns.plan(platform(dns={"management": management}), facts, now=T0, dry_run=True)
+    assert not dry.writes and "Removed" not in dry.verdict.condition.message
 
 
 def test_dry_run_never_writes() -> None:
     facts = DnsFacts(corefile_cm=coredns_cm(K3S_COREFILE), custom_cm=custom_cm({}), deployment=None, pods=STALE)
-    verdict = dns.evaluate(platform(), facts, now=T0, dry_run=True)
-    assert not verdict.writes
-    assert verdict.condition.reason == DNS.WOULD_CONFIGURE
-    assert "would write key" in verdict.condition.message
+    plan = dns.plan(platform(), facts, now=T0, dry_run=True)
+    assert not plan.writes
+    assert plan.verdict.condition.reason == DNS.WOULD_CONFIGURE
+    assert "would write key" in plan.verdict.condition.message
+
+
+def test_evaluate_is_the_plans_verdict() -> None:
+    for row in ROWS:
+        options: dict[str, Any] = {"now": T0, **row.options}
+        assert dns.evaluate(platform(**row.spec), row.facts, **options) == (
+            dns.plan(platform(**row.spec), row.facts, **options).verdict
+        )
 
 
 def test_kept_changing_is_a_conflict_retried_shortly() -> None:
     verdict = dns.kept_changing(CoreDNSTarget(namespace="scratch"))
     assert (verdict.condition.reason, verdict.condition.status) == (Common.CONFLICT, "False")
     assert "ConfigMap scratch/coredns changed under the operator 5 times" in verdict.condition.message
-    assert verdict.progressing and verdict.requeue_after == 5.0 and verdict.recorded == {}
+    assert verdict.progressing and verdict.requeue_after == 5.0 and verdict.recorded.dump() == {}
 
 
 # -- a hand-made rewrite of the domain (docs/migration.md) ------------------------------------------
@@ -516,15 +524,15 @@ TAKEOVER_ROWS = [
 def test_a_hand_made_rewrite_is_replaced_in_one_write_only_when_opted_in(
     cm: dict[str, Any], takes_over: bool, fragment: str
 ) -> None:
-    verdict = dns.evaluate(platform(), DnsFacts(corefile_cm=cm, pods=STALE), now=T0)
-    (write,) = verdict.writes
+    plan = dns.plan(platform(), DnsFacts(corefile_cm=cm, pods=STALE), now=T0)
+    (write,) = plan.writes
     assert isinstance(write, CorefileWrite) and write.take_over is takes_over
     after = write.edit(corefile_text(cm))
     assert corefile.block_for(after, NAME) is not None
     extra = Counter(after.splitlines()) - Counter(OURS.splitlines())
     assert extra == (Counter() if takes_over else Counter([HAND_LINE]))  # no other line touched
     assert write.event is not None
-    said = verdict.condition.message + " " + write.event[2]
+    said = plan.verdict.condition.message + " " + write.event[2]
     assert fragment in said, said
     # The guard never calls the hand-made line another platform's.
     assert dnsguard.refusal(platform(), corefile_text=corefile_text(cm), custom_data={}, claims=()) is None

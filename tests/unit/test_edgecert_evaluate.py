@@ -187,18 +187,19 @@ def test_every_reason_has_a_row() -> None:
 
 @pytest.mark.parametrize("row", ROWS, ids=[row.name for row in ROWS])
 def test_evaluate(row: Row) -> None:
-    verdict = edgecert.evaluate(platform(**row.edge), facts(row.secret(), **row.changes), now=NOW, dry_run=row.dry_run)
+    plan = edgecert.plan(platform(**row.edge), facts(row.secret(), **row.changes), now=NOW, dry_run=row.dry_run)
+    verdict = plan.verdict
     cond = verdict.condition
     expected = (constants.EDGE_CERTIFICATE_READY, row.status, row.reason)
     assert (cond.type, cond.status, cond.reason) == expected, cond.message
     assert row.fragment in cond.message
     assert "PRIVATE KEY" not in cond.message
-    assert verdict.issue is None
+    assert plan.issue is None
     assert verdict.progressing is (row.reason == Reason.NAMESPACE_MISSING)
 
 
 def test_self_signed_issues_for_a_missing_secret_then_reports_the_new_one() -> None:
-    first = edgecert.evaluate(platform(**SELF_SIGNED), facts(None), now=NOW)
+    first = edgecert.plan(platform(**SELF_SIGNED), facts(None), now=NOW)
     assert first.issue is not None
     assert (first.issue.because, first.issue.replace) == (Reason.SECRET_NOT_FOUND, False)
     assert first.issue.validity == dt.timedelta(days=90)
@@ -210,42 +211,51 @@ def test_self_signed_issues_for_a_missing_secret_then_reports_the_new_one() -> N
     assert not first.publish
 
     issued = facts(leaf_secret(), secret_owner="demo", issued_for=Reason.SECRET_NOT_FOUND)
-    second = edgecert.evaluate(platform(**SELF_SIGNED), issued, now=NOW)
+    second = edgecert.plan(platform(**SELF_SIGNED), issued, now=NOW)
     assert second.issue is None
-    assert second.condition.reason == Reason.VALID
-    assert second.condition.message.endswith("(issued a self-signed certificate (SecretNotFound))")
+    assert second.verdict.condition.reason == Reason.VALID
+    assert second.verdict.condition.message.endswith("(issued a self-signed certificate (SecretNotFound))")
     assert second.publish
-    (trust,) = second.desired
+    (trust,) = second.verdict.desired
     assert (trust["kind"], trust["metadata"]["name"]) == ("ConfigMap", TRUST)
     assert "PRIVATE KEY" not in trust["data"]["ca-certificates.crt"]
 
 
+def test_evaluate_is_the_plans_verdict() -> None:
+    secret = leaf_secret()
+    for spec in ({}, SELF_SIGNED):
+        for f in (facts(None), facts(secret), facts(secret, namespace_exists=False)):
+            planned = edgecert.plan(platform(**spec), f, now=NOW)
+            assert edgecert.evaluate(platform(**spec), f, now=NOW) == planned.verdict
+
+
 def test_never_issues_twice_in_a_pass() -> None:
     expired = leaf_secret(not_before=NOW - dt.timedelta(days=9), not_after=NOW - dt.timedelta(days=1))
-    verdict = edgecert.evaluate(
+    plan = edgecert.plan(
         platform(**SELF_SIGNED), facts(expired, secret_owner="demo", issued_for=Reason.EXPIRED), now=NOW
     )
-    assert verdict.issue is None
-    assert verdict.condition.reason == Reason.EXPIRED
+    assert plan.issue is None
+    assert plan.verdict.condition.reason == Reason.EXPIRED
 
 
 def test_a_secret_of_ours_with_the_wrong_type_is_replaced() -> None:
-    verdict = edgecert.evaluate(platform(**SELF_SIGNED), facts(wrong_type(), secret_owner="demo"), now=NOW)
-    assert verdict.issue is not None
-    assert (verdict.issue.because, verdict.issue.replace) == (Reason.WRONG_SECRET_TYPE, True)
+    plan = edgecert.plan(platform(**SELF_SIGNED), facts(wrong_type(), secret_owner="demo"), now=NOW)
+    assert plan.issue is not None
+    assert (plan.issue.because, plan.issue.replace) == (Reason.WRONG_SECRET_TYPE, True)
     # Not ours: reported, never re-created.
-    other = edgecert.evaluate(platform(**SELF_SIGNED), facts(wrong_type()), now=NOW)
-    assert other.issue is None and other.condition.reason == Reason.WRONG_SECRET_TYPE
+    other = edgecert.plan(platform(**SELF_SIGNED), facts(wrong_type()), now=NOW)
+    assert other.issue is None and other.verdict.condition.reason == Reason.WRONG_SECRET_TYPE
 
 
 def test_a_trust_config_map_that_is_not_ours_is_a_conflict() -> None:
     live = {"metadata": {"name": TRUST, "namespace": "kamiwaza"}}
-    verdict = edgecert.evaluate(platform(), facts(leaf_secret(), trust_map=live, trust_map_owner="other"), now=NOW)
+    plan = edgecert.plan(platform(), facts(leaf_secret(), trust_map=live, trust_map_owner="other"), now=NOW)
+    verdict = plan.verdict
     assert verdict.condition.reason == Common.CONFLICT
     assert (
         f"ConfigMap kamiwaza/{TRUST} belongs to TenantPlatform other, so the trust bundle" in verdict.condition.message
     )
-    assert not verdict.publish
+    assert not plan.publish
 
 
 HAND_MADE = {"metadata": {"name": TRUST, "namespace": "kamiwaza"}, "data": {"ca-certificates.crt": "old"}}
@@ -273,9 +283,10 @@ TAKEOVER = [
 def test_a_hand_made_trust_config_map_is_adopted_only_when_opted_in(
     live: dict[str, Any], owner: str, reason: str, published: bool
 ) -> None:
-    verdict = edgecert.evaluate(platform(), facts(leaf_secret(), trust_map=live, trust_map_owner=owner), now=NOW)
+    plan = edgecert.plan(platform(), facts(leaf_secret(), trust_map=live, trust_map_owner=owner), now=NOW)
+    verdict = plan.verdict
     assert verdict.condition.reason == reason, verdict.condition.message
-    assert verdict.publish is published
+    assert plan.publish is published
     if published:
         (trust,) = verdict.desired
         assert trust["metadata"]["name"] == TRUST  # the same object, applied in place
@@ -284,20 +295,22 @@ def test_a_hand_made_trust_config_map_is_adopted_only_when_opted_in(
 
 
 def test_a_publicly_trusted_chain_prunes_the_bundle_and_a_dry_run_touches_nothing() -> None:
-    verdict = edgecert.evaluate(platform(), facts(publicly_trusted()), now=NOW)
+    plan = edgecert.plan(platform(), facts(publicly_trusted()), now=NOW)
+    verdict = plan.verdict
     assert verdict.condition.reason == Reason.VALID
-    assert verdict.publish and verdict.desired == []
-    assert verdict.recorded["edgeCertificate"]["publiclyTrusted"] is True
-    assert "trustConfigMap" not in verdict.recorded["edgeCertificate"]
+    assert plan.publish and verdict.desired == []
+    assert verdict.recorded.dump()["edgeCertificate"]["publiclyTrusted"] is True
+    assert "trustConfigMap" not in verdict.recorded.dump()["edgeCertificate"]
 
-    dry = edgecert.evaluate(platform(), facts(leaf_secret(), namespace_exists=False), now=NOW, dry_run=True)
-    assert dry.condition.reason == Reason.VALID
-    assert not dry.publish and dry.desired == []
+    dry = edgecert.plan(platform(), facts(leaf_secret(), namespace_exists=False), now=NOW, dry_run=True)
+    assert dry.verdict.condition.reason == Reason.VALID
+    assert not dry.publish and dry.verdict.desired == []
 
 
 def test_recorded_facts_and_expiry() -> None:
-    verdict = edgecert.evaluate(platform(), facts(leaf_secret()), now=NOW)
-    assert verdict.recorded == {
+    plan = edgecert.plan(platform(), facts(leaf_secret()), now=NOW)
+    verdict = plan.verdict
+    assert verdict.recorded.dump() == {
         "edgeCertificate": {
             "secretName": SECRET,
             "namespace": GW,
@@ -312,11 +325,13 @@ def test_recorded_facts_and_expiry() -> None:
             "trustConfigMap": TRUST,
         }
     }
-    assert verdict.expiry_seconds == pytest.approx(90 * 86400)
+    assert plan.expiry_seconds == pytest.approx(90 * 86400)
     assert verdict.requeue_after is None  # the renewal point is weeks away: the drift timer covers it
 
-    missing = edgecert.evaluate(platform(), facts(None), now=NOW)
-    assert missing.recorded == {"edgeCertificate": {"secretName": SECRET, "namespace": GW, "issuerMode": "External"}}
+    missing = edgecert.plan(platform(), facts(None), now=NOW)
+    assert missing.verdict.recorded.dump() == {
+        "edgeCertificate": {"secretName": SECRET, "namespace": GW, "issuerMode": "External"}
+    }
     assert missing.expiry_seconds is None
 
 

@@ -182,13 +182,13 @@ def test_evaluate(row: Row) -> None:
     assert (cond.type, cond.status, cond.reason) == (constants.GATEWAY_READY, row.status, row.reason), cond.message
     assert row.fragment in cond.message
     assert verdict.desired == []  # nothing (more) to write in any of these
-    assert verdict.recorded["gateway"]["management"] == platform(**row.spec).spec.gateway.management
+    assert verdict.recorded.dump()["gateway"]["management"] == platform(**row.spec).spec.gateway.management
 
 
 def test_managed_wants_the_gateway_then_judges_what_the_api_server_kept() -> None:
     first = check.evaluate(platform(), facts(live=None, live_owner="", applied=False))
     assert first.desired == render_gateway.render(platform())
-    assert first.prune_namespaces == ["istio-system"]
+    assert check.prunes(platform(), first) == ["istio-system"]
     assert first.condition.reason == Reason.PROGRAMMED  # the rendered Gateway, as rendered
     assert first.events == []
 
@@ -209,7 +209,7 @@ def test_a_moved_gateway_prunes_the_previous_namespace_too() -> None:
         }
     )
     verdict = check.evaluate(moved, facts(live=None, applied=False))
-    assert verdict.prune_namespaces == ["gw", "istio-system"]
+    assert check.prunes(moved, verdict) == ["gw", "istio-system"]
 
 
 def test_conflict_names_the_other_platform() -> None:
@@ -241,7 +241,7 @@ def test_missing_port_80_is_a_note_and_the_recorded_coordinates() -> None:
     verdict = check.evaluate(platform(**EXTERNAL), facts(live=live, live_owner=""))
     assert verdict.condition.is_true
     assert "; note: Gateway istio-system/kamiwaza-gateway serves no port 80" in verdict.condition.message
-    assert verdict.recorded == {
+    assert verdict.recorded.dump() == {
         "gateway": {
             "name": "kamiwaza-gateway",
             "namespace": "istio-system",
@@ -342,7 +342,7 @@ def test_a_held_domain_writes_nothing_even_before_the_apply() -> None:
     verdict = check.evaluate(
         platform(), facts(live=None, live_owner="", applied=False, claims=(claim("a", EARLIER), claim("demo", LATER)))
     )
-    assert verdict.desired == [] and verdict.prune_namespaces == [] and verdict.events == []
+    assert verdict.desired == [] and check.prunes(platform(), verdict) == [] and verdict.events == []
 
 
 def test_serves_domain_reads_the_dns_name_of_every_host() -> None:

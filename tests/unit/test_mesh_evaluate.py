@@ -187,7 +187,7 @@ def test_condition(row: Row) -> None:
     cond = verdict.condition
     assert (cond.type, cond.status, cond.reason) == ("MeshReady", row.status, row.reason), cond.message
     assert row.fragment in cond.message
-    assert verdict.recorded == {"sidecarStyle": row.style}
+    assert verdict.recorded.dump() == {"sidecarStyle": row.style}
     waiting = row.reason == reasons.Mesh.NAMESPACE_MISSING
     assert (verdict.progressing, verdict.requeue_after) == (
         waiting,

@@ -1,6 +1,8 @@
 """DNSReady: pods (and people) resolve the platform's domain to the ingress gateway.
 
-One shape: ``gather`` reads, ``status.dns.evaluate`` decides (pure), ``apply`` writes and reports.
+The step contract (framework/contract.py): ``gather`` reads, concerns/dns/verdict.py ``evaluate``
+decides (pure), ``apply`` makes the writes of the plan behind that verdict and reports (the
+events of its writes, CorefileUpdated and CorednsCustomUpdated, in the verdict).
 
 ``management: CoreDNS``. The rewrite ``rewrite name exact <domain> <spec.gateway.serviceHost>``
 goes where the cluster's distribution expects it (concerns/dns/coredns.py ``detect_distribution``):
@@ -23,8 +25,8 @@ Several TenantPlatforms coexist (one block or key each); cleanup removes only ou
 
 ``gather`` reads the CoreDNS ConfigMaps, Deployment, one Node, and the CoreDNS pods (whose start
 times tell whether CoreDNS loaded the change; concerns/dns/coredns.py ``pickup``). After writing the
-object the pods must load, ``apply`` evaluates again on what the API server returned, so that the
-server's time of our change counts.
+object the pods must load, ``apply`` decides again (pure, ``dns.plan``) on what the API server
+returned, without reading again, so that the server's time of our change counts.
 
 Guard rails, in every mode (core/domainclaims.py): ``gather`` also lists the TenantPlatforms, and
 a cluster-internal or cloud-metadata domain, or one another platform holds, is refused before
@@ -51,8 +53,10 @@ from tenant_platform.concerns.dns import verdict as dns
 from tenant_platform.concerns.dns.coredns import COREFILE_KEY, CoreDNSTarget, corefile_text, pod_selector
 from tenant_platform.core import domainclaims as dnsguard
 from tenant_platform.core.gatewayservice import service_of
+from tenant_platform.core.verdict import Event, Verdict
 from tenant_platform.formats import corefile
-from tenant_platform.framework.base import CleanupResult, StepContext, StepResult
+from tenant_platform.framework.base import CleanupResult, StepContext
+from tenant_platform.framework.contract import Action, Given, Step
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Obj
 
@@ -74,7 +78,7 @@ class CorefileConflict(Exception):
 class Refused(Exception):
     """The guard refused the domain on a retry of the Corefile edit (``verdict`` says why)."""
 
-    def __init__(self, verdict: dns.DnsVerdict) -> None:
+    def __init__(self, verdict: Verdict) -> None:
         super().__init__(verdict.condition.message)
         self.verdict = verdict
 
@@ -101,23 +105,14 @@ class DnsStep:
             )
         ]
 
-    def action(self, platform: TenantPlatform) -> str:
-        return "configure CoreDNS"
-
-    def reconcile(self, ctx: StepContext) -> StepResult:
-        facts = self.gather(ctx)
-        try:
-            return self.apply(ctx, facts, self.evaluate(ctx, facts))
-        except CorefileConflict:
-            return self._result(dns.kept_changing(self.target))
-        except Refused as refused:
-            return self._result(refused.verdict)
+    def action(self, platform: TenantPlatform) -> Action:
+        return Action("configure CoreDNS")
 
     def cleanup(self, ctx: StepContext) -> CleanupResult:
         try:
             cm, custom = self._read_configs(ctx)
             writes = dns.removal_writes(ctx.name, cm, custom)
-            self._write(ctx, dns.DnsFacts(corefile_cm=cm, custom_cm=custom), writes)
+            self._write(ctx, dns.DnsFacts(corefile_cm=cm, custom_cm=custom), writes, [])
         except errors.KubeError as exc:
             return CleanupResult(False, f"could not remove the CoreDNS rewrite: {exc.message or exc}")
         except (CorefileConflict, corefile.CorefileError) as exc:
@@ -139,28 +134,32 @@ class DnsStep:
             facts = self._gather_resolution(ctx, facts)
         return facts
 
-    def evaluate(self, ctx: StepContext, facts: dns.DnsFacts) -> dns.DnsVerdict:
-        return dns.evaluate(ctx.platform, facts, now=ctx.now, target=self.target, dry_run=ctx.dry_run)
+    def evaluate(self, given: Given, facts: dns.DnsFacts) -> Verdict:
+        return dns.evaluate(given.platform, facts, now=given.now, target=self.target, dry_run=given.dry_run)
 
-    def apply(self, ctx: StepContext, facts: dns.DnsFacts, verdict: dns.DnsVerdict) -> StepResult:
-        """Make the verdict's writes; when it asks, judge again on what the API server returned."""
-        for _ in range(MAX_PASSES):
-            if not verdict.writes:
-                break
-            facts = self._write(ctx, facts, verdict.writes)
-            if not verdict.recheck:
-                break
-            verdict = self.evaluate(ctx, facts)
-        return self._result(verdict)
+    def apply(self, ctx: StepContext, facts: dns.DnsFacts, verdict: Verdict) -> Verdict:
+        """Make the writes of the plan behind ``verdict`` (the same pure decision); when it asks,
+        decide again on what the API server returned (nothing read again), and write again if
+        that decision wants more (at most MAX_PASSES). The events of the writes made go to the
+        verdict returned, whichever it is."""
+        plan = self._plan(ctx, facts)
+        events: list[Event] = []
+        try:
+            for _ in range(MAX_PASSES):
+                if not plan.writes:
+                    break
+                facts = self._write(ctx, facts, plan.writes, events)
+                if not plan.recheck:
+                    break
+                plan = self._plan(ctx, facts)
+        except CorefileConflict:
+            return dns.kept_changing(self.target).but(events=events)
+        except Refused as refused:
+            return refused.verdict.but(events=events)
+        return plan.verdict.but(events=[*events, *plan.verdict.events])
 
-    @staticmethod
-    def _result(verdict: dns.DnsVerdict) -> StepResult:
-        return StepResult(
-            conditions=list(verdict.conditions),
-            recorded=verdict.recorded,
-            progressing=verdict.progressing,
-            requeue_after=verdict.requeue_after,
-        )
+    def _plan(self, ctx: StepContext, facts: dns.DnsFacts) -> dns.DnsPlan:
+        return dns.plan(ctx.platform, facts, now=ctx.now, target=self.target, dry_run=ctx.dry_run)
 
     # -- reads ------------------------------------------------------------------------------------
 
@@ -208,15 +207,18 @@ class DnsStep:
 
     # -- writes -----------------------------------------------------------------------------------
 
-    def _write(self, ctx: StepContext, facts: dns.DnsFacts, writes: list[dns.Write]) -> dns.DnsFacts:
-        """Make ``writes`` in order; ``facts`` with the objects as the API server returned them."""
+    def _write(
+        self, ctx: StepContext, facts: dns.DnsFacts, writes: list[dns.Write], events: list[Event]
+    ) -> dns.DnsFacts:
+        """Make ``writes`` in order; ``facts`` with the objects as the API server returned them.
+        The event of each write made is added to ``events``."""
         for write in writes:
             if isinstance(write, dns.CorefileWrite):
                 facts = replace(facts, corefile_cm=self._edit_corefile(ctx, facts, write))
             else:
                 facts = replace(facts, custom_cm=self._patch_custom(ctx, write.key, write.value))
             if write.event is not None:
-                ctx.events.append(write.event)
+                events.append(write.event)
         return facts
 
     def _edit_corefile(self, ctx: StepContext, facts: dns.DnsFacts, write: dns.CorefileWrite) -> Obj:
@@ -240,7 +242,7 @@ class DnsStep:
                     claims = self._claims(ctx)
                 refused = dns.guard(ctx.platform, replace(facts, corefile_cm=live, claims=claims), dry_run=True)
                 if refused is not None:
-                    raise Refused(refused)
+                    raise Refused(refused.verdict)
             text = corefile_text(live)
             new = write.edit(text)
             if new == text:
@@ -283,3 +285,4 @@ class DnsStep:
 
 
 STEP = DnsStep()
+_CONTRACT: Step[dns.DnsFacts] = STEP

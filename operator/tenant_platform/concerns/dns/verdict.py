@@ -1,9 +1,9 @@
 """DNSReady, decided (pure): from the facts the DNS step gathered and the spec, what to write and
 what to report.
 
-``evaluate(platform, facts, now=..., target=..., dry_run=...)`` returns a ``DnsVerdict``: the
-DNSReady condition (reason from ``reasons.DNS``), ``status.recorded.dns`` (``DnsRecord``), and
-the writes to make, in order:
+``plan(platform, facts, now=..., target=..., dry_run=...)`` returns a ``DnsPlan``: the ``Verdict``
+(what ``evaluate`` returns: the DNSReady condition, reason from ``reasons.DNS``, and
+``status.recorded.dns``, a ``DnsRecord``) and the writes to make, in order:
 
 - ``CorefileWrite``: put our marked block in the main Corefile right, or remove it. It is an
   edit, not a text: the step's read-modify-write applies it again to whatever a retry reads.
@@ -19,8 +19,9 @@ Refused without writing: no CoreDNS ConfigMap (CoreDNSNotFound), a Corefile we c
 safely (CorefileUnsupported). A dry run
 writes nothing and reports WouldConfigure when a write is due. Otherwise the condition is the
 pods' pickup of the change (``pickup``). When the verdict writes the object whose change the pods
-must load, it assumes the write lands at ``now`` and sets ``recheck``: the step evaluates again on
-the objects the API server returned, so that the server's time of the change counts.
+must load, it assumes the write lands at ``now`` and sets ``recheck``: the step's ``apply`` decides
+again, with this same function, on the objects the API server returned (nothing read again), so
+that the server's time of the change counts.
 
 In every mode, first (``guard``, core/domainclaims.py): a reserved domain (ReservedDomain: its
 earlier rewrite of ours is removed) or one another platform holds (DomainHeldByAnotherPlatform:
@@ -42,6 +43,7 @@ from tenant_platform.api import constants, reasons
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.reasons import DNS, Common
 from tenant_platform.api.status.dns import DnsRecord, Mode
+from tenant_platform.api.status.recorded import Recorded
 from tenant_platform.concerns.dns.coredns import (
     CoreDNSTarget,
     Distribution,
@@ -55,8 +57,7 @@ from tenant_platform.core import conditions, ownership
 from tenant_platform.core import domainclaims as dnsguard
 from tenant_platform.core.conditions import Condition
 from tenant_platform.core.gatewayservice import service_addresses
-from tenant_platform.core.verdict import Event
-from tenant_platform.core.verdict import LegacyVerdict as Verdict
+from tenant_platform.core.verdict import Event, Verdict
 from tenant_platform.formats import corefile
 
 Obj = dict[str, Any]
@@ -122,12 +123,33 @@ class OverrideWrite:
 Write = CorefileWrite | OverrideWrite
 
 
-@dataclass
-class DnsVerdict(Verdict):
+@dataclass(frozen=True)
+class DnsPlan:
+    """The decision (``verdict``) and the writes it implies, which the step carries out."""
+
+    verdict: Verdict
     writes: list[Write] = field(default_factory=list)
     """In order; none in a dry run."""
     recheck: bool = False
-    """The condition assumed a write at ``now``: evaluate again on what the writes returned."""
+    """The condition assumed a write at ``now``: decide again on what the writes returned."""
+
+
+def _plan(
+    conds: list[Condition],
+    *,
+    recorded: DnsRecord | None = None,
+    progressing: bool = False,
+    requeue_after: float | None = None,
+    writes: list[Write] | None = None,
+    recheck: bool = False,
+) -> DnsPlan:
+    verdict = Verdict(
+        conditions=conds,
+        recorded=Recorded() if recorded is None else Recorded(dns=recorded),
+        progressing=progressing,
+        requeue_after=requeue_after,
+    )
+    return DnsPlan(verdict, writes=writes or [], recheck=recheck)
 
 
 def evaluate(
@@ -137,8 +159,20 @@ def evaluate(
     now: datetime,
     target: CoreDNSTarget | None = None,
     dry_run: bool = False,
-) -> DnsVerdict:
-    """The DNSReady verdict for ``platform`` from ``facts``."""
+) -> Verdict:
+    """The DNSReady verdict for ``platform`` from ``facts`` (``plan``'s verdict)."""
+    return plan(platform, facts, now=now, target=target, dry_run=dry_run).verdict
+
+
+def plan(
+    platform: TenantPlatform,
+    facts: DnsFacts,
+    *,
+    now: datetime,
+    target: CoreDNSTarget | None = None,
+    dry_run: bool = False,
+) -> DnsPlan:
+    """The DNSReady verdict for ``platform`` from ``facts``, and the writes it implies."""
     target = target or CoreDNSTarget()
     refused = guard(platform, facts, dry_run=dry_run)
     if refused is not None:
@@ -148,7 +182,7 @@ def evaluate(
     return _unmanaged(platform, facts, target=target, dry_run=dry_run)
 
 
-def guard(platform: TenantPlatform, facts: DnsFacts, *, dry_run: bool = False) -> DnsVerdict | None:
+def guard(platform: TenantPlatform, facts: DnsFacts, *, dry_run: bool = False) -> DnsPlan | None:
     """The refusal of a reserved or held domain (core/domainclaims.py), in every mode; None when allowed."""
     found = dnsguard.refusal(
         platform,
@@ -165,9 +199,9 @@ def guard(platform: TenantPlatform, facts: DnsFacts, *, dry_run: bool = False) -
         except corefile.CorefileError:
             writes = []
     note = " Removed the rewrite the operator had written for it." if writes else ""
-    return DnsVerdict(
+    return _plan(
         [conditions.false(TYPE, found.reason, found.message + note)],
-        recorded=_recorded(DnsRecord(management=platform.spec.dns.management)),
+        recorded=DnsRecord(management=platform.spec.dns.management),
         writes=writes,
     )
 
@@ -183,19 +217,19 @@ def removal_writes(platform: str, corefile_cm: Obj | None, custom_cm: Obj | None
     return writes
 
 
-def kept_changing(target: CoreDNSTarget) -> DnsVerdict:
+def kept_changing(target: CoreDNSTarget) -> Verdict:
     """The Corefile changed under every one of our MAX_ATTEMPTS read-modify-writes: retry soon."""
     message = (
         f"The Corefile in ConfigMap {target.namespace}/{target.config_map} changed under the operator {MAX_ATTEMPTS} "
         "times in a row; it will retry shortly."
     )
-    return DnsVerdict([conditions.false(TYPE, Common.CONFLICT, message)], progressing=True, requeue_after=RETRY_AFTER)
+    return Verdict([conditions.false(TYPE, Common.CONFLICT, message)], progressing=True, requeue_after=RETRY_AFTER)
 
 
 # -- External and Disabled --------------------------------------------------------------------------
 
 
-def _unmanaged(platform: TenantPlatform, facts: DnsFacts, *, target: CoreDNSTarget, dry_run: bool) -> DnsVerdict:
+def _unmanaged(platform: TenantPlatform, facts: DnsFacts, *, target: CoreDNSTarget, dry_run: bool) -> DnsPlan:
     management = platform.spec.dns.management
     try:
         writes = [] if dry_run else removal_writes(platform.name, facts.corefile_cm, facts.custom_cm)
@@ -219,7 +253,7 @@ def _unmanaged(platform: TenantPlatform, facts: DnsFacts, *, target: CoreDNSTarg
     else:
         verified = _verify_external(platform, facts)
         cond = replace(verified, message=verified.message + note)
-    return DnsVerdict([cond], recorded=_recorded(DnsRecord(management=management)), writes=writes)
+    return _plan([cond], recorded=DnsRecord(management=management), writes=writes)
 
 
 def _verify_external(platform: TenantPlatform, facts: DnsFacts) -> Condition:
@@ -260,13 +294,9 @@ def _verify_external(platform: TenantPlatform, facts: DnsFacts) -> Condition:
 # -- CoreDNS ----------------------------------------------------------------------------------------
 
 
-def _recorded(record: DnsRecord) -> dict[str, Any]:
-    return {"dns": record.dump()}
-
-
 def _coredns(
     platform: TenantPlatform, facts: DnsFacts, *, now: datetime, target: CoreDNSTarget, dry_run: bool
-) -> DnsVerdict:
+) -> DnsPlan:
     spec = platform.spec
     t = target
     cm = facts.corefile_cm
@@ -323,9 +353,9 @@ def _coredns(
         mode=dist.mode,
         target=t,
     )
-    return DnsVerdict(
+    return _plan(
         [Condition(TYPE, seen.status, seen.reason, place.head + seen.sentence)],
-        recorded=_recorded(place.record),
+        recorded=place.record,
         progressing=seen.reason == DNS.RELOAD_PENDING,
         requeue_after=seen.requeue_after,
         writes=[] if dry_run else place.writes,
@@ -452,6 +482,6 @@ def _record(dist: Distribution, **where: str) -> DnsRecord:
     return DnsRecord(management="CoreDNS", distribution=dist.name, mode=dist.mode, **where)
 
 
-def _refused(record: DnsRecord, reason: DNS | Common, message: str) -> DnsVerdict:
+def _refused(record: DnsRecord, reason: DNS | Common, message: str) -> DnsPlan:
     """False, nothing written."""
-    return DnsVerdict([conditions.false(TYPE, reason, message)], recorded=_recorded(record))
+    return _plan([conditions.false(TYPE, reason, message)], recorded=record)

@@ -3,7 +3,9 @@
 ``analyze_secret(secret, domain=..., now=..., renew_before=...)`` takes the Secret as the API
 returned it (or None) and returns a ``CertReport``: a reason (``reasons.EdgeCertificate``), a
 message a person can act on, the facts to record, and the public certificates to publish for
-clients when the certificate is not publicly trusted. Checks, in the order a reason is chosen:
+clients when the certificate is not publicly trusted. Checks, in the order a reason is chosen
+(two chains of named checks, core/checks.py: ``READABLE_CHECKS``, whose first finding is the
+report, then ``CERT_CHECKS``, whose findings are all listed):
 
     SecretNotFound, WrongSecretType, Malformed, KeyMismatch, ChainInvalid, DomainNotCovered,
     NotYetValid, Expired, ExpiringSoon, Valid
@@ -31,6 +33,7 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime as dt
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +43,7 @@ from cryptography.hazmat.primitives import serialization
 
 from tenant_platform.api.reasons import EdgeCertificate as Reason
 from tenant_platform.api.tls import CA_KEY, CERT_KEY, KEY_KEY, TLS_TYPE
+from tenant_platform.core.checks import Chain, Check
 
 # Reasons after which a SelfSigned issuer (re)issues the certificate.
 REISSUE_REASONS: frozenset[Reason] = frozenset(
@@ -244,6 +248,165 @@ def trust_for(chain: list[x509.Certificate], ca_pem: bytes | None) -> tuple[str,
     )
 
 
+# -- the analysis: two chains of named checks ---------------------------------------------------------
+
+Problem = tuple[Reason, str]
+
+
+@dataclass
+class SecretUnderCheck:
+    """The subject of ``READABLE_CHECKS`` and ``CERT_CHECKS``: a Secret (None: absent), parsed on
+    demand. A check needing what an earlier readability check found missing is never reached
+    (``READABLE_CHECKS`` stops at its first finding)."""
+
+    secret: dict[str, Any] | None
+    domain: str
+    now: dt.datetime
+    renew_before: dt.timedelta
+    label: str
+    """How messages name the Secret ("Secret istio-system/kamiwaza-edge-tls", or "The Secret")."""
+
+    @functools.cached_property
+    def cert_pem(self) -> bytes | None:
+        return None if self.secret is None else _decode(self.secret, CERT_KEY)
+
+    @functools.cached_property
+    def key_pem(self) -> bytes | None:
+        return None if self.secret is None else _decode(self.secret, KEY_KEY)
+
+    @functools.cached_property
+    def chain(self) -> list[x509.Certificate] | None:
+        """The certificates in ``tls.crt``; None when it holds no readable PEM certificate."""
+        try:
+            return load_chain(self.cert_pem or b"")
+        except ValueError:
+            return None
+
+    @property
+    def certificates(self) -> list[x509.Certificate]:
+        """``chain``, once ``READABLE_CHECKS`` passed (it is readable then)."""
+        assert self.chain is not None
+        return self.chain
+
+    @functools.cached_property
+    def facts(self) -> CertFacts:
+        return facts_of(self.certificates)
+
+    @functools.cached_property
+    def key_match(self) -> bool | None:
+        """Whether ``tls.key`` is the leaf's key; None when it is not a readable private key."""
+        return key_matches(self.certificates[0], self.key_pem or b"")
+
+
+def secret_missing(s: SecretUnderCheck) -> CertReport | None:
+    if s.secret is not None:
+        return None
+    return CertReport(Reason.SECRET_NOT_FOUND, f"{s.label} does not exist.")
+
+
+def wrong_type(s: SecretUnderCheck) -> CertReport | None:
+    secret_type = (s.secret or {}).get("type") or "Opaque"
+    if secret_type == TLS_TYPE:
+        return None
+    return CertReport(
+        Reason.WRONG_SECRET_TYPE,
+        f"{s.label} has type {secret_type}; the gateway needs type {TLS_TYPE} with keys {CERT_KEY} and {KEY_KEY}.",
+    )
+
+
+def keys_missing(s: SecretUnderCheck) -> CertReport | None:
+    missing = [k for k, v in ((CERT_KEY, s.cert_pem), (KEY_KEY, s.key_pem)) if not v]
+    if not missing:
+        return None
+    return CertReport(Reason.MALFORMED, f"{s.label} has no {' or '.join(missing)}.")
+
+
+def certificate_unreadable(s: SecretUnderCheck) -> CertReport | None:
+    if s.chain is not None:
+        return None
+    return CertReport(Reason.MALFORMED, f"{s.label}: {CERT_KEY} holds no readable PEM certificate.")
+
+
+def key_unreadable(s: SecretUnderCheck) -> CertReport | None:
+    if s.key_match is not None:
+        return None
+    return CertReport(Reason.MALFORMED, f"{s.label}: {KEY_KEY} holds no readable unencrypted PEM private key.", s.facts)
+
+
+READABLE_CHECKS = Chain[SecretUnderCheck, CertReport](
+    Check("Secret exists", secret_missing),
+    Check("Secret type is kubernetes.io/tls", wrong_type),
+    Check("tls.crt and tls.key present", keys_missing),
+    Check("tls.crt readable", certificate_unreadable),
+    Check("tls.key readable", key_unreadable),
+)
+"""The first finding is the report: nothing more can be said about the certificate."""
+
+
+def key_mismatch(s: SecretUnderCheck) -> Problem | None:
+    if s.key_match:
+        return None
+    return (Reason.KEY_MISMATCH, f"{KEY_KEY} is not the private key of the certificate in {CERT_KEY}")
+
+
+def chain_out_of_order(s: SecretUnderCheck) -> Problem | None:
+    chain = s.certificates
+    for index in range(len(chain) - 1):
+        if not issued_by(chain[index], chain[index + 1]):
+            return (
+                Reason.CHAIN_INVALID,
+                f"certificate {index + 2} in {CERT_KEY} ({chain[index + 1].subject.rfc4514_string()}) did not "
+                f"issue certificate {index + 1} ({chain[index].subject.rfc4514_string()}); "
+                "order the chain leaf first, then each issuer",
+            )
+    return None
+
+
+def domain_not_covered(s: SecretUnderCheck) -> Problem | None:
+    if covers(s.facts.dns_names, s.domain):
+        return None
+    names = ", ".join(s.facts.dns_names) or "none"
+    return (
+        Reason.DOMAIN_NOT_COVERED,
+        f"the certificate's DNS names ({names}) do not cover {s.domain} (a wildcard covers exactly one "
+        "label; the subject common name is not used by TLS clients)",
+    )
+
+
+def not_yet_valid(s: SecretUnderCheck) -> Problem | None:
+    if s.now >= s.facts.not_before:
+        return None
+    return (Reason.NOT_YET_VALID, f"the certificate is not valid before {_fmt(s.facts.not_before)}")
+
+
+def expired(s: SecretUnderCheck) -> Problem | None:
+    if s.now < s.facts.not_before or s.now < s.facts.not_after:
+        return None
+    return (Reason.EXPIRED, f"the certificate expired at {_fmt(s.facts.not_after)}")
+
+
+def expiring_soon(s: SecretUnderCheck) -> Problem | None:
+    facts = s.facts
+    if s.now < facts.not_before or s.now >= facts.not_after or facts.not_after - s.now > s.renew_before:
+        return None
+    return (
+        Reason.EXPIRING_SOON,
+        f"the certificate expires at {_fmt(facts.not_after)}, within renewBefore ({_hours(s.renew_before)}); renew it",
+    )
+
+
+CERT_CHECKS = Chain[SecretUnderCheck, Problem](
+    Check("key matches the certificate", key_mismatch),
+    Check("chain in order", chain_out_of_order),
+    Check("DNS names cover the domain", domain_not_covered),
+    Check("valid already", not_yet_valid),
+    Check("not expired", expired),
+    Check("not within renewBefore", expiring_soon),
+)
+"""Every finding is a problem of a readable certificate, in this order; the first names the reason.
+(At most one of the last three finds: a certificate is not yet valid, expired, or due for renewal.)"""
+
+
 def analyze_secret(
     secret: dict[str, Any] | None,
     *,
@@ -257,66 +420,15 @@ def analyze_secret(
     ``where`` names the Secret in messages (e.g. ``istio-system/kamiwaza-edge-tls``).
     """
     label = f"Secret {where}" if where else "The Secret"
-    if secret is None:
-        return CertReport(Reason.SECRET_NOT_FOUND, f"{label} does not exist.")
-    secret_type = secret.get("type") or "Opaque"
-    if secret_type != TLS_TYPE:
-        return CertReport(
-            Reason.WRONG_SECRET_TYPE,
-            f"{label} has type {secret_type}; the gateway needs type {TLS_TYPE} with keys {CERT_KEY} and {KEY_KEY}.",
-        )
-    cert_pem = _decode(secret, CERT_KEY)
-    key_pem = _decode(secret, KEY_KEY)
-    missing = [k for k, v in ((CERT_KEY, cert_pem), (KEY_KEY, key_pem)) if not v]
-    if missing:
-        return CertReport(Reason.MALFORMED, f"{label} has no {' or '.join(missing)}.")
-    assert cert_pem is not None and key_pem is not None
-    try:
-        chain = load_chain(cert_pem)
-    except ValueError:
-        return CertReport(Reason.MALFORMED, f"{label}: {CERT_KEY} holds no readable PEM certificate.")
-    facts = facts_of(chain)
-    match = key_matches(chain[0], key_pem)
-    if match is None:
-        return CertReport(Reason.MALFORMED, f"{label}: {KEY_KEY} holds no readable unencrypted PEM private key.", facts)
-    trust_pem, trust_source, trust_note = trust_for(chain, _decode(secret, CA_KEY))
+    subject = SecretUnderCheck(secret, domain=domain, now=now, renew_before=renew_before, label=label)
+    unreadable = READABLE_CHECKS.first(subject)
+    if unreadable is not None:
+        return unreadable.value
+    assert secret is not None
+    facts = subject.facts
+    trust_pem, trust_source, trust_note = trust_for(subject.certificates, _decode(secret, CA_KEY))
     report = CertReport(Reason.VALID, "", facts, trust_pem, trust_source)
-
-    problems: list[tuple[Reason, str]] = []
-    if not match:
-        problems.append((Reason.KEY_MISMATCH, f"{KEY_KEY} is not the private key of the certificate in {CERT_KEY}"))
-    for index in range(len(chain) - 1):
-        if not issued_by(chain[index], chain[index + 1]):
-            problems.append(
-                (
-                    Reason.CHAIN_INVALID,
-                    f"certificate {index + 2} in {CERT_KEY} ({chain[index + 1].subject.rfc4514_string()}) did not "
-                    f"issue certificate {index + 1} ({chain[index].subject.rfc4514_string()}); "
-                    "order the chain leaf first, then each issuer",
-                )
-            )
-            break
-    if not covers(facts.dns_names, domain):
-        names = ", ".join(facts.dns_names) or "none"
-        problems.append(
-            (
-                Reason.DOMAIN_NOT_COVERED,
-                f"the certificate's DNS names ({names}) do not cover {domain} (a wildcard covers exactly one "
-                "label; the subject common name is not used by TLS clients)",
-            )
-        )
-    if now < facts.not_before:
-        problems.append((Reason.NOT_YET_VALID, f"the certificate is not valid before {_fmt(facts.not_before)}"))
-    elif now >= facts.not_after:
-        problems.append((Reason.EXPIRED, f"the certificate expired at {_fmt(facts.not_after)}"))
-    elif facts.not_after - now <= renew_before:
-        problems.append(
-            (
-                Reason.EXPIRING_SOON,
-                f"the certificate expires at {_fmt(facts.not_after)}, within renewBefore "
-                f"({_hours(renew_before)}); renew it",
-            )
-        )
+    problems = [found.value for found in CERT_CHECKS.every(subject)]
     report.problems = [text for _, text in problems]
     trust = (
         f" Clients trust it through {trust_source}."

@@ -1,10 +1,12 @@
 """EdgeCertificateReady: the gateway's TLS Secret covers the domain, matches its key, is in date.
 
-One shape: ``gather`` reads the Secret ``spec.edgeCertificate.secretName`` in the gateway
-namespace (and, outside a dry run, the tenant namespace and the trust ConfigMap),
-``status.edgecert.evaluate`` (pure, on concerns/edgecert/certs.py's analysis) decides, and ``reconcile``
-applies: it issues when the verdict says so (then evaluates again with the new Secret), applies
-or prunes the trust ConfigMap, sets the seconds-to-expiry gauge and reports. Reasons:
+The step contract (framework/contract.py): ``gather`` reads the Secret
+``spec.edgeCertificate.secretName`` in the gateway namespace (and, outside a dry run, the tenant
+namespace and the trust ConfigMap), concerns/edgecert/verdict.py ``evaluate`` (pure, on
+concerns/edgecert/certs.py's analysis) decides, and ``apply`` carries out the plan behind that
+verdict: it issues when the plan says so (then decides again, purely, on the Secret the API
+server stored: nothing is read again), applies or prunes the trust ConfigMap, sets the
+seconds-to-expiry gauge and reports (the CertificateIssued event in the verdict). Reasons:
 ``reasons.EdgeCertificate``, plus Conflict and APIError.
 
 ``issuer: SelfSigned``: the operator issues an ECDSA P-256 certificate for the domain (and
@@ -26,7 +28,7 @@ The private key is only ever sent to the API server inside the Secret: never log
 in an event, a condition or the status.
 
 Records ``edgeCertificate`` (``api.status.edgecert``). An API error becomes the step's condition
-through ``action`` (reconcile._run_step).
+through ``action`` (reconcile/pipeline.py ``run_step``).
 """
 
 from __future__ import annotations
@@ -41,15 +43,16 @@ from tenant_platform.concerns.edgecert import issuance
 from tenant_platform.concerns.edgecert import manifests as render_certs
 from tenant_platform.concerns.edgecert import verdict as edgecert
 from tenant_platform.core.identities import GATEWAY_API_VERSION, GATEWAY_KIND
+from tenant_platform.core.verdict import Event, Verdict
 from tenant_platform.framework.base import (
     CleanupResult,
     StepContext,
-    StepResult,
     apply_children,
     owner_of,
     selector,
     stamp,
 )
+from tenant_platform.framework.contract import Action, Given, Step
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Obj
 
@@ -135,29 +138,34 @@ class EdgeCertStep:
                 deleted.append(f"Secret {namespace}/{name}")
         return CleanupResult(True, "Deleted " + ", ".join(deleted) if deleted else "")
 
-    def action(self, platform: TenantPlatform) -> str:
-        return "check the edge certificate"
+    def action(self, platform: TenantPlatform) -> Action:
+        return Action("check the edge certificate")
 
-    def reconcile(self, ctx: StepContext) -> StepResult:
-        facts = gather(ctx)
-        verdict = edgecert.evaluate(ctx.platform, facts, now=ctx.now, dry_run=ctx.dry_run)
-        if verdict.issue is not None:
-            secret = self._issue(ctx, facts, verdict.issue)
+    def gather(self, ctx: StepContext) -> edgecert.EdgeCertFacts:
+        return gather(ctx)
+
+    def evaluate(self, given: Given, facts: edgecert.EdgeCertFacts) -> Verdict:
+        return edgecert.evaluate(given.platform, facts, now=given.now, dry_run=given.dry_run)
+
+    def apply(self, ctx: StepContext, facts: edgecert.EdgeCertFacts, verdict: Verdict) -> Verdict:
+        """Carry out the plan behind ``verdict`` (the same pure decision): issue when it says so,
+        then decide again on the Secret the API server stored (nothing read again); set the
+        expiry gauge; apply or prune the trust ConfigMap."""
+        plan = edgecert.plan(ctx.platform, facts, now=ctx.now, dry_run=ctx.dry_run)
+        events: list[Event] = []
+        if plan.issue is not None:
+            secret = self._issue(ctx, facts, plan.issue)
             if secret is None:
-                return StepResult(conditions=verdict.conditions, recorded=verdict.recorded, requeue_after=1.0)
-            facts = replace(facts, secret=secret, secret_owner=owner_of(secret), issued_for=verdict.issue.because)
-            verdict = edgecert.evaluate(ctx.platform, facts, now=ctx.now, dry_run=ctx.dry_run)
+                return verdict.but(requeue_after=1.0, progressing=False)
+            events.append(plan.issue.event)
+            facts = replace(facts, secret=secret, secret_owner=owner_of(secret), issued_for=plan.issue.because)
+            plan = edgecert.plan(ctx.platform, facts, now=ctx.now, dry_run=ctx.dry_run)
+        verdict = plan.verdict.but(events=[*events, *plan.verdict.events])
         if not ctx.dry_run:
             spec = ctx.platform.spec
-            expires = None if verdict.expiry_seconds is None else ctx.now + timedelta(seconds=verdict.expiry_seconds)
+            expires = None if plan.expiry_seconds is None else ctx.now + timedelta(seconds=plan.expiry_seconds)
             metrics.record_edge_certificate_expiry(ctx.name, spec.edge_certificate.secret_name, expires)
-        result = StepResult(
-            conditions=verdict.conditions,
-            recorded=verdict.recorded,
-            requeue_after=verdict.requeue_after,
-            progressing=verdict.progressing,
-        )
-        if verdict.publish:
+        if plan.publish:
             outcome = apply_children(
                 ctx,
                 COMPONENT,
@@ -166,8 +174,8 @@ class EdgeCertStep:
                 prune_namespaces=[ctx.platform.spec.namespace],
             )
             if not outcome.ok:
-                result = replace(result, conditions=[edgecert.not_published(outcome.errors)], requeue_after=None)
-        return result
+                verdict = verdict.but(conditions=[edgecert.not_published(outcome.errors)], requeue_after=None)
+        return verdict
 
     @staticmethod
     def _issue(ctx: StepContext, facts: edgecert.EdgeCertFacts, issue: edgecert.Issue) -> Obj | None:
@@ -178,7 +186,8 @@ class EdgeCertStep:
         the resourceVersion read as a precondition otherwise. A pass that read the Secret before
         someone else (re-)issued it therefore never overwrites the newer certificate, and a pass
         repeated after a lost status write finds the Secret it wrote and issues nothing (the
-        Secret itself is the record: concerns/edgecert/verdict.py decides from it alone).
+        Secret itself is the record: concerns/edgecert/verdict.py decides from it alone). The
+        caller posts ``issue.event`` once this returned the stored Secret.
         """
         live = facts.secret
         if issue.replace and live is not None:
@@ -198,8 +207,8 @@ class EdgeCertStep:
         except errors.Conflict:
             ctx.logger.info("edge certificate Secret changed while issuing; not overwritten, read again next pass")
             return None
-        ctx.events.append(issue.event)
         return stored
 
 
 STEP = EdgeCertStep()
+_CONTRACT: Step[edgecert.EdgeCertFacts] = STEP

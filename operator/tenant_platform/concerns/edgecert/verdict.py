@@ -1,12 +1,14 @@
 """PURE decisions for EdgeCertificateReady, from the Secret's analysis (concerns/edgecert/certs.py).
 
-``evaluate(platform, facts, now=..., dry_run=...)`` turns what the edgecert step read
-(``EdgeCertFacts``) into its ``EdgeCertVerdict``:
+``plan(platform, facts, now=..., dry_run=...)`` turns what the edgecert step read
+(``EdgeCertFacts``) into its ``EdgeCertPlan``: the ``Verdict`` (what ``evaluate`` returns) and the
+writes it implies:
 
 - issuance (``issuer: SelfSigned``): when the Secret is missing or unusable (``REISSUE_REASONS``,
   or a Secret of ours with the wrong, immutable, type), an ``Issue`` for the step to carry out;
-  the step then evaluates again with the Secret it wrote (``facts.issued_for`` set), and a
-  verdict never asks for a second issuance in one pass. A Secret that is not ours is never
+  the step's ``apply`` then decides again, with this same function, on the Secret the API server
+  stored (``facts.issued_for`` set; nothing read again), and a plan never asks for a second
+  issuance in one pass. A Secret that is not ours is never
   overwritten (``Conflict``); a dry run says ``WouldIssue``;
 - the trust ConfigMap: publish the bundle (``publish`` with the ConfigMap in ``desired``), prune
   it (``publish`` with nothing desired, once the certificate is publicly trusted), or leave it
@@ -29,13 +31,13 @@ from tenant_platform.api.models import TenantPlatform, parse_duration
 from tenant_platform.api.reasons import Common
 from tenant_platform.api.reasons import EdgeCertificate as Reason
 from tenant_platform.api.status.edgecert import RecordedEdgeCertificate
+from tenant_platform.api.status.recorded import Recorded
 from tenant_platform.api.tls import TLS_TYPE
 from tenant_platform.concerns.edgecert import certs
 from tenant_platform.concerns.edgecert import manifests as render_certs
 from tenant_platform.core import conditions, ownership
 from tenant_platform.core.conditions import Condition
-from tenant_platform.core.verdict import Event, Manifest
-from tenant_platform.core.verdict import LegacyVerdict as Verdict
+from tenant_platform.core.verdict import Event, Manifest, Verdict
 
 TYPE = constants.EDGE_CERTIFICATE_READY
 # Come back at the renewal point when it is this close (the drift timer covers the rest).
@@ -70,12 +72,15 @@ class Issue:
     event: Event
 
 
-@dataclass
-class EdgeCertVerdict(Verdict):
+@dataclass(frozen=True)
+class EdgeCertPlan:
+    """The decision (``verdict``) and the writes it implies, which the step carries out."""
+
+    verdict: Verdict
     issue: Issue | None = None
     """Issue first (the condition describes the Secret as it is until then)."""
     publish: bool = False
-    """Apply ``desired`` (the trust ConfigMap, or nothing) and prune our other trust ConfigMaps."""
+    """Apply ``verdict.desired`` (the trust ConfigMap, or nothing) and prune our other trust ConfigMaps."""
     expiry_seconds: float | None = None
     """Seconds until the certificate expires, for the gauge; None when none could be read."""
 
@@ -94,9 +99,12 @@ def not_published(errors: list[str]) -> Condition:
     return conditions.false(TYPE, Common.API_ERROR, "Could not publish the trust ConfigMap: " + "; ".join(errors))
 
 
-def evaluate(
-    platform: TenantPlatform, facts: EdgeCertFacts, *, now: dt.datetime, dry_run: bool = False
-) -> EdgeCertVerdict:
+def evaluate(platform: TenantPlatform, facts: EdgeCertFacts, *, now: dt.datetime, dry_run: bool = False) -> Verdict:
+    """EdgeCertificateReady, the trust ConfigMap and what to record, at time ``now`` (``plan``'s verdict)."""
+    return plan(platform, facts, now=now, dry_run=dry_run).verdict
+
+
+def plan(platform: TenantPlatform, facts: EdgeCertFacts, *, now: dt.datetime, dry_run: bool = False) -> EdgeCertPlan:
     """EdgeCertificateReady, what to issue or publish, and what to record, at time ``now``.
 
     The reason is the analysis's (concerns/edgecert/certs.py) unless issuance or the trust bundle is
@@ -205,7 +213,7 @@ def _verdict(
     publish: bool = False,
     issue: Issue | None = None,
     progressing: bool = False,
-) -> EdgeCertVerdict:
+) -> EdgeCertPlan:
     spec = platform.spec
     recorded: dict[str, object] = {
         "secretName": spec.edge_certificate.secret_name,
@@ -220,12 +228,14 @@ def _verdict(
         until_renewal = (report.facts.not_after - renew_before - now).total_seconds()
         if cond.is_true and until_renewal < REQUEUE_HORIZON:
             requeue = max(until_renewal, 1.0)
-    return EdgeCertVerdict(
-        conditions=[cond],
-        desired=desired or [],
-        recorded={"edgeCertificate": RecordedEdgeCertificate.model_validate(recorded).dump()},
-        progressing=progressing,
-        requeue_after=requeue,
+    return EdgeCertPlan(
+        Verdict(
+            conditions=[cond],
+            desired=desired or [],
+            recorded=Recorded(edge_certificate=RecordedEdgeCertificate.model_validate(recorded)),
+            progressing=progressing,
+            requeue_after=requeue,
+        ),
         issue=issue,
         publish=publish,
         expiry_seconds=report.seconds_to_expiry(now),

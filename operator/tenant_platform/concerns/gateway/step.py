@@ -1,13 +1,14 @@
 """GatewayReady: the Istio Gateway that serves the platform's domain, written or verified.
 
-One shape: ``gather`` reads the facts (is the Gateway kind served, the live Gateway and who owns
-it, the gateway Service), ``status.gateway.evaluate`` (pure) decides the Gateway to apply, the
-condition and what to record, and ``reconcile`` applies and reports.
+The step contract (framework/contract.py): ``gather`` reads the facts (is the Gateway kind served,
+the live Gateway and who owns it, the gateway Service), concerns/gateway/verdict.py ``evaluate``
+(pure) decides the Gateway to apply, the condition, the event and what to record, and ``apply``
+applies it and judges, with the same pure ``evaluate``, the Gateway the API server returned.
 
 ``Managed``: the Gateway (concerns/gateway/manifests.py) is applied with server-side apply, owned by the
 TenantPlatform (a cluster-scoped owner may own a namespaced child in any namespace; not in a
-target cluster), and restored when someone edits it. After the apply the step evaluates again
-with what the API server returned, so a field another manager added is still caught. A Gateway
+target cluster), and restored when someone edits it. After the apply the step judges again
+what the API server returned (no second read), so a field another manager added is still caught. A Gateway
 of that name that does not carry our labels, or carries another platform's, is reported as
 Conflict and never overwritten.
 Gateways of ours that the spec no longer names (a rename or namespace move) are pruned. Cleanup
@@ -23,28 +24,36 @@ with DomainHeldByAnotherPlatform before anything is written.
 
 Both modes record the gateway coordinates (``status.recorded.gateway``) and check that the
 gateway Service named by ``spec.gateway.serviceHost`` exists and exposes port 443. An API error
-becomes the step's condition through ``action`` (reconcile._run_step).
+becomes the step's condition through ``action``, as reconcile/pipeline.py ``run_step`` words it
+for every step; the coordinates, from the spec alone, are recorded even then (``Gathered``).
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+import logging
+from dataclasses import dataclass, replace
 
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
+from tenant_platform.api.status.recorded import Recorded
 from tenant_platform.concerns.gateway import manifests as render_gateway
 from tenant_platform.concerns.gateway import verdict as check
 from tenant_platform.core import domainclaims as dnsguard
 from tenant_platform.core.gatewayservice import service_of
+from tenant_platform.core.verdict import Verdict
 from tenant_platform.framework.base import (
     CleanupResult,
     StepContext,
-    StepResult,
+    api_error_condition,
     apply_children,
     delete_outside_namespaces,
     owner_of,
 )
+from tenant_platform.framework.contract import Action, Given, Step
+from tenant_platform.kube import errors
 from tenant_platform.kube.client import Obj
+
+log = logging.getLogger("tenant_platform.reconcile")
 
 COMPONENT = "gateway"
 GATEWAY = (render_gateway.API_VERSION, render_gateway.KIND)
@@ -80,6 +89,17 @@ def gather(ctx: StepContext) -> check.GatewayFacts:
     )
 
 
+@dataclass(frozen=True)
+class Gathered:
+    """What ``gather`` read, or the API error that stopped it. The Gateway coordinates come from
+    the spec alone and are recorded even then (as before the step contract, when they were
+    recorded before any API call), so an API error does not drop them from status.recorded; the
+    condition is the one the pipeline gives any step's API error (``action``)."""
+
+    facts: check.GatewayFacts | None
+    error: errors.KubeError | None = None
+
+
 class GatewayStep:
     name = COMPONENT
     condition_types: tuple[str, ...] = (constants.GATEWAY_READY,)
@@ -94,29 +114,45 @@ class GatewayStep:
         deleted = delete_outside_namespaces(ctx, COMPONENT, *GATEWAY)
         return CleanupResult(True, "Deleted " + ", ".join(deleted) if deleted else "")
 
-    def action(self, platform: TenantPlatform) -> str:
-        return f"reconcile Gateway {platform.spec.gateway.namespace}/{platform.spec.gateway.name}"
+    def action(self, platform: TenantPlatform) -> Action:
+        return Action(f"reconcile Gateway {platform.spec.gateway.namespace}/{platform.spec.gateway.name}")
 
-    def reconcile(self, ctx: StepContext) -> StepResult:
-        platform = ctx.platform
-        # The coordinates come from the spec alone: recorded before any API call, so an API error
-        # (which escapes to reconcile._run_step) does not drop them from status.recorded.
-        ctx.record({"gateway": check.recorded_gateway(platform).dump()})
-        facts = gather(ctx)
-        verdict = check.evaluate(platform, facts, dry_run=ctx.dry_run)
-        if verdict.desired:
-            outcome = apply_children(
-                ctx, COMPONENT, verdict.desired, prune_kinds=[GATEWAY], prune_namespaces=verdict.prune_namespaces
+    def gather(self, ctx: StepContext) -> Gathered:
+        """``gather``, or the API error that stopped it (see ``Gathered``)."""
+        try:
+            return Gathered(gather(ctx))
+        except errors.KubeError as exc:
+            log.warning("step %s failed for %s: %s", self.name, ctx.name, exc)
+            return Gathered(None, exc)
+
+    def evaluate(self, given: Given, facts: Gathered) -> Verdict:
+        if facts.error is not None:
+            # The coordinates come from the spec alone: an API error keeps them in status.recorded.
+            return Verdict(
+                conditions=[api_error_condition(check.TYPE, facts.error, self.action(given.platform).doing)],
+                recorded=Recorded(gateway=check.recorded_gateway(given.platform)),
+                failed=True,
             )
-            if not outcome.ok:
-                return StepResult(
-                    conditions=[check.not_applied(outcome.errors)], recorded=verdict.recorded, failed=True
-                )
-            live = outcome.applied[0]
-            facts = replace(facts, live=live, live_owner=owner_of(live), applied=True, wrote=outcome.written > 0)
-            verdict = check.evaluate(platform, facts, dry_run=ctx.dry_run)
-        ctx.events.extend(verdict.events)
-        return StepResult(conditions=verdict.conditions, recorded=verdict.recorded)
+        assert facts.facts is not None
+        return check.evaluate(given.platform, facts.facts, dry_run=given.dry_run)
+
+    def apply(self, ctx: StepContext, facts: Gathered, verdict: Verdict) -> Verdict:
+        """Apply the Gateway the verdict wants (pruning ours the spec no longer names), then judge
+        what the API server returned (pure: ``check.evaluate`` on the applied Gateway)."""
+        if not verdict.desired or facts.facts is None:
+            return verdict
+        outcome = apply_children(
+            ctx,
+            COMPONENT,
+            verdict.desired,
+            prune_kinds=[GATEWAY],
+            prune_namespaces=check.prunes(ctx.platform, verdict),
+        )
+        if not outcome.ok:
+            return verdict.but(conditions=[check.not_applied(outcome.errors)], failed=True)
+        live = outcome.applied[0]
+        applied = replace(facts.facts, live=live, live_owner=owner_of(live), applied=True, wrote=outcome.written > 0)
+        return check.evaluate(ctx.platform, applied, dry_run=ctx.dry_run)
 
 
-STEP = GatewayStep()
+STEP: Step[Gathered] = GatewayStep()

@@ -32,6 +32,7 @@ host, from a namespace, would bind.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,12 +41,13 @@ from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.reasons import Common
 from tenant_platform.api.reasons import Gateway as Reason
 from tenant_platform.api.status.gateway import RecordedGateway
+from tenant_platform.api.status.recorded import Recorded
 from tenant_platform.concerns.gateway import manifests as render_gateway
 from tenant_platform.core import conditions, ownership
 from tenant_platform.core import domainclaims as dnsguard
+from tenant_platform.core.checks import Chain, Check
 from tenant_platform.core.conditions import Condition
-from tenant_platform.core.verdict import LegacyVerdict as Verdict
-from tenant_platform.core.verdict import Manifest
+from tenant_platform.core.verdict import Event, Manifest, Verdict
 
 
 @dataclass
@@ -123,6 +125,166 @@ def _port(server: dict[str, Any]) -> tuple[int, str]:
     return number, str(port.get("protocol", "")).upper()
 
 
+# -- verifying a Gateway: a chain of named checks ----------------------------------------------------
+
+Problem = tuple[Reason, str]
+
+
+@dataclass(frozen=True)
+class GatewayUnderCheck:
+    """The subject of ``VERIFY_CHECKS``: a Gateway (None: absent) and what it must serve.
+
+    A check that needs what an earlier one found missing passes (returns None): after
+    GatewayNotFound, NoHTTPSServer or HostsMissDomain nothing later is reported."""
+
+    live: Manifest | None
+    name: str
+    namespace: str
+    domain: str
+    selector: dict[str, str]
+    tenant_namespace: str
+    credential_name: str
+
+    @property
+    def where(self) -> str:
+        return f"Gateway {self.namespace}/{self.name}"
+
+    @functools.cached_property
+    def servers(self) -> list[dict[str, Any]]:
+        spec = (self.live or {}).get("spec") or {}
+        return [s for s in spec.get("servers") or [] if isinstance(s, dict)]
+
+    @functools.cached_property
+    def https(self) -> list[dict[str, Any]]:
+        return [s for s in self.servers if _port(s) == (443, "HTTPS")]
+
+    def admits(self, host: object) -> tuple[bool, str]:
+        return host_matches(
+            str(host), domain=self.domain, tenant_namespace=self.tenant_namespace, gateway_namespace=self.namespace
+        )
+
+    @functools.cached_property
+    def serving(self) -> list[dict[str, Any]]:
+        """The HTTPS 443 servers one of whose hosts admits the domain from the tenant namespace."""
+        return [s for s in self.https if any(self.admits(h)[0] for h in s.get("hosts") or [])]
+
+    @functools.cached_property
+    def namespace_notes(self) -> list[str]:
+        """Why hosts that match the domain do not admit the tenant namespace (up to the first host
+        of each HTTPS server that admits it)."""
+        notes: list[str] = []
+        for server in self.https:
+            for host in server.get("hosts") or []:
+                ok, why = self.admits(host)
+                if ok:
+                    break
+                if why:
+                    notes.append(why)
+        return notes
+
+    @property
+    def credentials(self) -> list[str]:
+        return [str((s.get("tls") or {}).get("credentialName") or "") for s in self.serving]
+
+
+def gateway_missing(g: GatewayUnderCheck) -> Problem | None:
+    if g.live is not None:
+        return None
+    return (
+        Reason.GATEWAY_NOT_FOUND,
+        f"{g.where} does not exist; create it, or set spec.gateway.management to Managed so the operator does",
+    )
+
+
+def selector_mismatch(g: GatewayUnderCheck) -> Problem | None:
+    if g.live is None:
+        return None
+    spec = g.live.get("spec") or {}
+    live_selector = {str(k): str(v) for k, v in (spec.get("selector") or {}).items()}
+    if live_selector == dict(g.selector):
+        return None
+    return (
+        Reason.SELECTOR_MISMATCH,
+        f"{g.where} selects {_labels(live_selector)} but spec.gateway.selector is {_labels(g.selector)}; "
+        "the Gateway must select the gateway workload",
+    )
+
+
+def no_https_server(g: GatewayUnderCheck) -> Problem | None:
+    if g.live is None or g.https:
+        return None
+    return (Reason.NO_HTTPS_SERVER, f"{g.where} has no server with port number 443 and protocol HTTPS")
+
+
+def hosts_miss_domain(g: GatewayUnderCheck) -> Problem | None:
+    if g.live is None or not g.https or g.serving:
+        return None
+    hosts = sorted({str(h) for s in g.https for h in s.get("hosts") or []})
+    detail = f" ({'; '.join(g.namespace_notes)})" if g.namespace_notes else ""
+    return (
+        Reason.HOSTS_MISS_DOMAIN,
+        f"{g.where}'s HTTPS 443 hosts {hosts or '[]'} do not include {g.domain}{detail}; routes for the domain "
+        "would silently never be programmed",
+    )
+
+
+def domain_open_to_all(g: GatewayUnderCheck) -> Problem | None:
+    if not g.serving:
+        return None
+    open_hosts = sorted(
+        {str(h) for s in g.servers for h in s.get("hosts") or [] if open_to_all(str(h), domain=g.domain)}
+    )
+    if not open_hosts:
+        return None
+    return (
+        Reason.DOMAIN_OPEN_TO_ALL_NAMESPACES,
+        f"{g.where}'s hosts {open_hosts} admit {g.domain} for VirtualServices from every namespace, so any "
+        f"namespace could route the platform's domain; list it as {g.tenant_namespace}/{g.domain} instead",
+    )
+
+
+def no_credential(g: GatewayUnderCheck) -> Problem | None:
+    if not g.serving or any(g.credentials):
+        return None
+    modes = sorted({str((s.get("tls") or {}).get("mode") or "none") for s in g.serving})
+    return (
+        Reason.NO_CREDENTIAL,
+        f"{g.where}'s HTTPS 443 server for {g.domain} has no tls.credentialName (tls mode {', '.join(modes)}); "
+        f"set it to the edge certificate Secret {g.credential_name}",
+    )
+
+
+def credential_mismatch(g: GatewayUnderCheck) -> Problem | None:
+    credentials = g.credentials
+    if not g.serving or not any(credentials) or g.credential_name in credentials:
+        return None
+    return (
+        Reason.CREDENTIAL_MISMATCH,
+        f"{g.where} serves {g.domain} with credentialName {', '.join(c for c in credentials if c)} but "
+        f"spec.edgeCertificate.secretName is {g.credential_name}; make them name the same Secret",
+    )
+
+
+VERIFY_CHECKS = Chain[GatewayUnderCheck, Problem](
+    Check("Gateway exists", gateway_missing),
+    Check("selects the gateway workload", selector_mismatch),
+    Check("has an HTTPS 443 server", no_https_server),
+    Check("HTTPS hosts admit the domain", hosts_miss_domain),
+    Check("domain closed to other namespaces", domain_open_to_all),
+    Check("TLS from a credential", no_credential),
+    Check("credential is the edge certificate", credential_mismatch),
+)
+"""Every finding is a problem, in this order (``GatewayReport.problems``); the first names the reason."""
+
+
+def http_redirect_note(g: GatewayUnderCheck) -> str:
+    """A note (not a problem) when no port-80 server admits the domain; "" when one does."""
+    http = [s for s in g.servers if _port(s)[0] == 80 and any(g.admits(h)[0] for h in s.get("hosts") or [])]
+    if http:
+        return ""
+    return f"{g.where} serves no port 80 for {g.domain}; plain-HTTP visitors get no redirect"
+
+
 def verify_gateway(
     live: dict[str, Any] | None,
     *,
@@ -133,94 +295,12 @@ def verify_gateway(
     tenant_namespace: str,
     credential_name: str,
 ) -> GatewayReport:
-    report = GatewayReport()
-    where = f"Gateway {namespace}/{name}"
-    if live is None:
-        report.problems.append(
-            (
-                Reason.GATEWAY_NOT_FOUND,
-                f"{where} does not exist; create it, or set spec.gateway.management to Managed so the operator does",
-            )
-        )
-        return report
-    spec = live.get("spec") or {}
-    live_selector = {str(k): str(v) for k, v in (spec.get("selector") or {}).items()}
-    if live_selector != dict(selector):
-        report.problems.append(
-            (
-                Reason.SELECTOR_MISMATCH,
-                f"{where} selects {_labels(live_selector)} but spec.gateway.selector is {_labels(selector)}; "
-                "the Gateway must select the gateway workload",
-            )
-        )
-    servers = [s for s in spec.get("servers") or [] if isinstance(s, dict)]
-    https = [s for s in servers if _port(s) == (443, "HTTPS")]
-    if not https:
-        report.problems.append(
-            (Reason.NO_HTTPS_SERVER, f"{where} has no server with port number 443 and protocol HTTPS")
-        )
-        return report
-    serving: list[dict[str, Any]] = []
-    namespace_notes: list[str] = []
-    for server in https:
-        for host in server.get("hosts") or []:
-            ok, why = host_matches(
-                str(host), domain=domain, tenant_namespace=tenant_namespace, gateway_namespace=namespace
-            )
-            if ok:
-                serving.append(server)
-                break
-            if why:
-                namespace_notes.append(why)
-    if not serving:
-        hosts = sorted({str(h) for s in https for h in s.get("hosts") or []})
-        detail = f" ({'; '.join(namespace_notes)})" if namespace_notes else ""
-        report.problems.append(
-            (
-                Reason.HOSTS_MISS_DOMAIN,
-                f"{where}'s HTTPS 443 hosts {hosts or '[]'} do not include {domain}{detail}; routes for the domain "
-                "would silently never be programmed",
-            )
-        )
-        return report
-    open_hosts = sorted({str(h) for s in servers for h in s.get("hosts") or [] if open_to_all(str(h), domain=domain)})
-    if open_hosts:
-        report.problems.append(
-            (
-                Reason.DOMAIN_OPEN_TO_ALL_NAMESPACES,
-                f"{where}'s hosts {open_hosts} admit {domain} for VirtualServices from every namespace, so any "
-                f"namespace could route the platform's domain; list it as {tenant_namespace}/{domain} instead",
-            )
-        )
-    credentials = [str((s.get("tls") or {}).get("credentialName") or "") for s in serving]
-    if not any(credentials):
-        modes = sorted({str((s.get("tls") or {}).get("mode") or "none") for s in serving})
-        report.problems.append(
-            (
-                Reason.NO_CREDENTIAL,
-                f"{where}'s HTTPS 443 server for {domain} has no tls.credentialName (tls mode {', '.join(modes)}); "
-                f"set it to the edge certificate Secret {credential_name}",
-            )
-        )
-    elif credential_name not in credentials:
-        report.problems.append(
-            (
-                Reason.CREDENTIAL_MISMATCH,
-                f"{where} serves {domain} with credentialName {', '.join(c for c in credentials if c)} but "
-                f"spec.edgeCertificate.secretName is {credential_name}; make them name the same Secret",
-            )
-        )
-    http = [
-        s
-        for s in servers
-        if _port(s)[0] == 80
-        and any(
-            host_matches(str(h), domain=domain, tenant_namespace=tenant_namespace, gateway_namespace=namespace)[0]
-            for h in s.get("hosts") or []
-        )
-    ]
-    if not http:
-        report.notes.append(f"{where} serves no port 80 for {domain}; plain-HTTP visitors get no redirect")
+    subject = GatewayUnderCheck(live, name, namespace, domain, dict(selector), tenant_namespace, credential_name)
+    report = GatewayReport(problems=[found.value for found in VERIFY_CHECKS.every(subject)])
+    if subject.serving:  # the Gateway got as far as serving the domain: is HTTP redirected too?
+        note = http_redirect_note(subject)
+        if note:
+            report.notes.append(note)
     return report
 
 
@@ -255,12 +335,6 @@ class GatewayFacts:
     """Every TenantPlatform's spec.domain (core/domainclaims.py ``claims_of``)."""
     serving: tuple[tuple[str, str], ...] = ()
     """(platform, "namespace/name") of each Gateway of ours, any platform's, whose hosts name the domain."""
-
-
-@dataclass
-class GatewayVerdict(Verdict):
-    prune_namespaces: list[str | None] = field(default_factory=list)
-    """With ``desired``: where to look for Gateways of ours the spec no longer names."""
 
 
 def recorded_gateway(platform: TenantPlatform) -> RecordedGateway:
@@ -351,7 +425,141 @@ def domain_held(platform: TenantPlatform, facts: GatewayFacts) -> Condition | No
     return None
 
 
-def evaluate(platform: TenantPlatform, facts: GatewayFacts, *, dry_run: bool = False) -> GatewayVerdict:
+# -- the step's verdict: a chain of named checks -----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GatewayDecision:
+    """The subject of ``EVALUATE_CHECKS``: the spec, what was read, and whether this is a dry run."""
+
+    platform: TenantPlatform
+    facts: GatewayFacts
+    dry_run: bool = False
+
+    @property
+    def managed(self) -> bool:
+        return self.platform.spec.gateway.management == "Managed"
+
+    @property
+    def where(self) -> str:
+        gw = self.platform.spec.gateway
+        return f"{gw.namespace}/{gw.name}"
+
+    @functools.cached_property
+    def rendered(self) -> list[Manifest]:
+        """The Gateway to apply: Managed, outside a dry run, before the apply; else nothing."""
+        if self.managed and not self.dry_run and not self.facts.applied:
+            return render_gateway.render(self.platform)
+        return []
+
+    @functools.cached_property
+    def report(self) -> GatewayReport:
+        """``verify_gateway`` of the Gateway as it will stand: the rendered one when it is about to
+        be applied, else the live one."""
+        gw = self.platform.spec.gateway
+        return verify_gateway(
+            self.rendered[0] if self.rendered else self.facts.live,
+            name=gw.name,
+            namespace=gw.namespace,
+            domain=self.platform.spec.domain,
+            selector=gw.selector,
+            tenant_namespace=self.platform.spec.namespace,
+            credential_name=self.platform.spec.edge_certificate.secret_name,
+        )
+
+
+def kind_not_served(d: GatewayDecision) -> Condition | None:
+    if d.facts.kind_served:
+        return None
+    return conditions.false(
+        TYPE,
+        Reason.GATEWAY_KIND_NOT_SERVED,
+        f"The API server does not serve {render_gateway.KIND} ({render_gateway.API_VERSION}); install Istio's CRDs.",
+    )
+
+
+def held_elsewhere(d: GatewayDecision) -> Condition | None:
+    return domain_held(d.platform, d.facts)
+
+
+def not_ours(d: GatewayDecision) -> Condition | None:
+    """Managed: a Gateway of that name that is neither ours nor opted in for us is never overwritten."""
+    platform, live, owner = d.platform, d.facts.live, d.facts.live_owner
+    if not d.managed or live is None or owner == platform.name or adoptable(live, owner, platform):
+        return None
+    owned = ownership.belongs_to(f"Gateway {d.where} already exists and", owner)
+    hint = (
+        ""
+        if owner
+        else f" To hand a Gateway prepared by hand over to this platform, annotate it "
+        f"{constants.ANNOTATION_ADOPTABLE}={platform.name} (docs/migration.md)."
+    )
+    return conditions.false(
+        TYPE,
+        Common.CONFLICT,
+        f"{owned}; it was left untouched. Delete or rename it, choose another spec.gateway.name, or "
+        f"set spec.gateway.management to External to use it as is.{hint}",
+    )
+
+
+def would_apply(d: GatewayDecision) -> Condition | None:
+    if not (d.managed and d.dry_run and d.facts.live is None):
+        return None
+    return conditions.false(TYPE, Reason.WOULD_APPLY, f"The operator would create Gateway {d.where}.")
+
+
+def gateway_problems(d: GatewayDecision) -> Condition | None:
+    report = d.report
+    if not report.problems:
+        return None
+    return conditions.false(TYPE, report.problems[0][0], report.message + ".")
+
+
+def service_missing(d: GatewayDecision) -> Condition | None:
+    gw = d.platform.spec.gateway
+    problem = service_problem(gw.service_host, d.facts.service_ref, d.facts.service)
+    if not problem:
+        return None
+    return conditions.false(TYPE, Reason.GATEWAY_SERVICE_NOT_FOUND, problem)
+
+
+EVALUATE_CHECKS = Chain[GatewayDecision, Condition](
+    Check("Gateway kind served", kind_not_served),
+    Check("domain not held by another platform", held_elsewhere),
+    Check("Gateway ours or opted in (Managed)", not_ours),
+    Check("Gateway exists (Managed, dry run)", would_apply),
+    Check("Gateway serves the domain", gateway_problems),
+    Check("gateway Service exposes 443", service_missing),
+)
+"""The first finding is GatewayReady; none: Programmed (Managed) or Verified (External)."""
+
+WRITES_NOTHING = frozenset(EVALUATE_CHECKS.names[:4])
+"""A finding of these checks leaves the Gateway as it is (nothing is applied)."""
+
+
+def ready(d: GatewayDecision) -> Condition:
+    """GatewayReady True: every check passed."""
+    spec = d.platform.spec
+    notes = d.report.notes
+    if d.managed:
+        message = (
+            f"Gateway {d.where} serves {spec.domain} on HTTPS 443 with credential "
+            f"{spec.edge_certificate.secret_name} and redirects HTTP 80"
+        )
+        if d.dry_run:
+            message += " (dry run: any drift would be repaired on a real reconcile)"
+        reason = Reason.PROGRAMMED
+    else:
+        message = (
+            f"External Gateway {d.where} selects the gateway workload and serves {spec.domain} on "
+            "HTTPS 443 with a credential"
+        )
+        reason = Reason.VERIFIED
+    message += "; note: " + "; ".join(notes) + "." if notes else "."
+    return conditions.true(TYPE, reason, message)
+
+
+def evaluate(platform: TenantPlatform, facts: GatewayFacts, *, dry_run: bool = False) -> Verdict:
     """GatewayReady, the Gateway to apply and the recorded coordinates, from what was read.
 
     Managed, outside a dry run and before the apply (``facts.applied`` False), ``desired`` holds
@@ -359,85 +567,20 @@ def evaluate(platform: TenantPlatform, facts: GatewayFacts, *, dry_run: bool = F
     ``evaluate`` again with what the API server returned (fields another field manager set
     survive a server-side apply), which then wants nothing more written.
     """
-    gw = platform.spec.gateway
-    where = f"{gw.namespace}/{gw.name}"
-    recorded = {"gateway": recorded_gateway(platform).dump()}
-    events = [("Normal", reasons.Event.GATEWAY_APPLIED, f"Applied Gateway {where}.")] if facts.wrote else []
-
-    def verdict(cond: Condition, desired: list[Manifest] | None = None) -> GatewayVerdict:
-        desired = desired or []
-        return GatewayVerdict(
-            conditions=[cond],
-            desired=desired,
-            recorded=recorded,
-            events=events,
-            prune_namespaces=prune_namespaces(platform) if desired else [],
-        )
-
-    if not facts.kind_served:
-        return verdict(
-            conditions.false(
-                TYPE,
-                Reason.GATEWAY_KIND_NOT_SERVED,
-                f"The API server does not serve {render_gateway.KIND} ({render_gateway.API_VERSION}); install "
-                "Istio's CRDs.",
-            )
-        )
-    held = domain_held(platform, facts)
-    if held is not None:
-        return verdict(held)
-    managed = gw.management == "Managed"
-    live = facts.live
-    desired: list[Manifest] = []
-    if managed:
-        if live is not None and facts.live_owner != platform.name and not adoptable(live, facts.live_owner, platform):
-            owned = ownership.belongs_to(f"Gateway {where} already exists and", facts.live_owner)
-            hint = (
-                ""
-                if facts.live_owner
-                else f" To hand a Gateway prepared by hand over to this platform, annotate it "
-                f"{constants.ANNOTATION_ADOPTABLE}={platform.name} (docs/migration.md)."
-            )
-            return verdict(
-                conditions.false(
-                    TYPE,
-                    Common.CONFLICT,
-                    f"{owned}; it was left untouched. Delete or rename it, choose another spec.gateway.name, or "
-                    f"set spec.gateway.management to External to use it as is.{hint}",
-                )
-            )
-        if dry_run and live is None:
-            return verdict(conditions.false(TYPE, Reason.WOULD_APPLY, f"The operator would create Gateway {where}."))
-        if not dry_run and not facts.applied:
-            desired = render_gateway.render(platform)
-            live = desired[0]
-    report = verify_gateway(
-        live,
-        name=gw.name,
-        namespace=gw.namespace,
-        domain=platform.spec.domain,
-        selector=gw.selector,
-        tenant_namespace=platform.spec.namespace,
-        credential_name=platform.spec.edge_certificate.secret_name,
+    decision = GatewayDecision(platform, facts, dry_run)
+    found = EVALUATE_CHECKS.first(decision)
+    desired = [] if found is not None and found.check in WRITES_NOTHING else decision.rendered
+    events: list[Event] = (
+        [("Normal", reasons.Event.GATEWAY_APPLIED, f"Applied Gateway {decision.where}.")] if facts.wrote else []
     )
-    if report.problems:
-        return verdict(conditions.false(TYPE, report.problems[0][0], report.message + "."), desired)
-    problem = service_problem(gw.service_host, facts.service_ref, facts.service)
-    if problem:
-        return verdict(conditions.false(TYPE, Reason.GATEWAY_SERVICE_NOT_FOUND, problem), desired)
-    if managed:
-        message = (
-            f"Gateway {where} serves {platform.spec.domain} on HTTPS 443 with credential "
-            f"{platform.spec.edge_certificate.secret_name} and redirects HTTP 80"
-        )
-        if dry_run:
-            message += " (dry run: any drift would be repaired on a real reconcile)"
-        reason = Reason.PROGRAMMED
-    else:
-        message = (
-            f"External Gateway {where} selects the gateway workload and serves {platform.spec.domain} on "
-            "HTTPS 443 with a credential"
-        )
-        reason = Reason.VERIFIED
-    message += "; note: " + "; ".join(report.notes) + "." if report.notes else "."
-    return verdict(conditions.true(TYPE, reason, message), desired)
+    return Verdict(
+        conditions=[found.value if found is not None else ready(decision)],
+        desired=desired,
+        recorded=Recorded(gateway=recorded_gateway(platform)),
+        events=events,
+    )
+
+
+def prunes(platform: TenantPlatform, verdict: Verdict) -> list[str | None]:
+    """Where the step looks for Gateways of ours the spec no longer names: only when it applies one."""
+    return prune_namespaces(platform) if verdict.desired else []

@@ -13,7 +13,7 @@ Writes nothing. ``gather`` reads:
 
 concerns/mesh/verdict.py ``evaluate`` (pure) decides the condition and the recorded ``sidecarStyle``
 (``Unknown`` with reason SidecarStyleUnknown when nothing was injected: we never guess). An API
-error escaping ``gather`` becomes the condition through ``action``.
+error escaping ``gather`` becomes the condition through ``action`` (reconcile/pipeline.py ``run_step``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ from tenant_platform.api.models import TenantPlatform
 from tenant_platform.concerns.mesh import verdict as mesh
 from tenant_platform.concerns.mesh.verdict import MeshFacts, StyleProbe
 from tenant_platform.core.identities import service_account_user
-from tenant_platform.framework.base import CleanupResult, StepContext, StepResult
+from tenant_platform.core.verdict import Verdict
+from tenant_platform.framework.base import CleanupResult, StepContext
+from tenant_platform.framework.contract import Action, Given, Step
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube, Obj
 
@@ -87,17 +89,18 @@ class MeshStep:
     def cleanup(self, ctx: StepContext) -> CleanupResult:
         return CleanupResult(True)
 
-    def action(self, platform: TenantPlatform) -> str:
-        return "check the Istio mesh"
+    def action(self, platform: TenantPlatform) -> Action:
+        return Action("check the Istio mesh")
 
-    def reconcile(self, ctx: StepContext) -> StepResult:
-        verdict = mesh.evaluate(ctx.platform, gather(ctx))
-        return StepResult(
-            conditions=verdict.conditions,
-            recorded=verdict.recorded,
-            progressing=verdict.progressing,
-            requeue_after=verdict.requeue_after,
-        )
+    def gather(self, ctx: StepContext) -> MeshFacts:
+        return gather(ctx)
+
+    def evaluate(self, given: Given, facts: MeshFacts) -> Verdict:
+        return mesh.evaluate(given.platform, facts)
+
+    def apply(self, ctx: StepContext, facts: MeshFacts, verdict: Verdict) -> Verdict:
+        """Nothing to write: the mesh is only checked."""
+        return verdict
 
 
-STEP = MeshStep()
+STEP: Step[MeshFacts] = MeshStep()

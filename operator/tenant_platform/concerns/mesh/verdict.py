@@ -19,10 +19,11 @@ from typing import Any, Final
 
 from tenant_platform.api import constants, reasons
 from tenant_platform.api.models import TenantPlatform
-from tenant_platform.api.status.mesh import MeshRecorded, SidecarStyle
+from tenant_platform.api.status.mesh import SidecarStyle
+from tenant_platform.api.status.recorded import Recorded
 from tenant_platform.core import conditions
 from tenant_platform.core.identities import guard_names, service_account_user
-from tenant_platform.core.verdict import LegacyVerdict as Verdict
+from tenant_platform.core.verdict import Verdict
 
 Obj = dict[str, Any]
 
@@ -124,7 +125,7 @@ def evaluate(platform: TenantPlatform, facts: MeshFacts) -> Verdict:
     style, style_problem, note = _style(platform, facts)
     if style_problem:
         problems.append(style_problem)
-    recorded = MeshRecorded(sidecar_style=style).dump()
+    recorded = Recorded(sidecar_style=style)
     type_ = constants.MESH_READY
     if problems:
         reason = problems[0][0]
