@@ -8,11 +8,13 @@ from typing import Any
 
 import pytest
 
+from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.reasons import Common, Namespaces
 from tenant_platform.concerns.namespaces import manifests as render_ns
 from tenant_platform.concerns.namespaces import verdict as evaluate_ns
 from tenant_platform.concerns.namespaces.verdict import NamespaceFacts, NamespacesFacts
+from tenant_platform.core import ownership
 
 NAME = "demo"
 
@@ -41,9 +43,16 @@ def ns(
         return NamespaceFacts(name, error=error)
     if not exists:
         return NamespaceFacts(name)
-    live = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+    live: dict[str, object] = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+    if adoptable_by is not None:  # as an admin writes it: the annotation, read by the one parser
+        live["metadata"] = {"name": name, "annotations": {constants.ANNOTATION_ADOPTABLE: adoptable_by}}
     return NamespaceFacts(
-        name, live=live, claim=claim, terminating=terminating, created_by_operator=created, adoptable_by=adoptable_by
+        name,
+        live=live,
+        claim=claim,
+        terminating=terminating,
+        created_by_operator=created,
+        adoptable_by=tuple(ownership.adoptable_by(live)),
     )
 
 
@@ -73,6 +82,22 @@ ROWS = {
         "Namespaces kamiwaza, extra, optin exist with injection and Pod Security warn/audit labels.",
         spec={"additionalNamespaces": ["extra", "optin"]},
         owned=("kamiwaza", "extra", "optin"),
+    ),
+    "adopted: the annotation lists several platforms, this one among them": Row(
+        NamespacesFacts((ns("kamiwaza", exists=False), ns("shared", adoptable_by=f"other, {NAME} ,third"))),
+        "True",
+        Namespaces.RECONCILED,
+        "Namespaces kamiwaza, shared exist with injection and Pod Security warn/audit labels.",
+        spec={"additionalNamespaces": ["shared"]},
+        owned=("kamiwaza", "shared"),
+    ),
+    "not adoptable: a list naming others only, one a prefix of this platform's name": Row(
+        NamespacesFacts((ns("kamiwaza", exists=False), ns("shared", adoptable_by=f"{NAME}-2,{NAME[:-1]}"))),
+        "False",
+        Namespaces.NOT_ADOPTABLE,
+        "Namespace exists and is not ours to adopt, left untouched: shared (",
+        spec={"additionalNamespaces": ["shared"]},
+        owned=("kamiwaza",),
     ),
     "not adoptable: an existing namespace nobody opted in": Row(
         NamespacesFacts((ns("kamiwaza", exists=False), ns("team-a"), ns("team-b", adoptable_by="someone-else"))),

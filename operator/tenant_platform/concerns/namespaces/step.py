@@ -34,6 +34,7 @@ from tenant_platform.concerns.namespaces import manifests as render_ns
 from tenant_platform.concerns.namespaces import verdict as ns_status
 from tenant_platform.concerns.namespaces.verdict import NamespaceFacts, NamespacesFacts
 from tenant_platform.config import Settings
+from tenant_platform.core import ownership
 from tenant_platform.core.verdict import Verdict
 from tenant_platform.framework.base import (
     CleanupResult,
@@ -59,7 +60,7 @@ def namespace_facts(name: str, live: Obj | None) -> NamespaceFacts:
         claim=labelled_platform(live),
         terminating=live.get("status", {}).get("phase") == "Terminating",
         created_by_operator=annotations.get(render_ns.ANNOTATION_CREATED) == "true",
-        adoptable_by=annotations.get(render_ns.ANNOTATION_ADOPTABLE),
+        adoptable_by=tuple(ownership.adoptable_by(live)),
     )
 
 

@@ -73,8 +73,9 @@ class NamespaceFacts:
     """The ``tenancy.dev/tenant-platform`` label: the platform claiming it, if any."""
     terminating: bool = False
     created_by_operator: bool = False
-    adoptable_by: str | None = None
-    """The ``tenancy.dev/adoptable-by`` annotation an admin set to opt the namespace in."""
+    adoptable_by: tuple[str, ...] = ()
+    """The platforms an admin opted the namespace in for (``tenancy.dev/adoptable-by``, a
+    comma-separated list, read by ``core.ownership.adoptable_by``)."""
     error: str | None = None
 
     @property
@@ -146,7 +147,7 @@ def refusal(platform: TenantPlatform, ns: NamespaceFacts, protection: Protection
     why = protected(platform, ns.name, protection)
     if why:
         return Namespaces.PROTECTED, why
-    if ns.exists and platform.name not in (ns.claim, ns.adoptable_by):
+    if ns.exists and ns.claim != platform.name and platform.name not in ns.adoptable_by:
         return (
             Namespaces.NOT_ADOPTABLE,
             f"it exists and was not opted in (annotate it {render_ns.ANNOTATION_ADOPTABLE}={platform.name})",
