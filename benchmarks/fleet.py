@@ -11,7 +11,7 @@ API's convention). Reports counts and ratios, never a pass/fail timing:
     each), and after starting the per-target GPU watches: bytes per target for each;
   - TCP connections this process holds to the tenants, per target, after passes and with watches;
   - API requests and seconds per no-op pass against a target (sequential, one worker), without
-    and with the per-target GPU snapshot and read cache (handlers_gpu.TargetSnapshots).
+    and with the per-target GPU snapshot and read cache (targetwatch.TargetSnapshots).
 
     .venv/bin/python -m benchmarks.fleet [--tenants 5] [--json]
 """
@@ -34,9 +34,9 @@ from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.concerns.target import step as targets
 from tenant_platform.config import Settings
-from tenant_platform.handlers_gpu import TargetSnapshots
 from tenant_platform.kube import remote
 from tenant_platform.kube.client import Kube
+from tenant_platform.targetwatch import TargetSnapshots
 from tenant_platform.testing import seed
 from tenant_platform.testing.controlplane import ControlPlane
 from tenant_platform.testing.tenants import TenantAPIServer

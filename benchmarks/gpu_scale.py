@@ -4,7 +4,7 @@ Creates ``--nodes`` GPU nodes (``--cards`` cards each, HAMi v2.10 register annot
 ``nvidia.com/gpu`` capacity) and ``--pods`` pods HAMi placed on them (annotations and
 ``spec.nodeName``; they stay Pending: no scheduler or kubelet runs), in parallel threads. Then it
 starts the GPU part of the operator in a child process: the list-and-watch reflectors the
-operator's startup starts (``handlers_gpu.start_watches``) feed the snapshot, and a kopf daemon
+operator's startup starts (``gpuwatch.start_watches``) feed the snapshot, and a kopf daemon
 per TenantPlatform runs ``gpu_refresher``, which calls ``reconcile.run`` with only the gpu step
 registered. It reports:
 
@@ -348,14 +348,14 @@ def render(result: dict[str, Any]) -> str:
 
 
 def run_child(kubeconfig: str, stats_path: str, debounce: float, *, profile: bool = False) -> None:
-    """The GPU part of the operator: the snapshot's watches (handlers_gpu.start_watches, as the
+    """The GPU part of the operator: the snapshot's watches (gpuwatch.start_watches, as the
     operator's startup does) and the debounced gpu_refresher calling reconcile.run with only the
     gpu step registered (one refresher per platform here, so each platform's latency is timed)."""
     import logging  # noqa: PLC0415
 
     import kopf  # noqa: PLC0415
 
-    from tenant_platform import handlers_gpu, reconcile  # noqa: PLC0415
+    from tenant_platform import gpuwatch, reconcile  # noqa: PLC0415
     from tenant_platform.concerns.gpu import step as gpu  # noqa: PLC0415
     from tenant_platform.config import Settings  # noqa: PLC0415
     from tenant_platform.observe import cluster  # noqa: PLC0415
@@ -401,17 +401,17 @@ def run_child(kubeconfig: str, stats_path: str, debounce: float, *, profile: boo
         synced_after.append(round(time.monotonic() - started, 2))
         since = cluster.SNAPSHOT.changes  # changes during the first pass trigger the next one
         refresh(name)
-        handlers_gpu.gpu_refresher(
+        gpuwatch.gpu_refresher(
             stopped=stopped, refresh=lambda _changes: refresh(name), debounce=settings.gpu_debounce, since=since
         )
 
     # The operator's startup handler starts the same watches (handlers.start_cluster_watches);
     # keep a handle on them for their counters.
-    watches: list[handlers_gpu.GpuWatches] = []
+    watches: list[gpuwatch.GpuWatches] = []
 
     @kopf.on.startup()
     def start_cluster_watches(**_: Any) -> None:
-        watches.append(handlers_gpu.start_watches(kube))
+        watches.append(gpuwatch.start_watches(kube))
 
     kopf.run(standalone=True, clusterwide=True)
     reflectors = {r.kind: r for w in watches for r in w.reflectors}

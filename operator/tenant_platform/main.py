@@ -1,7 +1,7 @@
 """Operator start-up: ``run(settings)`` stands by for the leader Lease, then runs kopf while it leads.
 
 Used by `tenant-platform run` (cli.py) and `tenant-platform dev` (devmode.py, in a thread), each
-passing its Settings explicitly. ``run`` installs ``handlers.OperatorState(settings)`` before
+passing its Settings explicitly. ``run`` installs ``state.OperatorState(settings)`` before
 kopf starts, so every handler (here and in handlers.py) reads the same settings and client.
 
 Leader election (kube/lease.py, docs/reliability.md): every process first stands by, reading
@@ -34,7 +34,10 @@ from typing import Any
 
 import kopf
 
-from tenant_platform import handlers, metrics
+from tenant_platform import (
+    handlers,  # noqa: F401  (importing it registers the kopf handlers)
+    metrics,
+)
 from tenant_platform.api import constants
 from tenant_platform.concerns.apiaddresses import verdict as apiaddresses
 from tenant_platform.concerns.dns import coredns
@@ -44,6 +47,7 @@ from tenant_platform.formats.hami import names as hami_names
 from tenant_platform.kube.cache import CachedKube, Scope, operator_scopes
 from tenant_platform.kube.client import Kube
 from tenant_platform.kube.lease import LeaderElector, LeaseConfig
+from tenant_platform.state import OperatorState, current, install
 
 log = logging.getLogger("tenant_platform.main")
 
@@ -55,10 +59,10 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix=constants.GROUP, key="last-handled-configuration"
     )
-    # Our own events go through kube.events (handlers.py); kopf's would name a cluster-scoped
+    # Our own events go through kube.events (scheduler.post_events); kopf's would name a cluster-scoped
     # object from the operator's namespace, which the API server rejects.
     settings.posting.enabled = False
-    state = handlers.current()
+    state = current()
     # Threads for kopf's own sync handlers (platform loops are async and use their own pool).
     settings.execution.max_workers = state.settings.kopf_workers
     settings.watching.inactivity_timeout = 70
@@ -71,14 +75,14 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
 @kopf.on.startup()
 def start_cache(**_: Any) -> None:
     """Start the watch-fed read cache (when the client is one); reads fall through until synced."""
-    kube = handlers.current().client()
+    kube = current().client()
     if isinstance(kube, CachedKube):
         kube.start()
 
 
 @kopf.on.cleanup()
 def stop_cache(**_: Any) -> None:
-    kube = handlers.current().kube
+    kube = current().kube
     if isinstance(kube, CachedKube):
         kube.stop()
 
@@ -150,7 +154,7 @@ def cache_scopes(settings: Settings) -> list[Scope]:
     return operator_scopes(child_kinds=CHILD_KINDS, fact_scopes=facts)
 
 
-def cached_client(settings: Settings, state: handlers.OperatorState) -> CachedKube:
+def cached_client(settings: Settings, state: OperatorState) -> CachedKube:
     """The operator's client with the watch-fed cache: a child's event wakes its platform, a
     fact's event wakes every platform (wakeups are flags; a pass with nothing to do is free)."""
 
@@ -170,7 +174,7 @@ def cached_client(settings: Settings, state: handlers.OperatorState) -> CachedKu
 @kopf.on.login()
 def login(**_: Any) -> kopf.ConnectionInfo | None:
     """Log kopf in with exactly the identity our own client uses (one source of credentials)."""
-    state = handlers.current()
+    state = current()
     if state.settings.in_cluster and not state.settings.kubeconfig:
         return kopf.login_with_service_account(**_)
     info = state.client().connection_info()
@@ -191,7 +195,7 @@ def set_stop_flag(**_: Any) -> None:
     """kopf stopped by itself (SIGTERM): set its stop flag too. NB: kopf waits for that flag in
     an executor thread, and asyncio.run's exit waits for that thread, so without this a SIGTERM
     left the process hanging until it was killed (and the Lease was never released)."""
-    handlers.current().stopping.set()
+    current().stopping.set()
 
 
 LEASE_NAME = "tenant-platform-operator"
@@ -210,7 +214,7 @@ def default_identity() -> str:
 class Health:
     """What /healthz reports: the role, and checks of things that can really stop working."""
 
-    def __init__(self, state: handlers.OperatorState, elector: LeaderElector) -> None:
+    def __init__(self, state: OperatorState, elector: LeaderElector) -> None:
         self.state = state
         self.elector = elector
         self.kopf_started: float | None = None
@@ -286,10 +290,10 @@ def run(
     """Run the operator with ``settings`` until stopped (blocking); 1 when leadership was lost."""
     if not settings.identity:
         settings = dataclasses.replace(settings, identity=default_identity())
-    state = handlers.OperatorState(settings)
+    state = OperatorState(settings)
     if settings.cache:
         state.kube = cached_client(settings, state)
-    handlers.install(state)
+    install(state)
     kube = state.client()
     elector = LeaderElector(
         kube.sibling(),
@@ -356,14 +360,14 @@ def run(
             elector.release()
         for server in servers:
             server.shutdown()
-        handlers.install(None)
+        install(None)
     if lost.is_set():
         log.error("lost the lease: stopped the operator; exiting so that this process stands by again")
         return 1
     return 0
 
 
-def _drain(state: handlers.OperatorState) -> None:
+def _drain(state: OperatorState) -> None:
     """Let passes still running in the pool end (their writes are refused by now)."""
     deadline = time.monotonic() + DRAIN_SECONDS
     while state.running and time.monotonic() < deadline:

@@ -22,7 +22,7 @@ import pytest
 from benchmarks import apimetrics
 from tests.support import create_namespace
 
-from tenant_platform import handlers_gpu, main, reconcile
+from tenant_platform import gpuwatch, main, reconcile
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.reasons import Common
@@ -54,9 +54,9 @@ def start_cache(base: Kube) -> CachedKube:
     )
     kube.woken = woken  # type: ignore[attr-defined]
     kube.start()
-    # The GPU snapshot the operator's Node and Pod watches keep (handlers_gpu), as steps get it.
+    # The GPU snapshot the operator's Node and Pod watches keep (gpuwatch), as steps get it.
     kube.snapshot = ClusterSnapshot()  # type: ignore[attr-defined]
-    gpu = handlers_gpu.start_watches(kube, kube.snapshot)  # type: ignore[attr-defined]
+    gpu = gpuwatch.start_watches(kube, kube.snapshot)  # type: ignore[attr-defined]
     assert kube.wait_synced(30), [i.scope.describe() for i in kube.informers if not i.synced.is_set()]
     assert kube.snapshot.wait_synced(30)  # type: ignore[attr-defined]
     kube.gpu = gpu  # type: ignore[attr-defined]
@@ -464,7 +464,7 @@ def test_event_woken_passes_reuse_recent_secret_reads(
     operator_requests: RequestCounter,
 ) -> None:
     """Without a grant, a pass woken by an event reuses Secrets read within the drift interval
-    (``reusing_secrets``, as handlers.py asks for early passes): no request at all. The drift
+    (``reusing_secrets``, as scheduler.py asks for early passes): no request at all. The drift
     timer's pass reads them from the API, and sees a Secret deleted by hand (issued again); the
     write is noted, so the next early pass again asks nothing."""
     cached = as_operator_cached

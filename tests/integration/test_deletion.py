@@ -22,6 +22,7 @@ from tenant_platform.framework.base import CleanupResult, StepContext
 from tenant_platform.framework.contract import Action, Given
 from tenant_platform.kube.client import Kube, Obj
 from tenant_platform.reconcile import registry
+from tenant_platform.state import OperatorState, install
 
 
 class BlockedStep:
@@ -50,11 +51,11 @@ class BlockedStep:
 @pytest.fixture
 def blocked(monkeypatch: pytest.MonkeyPatch, crd: Kube) -> Iterator[Kube]:
     monkeypatch.setattr(registry, "STEPS", [*registry.STEPS, BlockedStep()])
-    handlers.install(handlers.OperatorState(Settings(), kube=crd))  # what main.run does at start-up
+    install(OperatorState(Settings(), kube=crd))  # what main.run does at start-up
     try:
         yield crd
     finally:
-        handlers.install(None)
+        install(None)
 
 
 def warnings_about(kube: Kube, name: str) -> list[tuple[str, str]]:

@@ -23,9 +23,9 @@ from tenant_platform import reconcile
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.concerns.target import step as targets
-from tenant_platform.handlers_gpu import TargetSnapshots
 from tenant_platform.kube import errors, remote
 from tenant_platform.kube.client import Kube
+from tenant_platform.targetwatch import TargetSnapshots
 from tenant_platform.testing.controlplane import ControlPlane
 from tenant_platform.testing.manifests import gpu_node_manifest
 from tenant_platform.testing.tenants import TenantAPIServer

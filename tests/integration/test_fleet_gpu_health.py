@@ -24,8 +24,8 @@ from tenant_platform.api import constants, reasons
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.concerns.target.step import TargetConnection
 from tenant_platform.config import Settings
-from tenant_platform.handlers_gpu import TargetSnapshots
 from tenant_platform.kube.client import Kube
+from tenant_platform.targetwatch import TargetSnapshots
 from tenant_platform.testing.controlplane import ControlPlane
 from tenant_platform.testing.tenants import TenantAPIServer
 from tenant_platform.testing.wait import wait_for

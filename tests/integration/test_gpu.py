@@ -892,10 +892,10 @@ def test_a_node_deleted_under_a_stale_snapshot_is_not_recreated(world: World) ->
 
 
 def test_watches_keep_the_snapshot_current(world: World) -> None:
-    from tenant_platform import handlers_gpu  # noqa: PLC0415
+    from tenant_platform import gpuwatch  # noqa: PLC0415
 
     snapshot = cluster.ClusterSnapshot()
-    watches = handlers_gpu.start_watches(world.kube, snapshot, watch_timeout=5)
+    watches = gpuwatch.start_watches(world.kube, snapshot, watch_timeout=5)
     try:
         assert snapshot.wait_synced(60)
         u = world.prefix

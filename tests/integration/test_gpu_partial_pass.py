@@ -5,8 +5,8 @@ concerns' conditions, and a platform with its GPU part turned off is not woken a
 node changes the recorded GPU facts, so the install-values hand-off runs too.
 
 ``reconcile.run(only=...)`` runs in-process with a ``CachedKube`` and the GPU snapshot's watches,
-as the operator builds them (main.cache_scopes, handlers_gpu.start_watches); the wake decision is
-``reconcile.gpu.SCOPES``, which the operator's refresher asks (handlers.OperatorState.wake_gpu).
+as the operator builds them (main.cache_scopes, gpuwatch.start_watches); the wake decision is
+``reconcile.gpu.SCOPES``, which the operator's refresher asks (state.OperatorState.wake_gpu).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tenant_platform import handlers, handlers_gpu, main, reconcile
+from tenant_platform import gpuwatch, main, reconcile, scheduler
 from tenant_platform.api import constants
 from tenant_platform.concerns.gpu import step as gpu
 from tenant_platform.config import Settings
@@ -48,7 +48,7 @@ def cached(crd: Kube, as_operator: Kube) -> Iterator[CachedKube]:
     kube = CachedKube(as_operator.sibling(), main.cache_scopes(SETTINGS))
     kube.start()
     kube.snapshot = ClusterSnapshot()  # type: ignore[attr-defined]
-    watches = handlers_gpu.start_watches(kube, kube.snapshot)  # type: ignore[attr-defined]
+    watches = gpuwatch.start_watches(kube, kube.snapshot)  # type: ignore[attr-defined]
     assert kube.wait_synced(30)
     assert kube.snapshot.wait_synced(30)  # type: ignore[attr-defined]
     yield kube
@@ -145,7 +145,7 @@ def test_an_allocation_change_makes_one_status_write_and_touches_nothing_else(
     admin_kube.create(pod)
     changed = settle(cached, since)
     assert changed == {NODE}
-    # The refresher's decision (handlers.OperatorState.wake_gpu asks exactly this).
+    # The refresher's decision (state.OperatorState.wake_gpu asks exactly this).
     assert gpu.SCOPES.depends_on(on, changed, snapshot(cached).node)
     assert not gpu.SCOPES.depends_on(off, changed, snapshot(cached).node)
 
@@ -153,7 +153,7 @@ def test_an_allocation_change_makes_one_status_write_and_touches_nothing_else(
     assert last is not None
     before_full[on] = last["status"]  # as the last full pass left it
     before = requests(operator_requests)
-    outcome = run(cached, on, only=handlers.GPU_ONLY)
+    outcome = run(cached, on, only=scheduler.GPU_ONLY)
     delta = requests(operator_requests) - before
     assert outcome.partial and outcome.status_written
     assert set(outcome.results) == {gpu.COMPONENT}  # recorded GPU facts unchanged: no hand-off
@@ -170,7 +170,7 @@ def test_an_allocation_change_makes_one_status_write_and_touches_nothing_else(
 
     # Nothing changed since: the same partial pass writes nothing.
     before = requests(operator_requests)
-    again = run(cached, on, only=handlers.GPU_ONLY)
+    again = run(cached, on, only=scheduler.GPU_ONLY)
     assert not again.status_written
     assert requests(operator_requests) - before == GPU_STEP_READS
     admin_kube.delete("v1", "Pod", pod["metadata"]["name"], on)
@@ -201,7 +201,7 @@ def test_a_new_gpu_node_changes_the_recorded_facts_so_the_hand_off_runs(
         assert changed is not None and node_name in changed
         assert gpu.SCOPES.depends_on(unique_name, changed, snapshot(cached).node)  # a new GPU node
         before = requests(operator_requests)
-        outcome = run(cached, unique_name, only=handlers.GPU_ONLY)
+        outcome = run(cached, unique_name, only=scheduler.GPU_ONLY)
         delta = requests(operator_requests) - before
         assert outcome.partial
         assert set(outcome.results) == {gpu.COMPONENT, "installvalues"}

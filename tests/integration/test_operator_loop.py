@@ -1,6 +1,6 @@
-"""The platform loop of handlers.py on the real API server, outside kopf's context (as passes run
-in our thread pool): events are posted and listed back, a step's requeue is honoured, repeats
-are de-duplicated within bounds, and a deletion waits for the pass in flight."""
+"""The platform loop (handlers.platform_loop, scheduler.py) on the real API server, outside kopf's
+context (as passes run in our thread pool): events are posted and listed back, a step's requeue
+is honoured, repeats are de-duplicated within bounds, and a deletion waits for the pass in flight."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any
 import kopf
 import pytest
 
-from tenant_platform import handlers, reconcile
+from tenant_platform import handlers, reconcile, scheduler
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.config import Settings
@@ -24,6 +24,7 @@ from tenant_platform.framework.contract import Action, Given
 from tenant_platform.kube.client import Kube, Obj
 from tenant_platform.kube.events import CLUSTER_SCOPED_NAMESPACE, EventRecorder
 from tenant_platform.reconcile import registry
+from tenant_platform.state import REPORTING_CONTROLLER, OperatorState, install
 
 
 class Requeuing:
@@ -55,23 +56,30 @@ class Requeuing:
 
 
 class Stopped:
-    """What kopf passes a daemon: falsy until stopped."""
+    """What kopf passes an async daemon: falsy until stopped; ``await stopped.wait()`` returns then."""
 
     def __init__(self) -> None:
-        self.flag = False
+        self.event = asyncio.Event()
 
     def __bool__(self) -> bool:
-        return self.flag
+        return self.event.is_set()
+
+    async def wait(self, timeout: float | None = None) -> Stopped:
+        await asyncio.wait_for(self.event.wait(), timeout)
+        return self
+
+    def set(self) -> None:
+        self.event.set()
 
 
 @pytest.fixture
-def state(crd: Kube) -> Iterator[handlers.OperatorState]:
-    installed = handlers.OperatorState(Settings(drift_interval=300, identity="test-operator"), kube=crd)
-    handlers.install(installed)
+def state(crd: Kube) -> Iterator[OperatorState]:
+    installed = OperatorState(Settings(drift_interval=300, identity="test-operator"), kube=crd)
+    install(installed)
     try:
         yield installed
     finally:
-        handlers.install(None)
+        install(None)
 
 
 def events_about(kube: Kube, name: str) -> list[Obj]:
@@ -81,7 +89,7 @@ def events_about(kube: Kube, name: str) -> list[Obj]:
 
 
 def test_passes_post_events_and_honour_the_requeue(
-    state: handlers.OperatorState,
+    state: OperatorState,
     make_platform: Any,
     unique_name: str,
     monkeypatch: pytest.MonkeyPatch,
@@ -98,7 +106,7 @@ def test_passes_post_events_and_honour_the_requeue(
         deadline = time.monotonic() + 60
         while step.passes < 3 and time.monotonic() < deadline:
             await asyncio.sleep(0.1)
-        stopped.flag = True
+        stopped.set()
         await asyncio.wait_for(loop, 10)
 
     started = time.monotonic()
@@ -108,7 +116,7 @@ def test_passes_post_events_and_honour_the_requeue(
     assert "crashed" not in caplog.text and "LookupError" not in caplog.text, caplog.text
     # Three passes 1 s apart, not one pass and a 30 s crash back-off (nor the 300 s drift interval).
     assert step.passes >= 3
-    assert took < handlers.CRASH_RETRY_SECONDS
+    assert took < scheduler.CRASH_RETRY_SECONDS
     posted = events_about(crd, unique_name)
     notes = {e["note"] for e in posted}
     assert any(n.startswith("Ready is now") for n in notes), notes
@@ -120,7 +128,7 @@ def test_passes_post_events_and_honour_the_requeue(
             "name": unique_name,
             "uid": uid,
         }
-        assert event["reportingController"] == handlers.REPORTING_CONTROLLER
+        assert event["reportingController"] == REPORTING_CONTROLLER
         assert event["reportingInstance"] == "test-operator"
     # kubectl describe finds them too (core/v1 view of the same events).
     core = crd.list("v1", "Event", namespace=CLUSTER_SCOPED_NAMESPACE, field_selector=f"involvedObject.uid={uid}")
@@ -131,7 +139,7 @@ def test_repeats_are_counted_not_reposted_and_memory_is_bounded(
     crd: Kube, make_platform: Any, unique_name: str
 ) -> None:
     body = make_platform(unique_name, unique_name)
-    recorder = EventRecorder(crd, controller=handlers.REPORTING_CONTROLLER, instance="test", max_entries=5)
+    recorder = EventRecorder(crd, controller=REPORTING_CONTROLLER, instance="test", max_entries=5)
     for _ in range(3):
         recorder.post(body, "Warning", "TokenMinted", "the same note")
     (event,) = events_about(crd, unique_name)
@@ -155,12 +163,12 @@ def corefile_mentions(kube: Kube, domain: str) -> bool:
 
 
 def test_deletion_waits_for_the_pass_in_flight(
-    state: handlers.OperatorState, make_platform: Any, unique_name: str, crd: Kube, monkeypatch: pytest.MonkeyPatch
+    state: OperatorState, make_platform: Any, unique_name: str, crd: Kube, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     name = unique_name
     domain = f"{name}.example.com"
     make_platform(name, name)
-    handlers.reconcile_once(name)
+    scheduler.reconcile_once(name)
     assert corefile_mentions(crd, domain), "the DNS step adds the domain's Corefile block"
 
     # A late pass: it read the platform before the deletion and writes after cleanup would have.
@@ -181,7 +189,7 @@ def test_deletion_waits_for_the_pass_in_flight(
 
     monkeypatch.setattr(reconcile, "run", slow_run)
     monkeypatch.setattr(reconcile, "cleanup", traced_cleanup)
-    late = threading.Thread(target=handlers.reconcile_once, args=(name,))
+    late = threading.Thread(target=scheduler.reconcile_once, args=(name,))
     late.start()
     assert in_pass.wait(10)
 
@@ -210,6 +218,6 @@ def test_deletion_waits_for_the_pass_in_flight(
     assert not corefile_mentions(crd, domain), "cleanup ran last: the late pass's Corefile block is gone"
     # A pass starting now sees the deletionTimestamp and writes nothing.
     before = crd.counter.snapshot()[1]
-    handlers.reconcile_once(name)
+    scheduler.reconcile_once(name)
     assert crd.counter.snapshot()[1] == before
     assert not corefile_mentions(crd, domain)

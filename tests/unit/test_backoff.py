@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from tenant_platform import handlers
+from tenant_platform import scheduler
 from tenant_platform.kube import errors
 from tenant_platform.kube.backoff import Backoff
 from tenant_platform.observe import cluster, reflector
@@ -93,7 +93,7 @@ def test_the_watch_backs_off_with_jitter_after_410s_and_resets_after_a_clean_wat
 
 
 def test_the_platform_loop_backs_off_per_platform() -> None:
-    on_error, on_crash = handlers.retry_backoffs()
-    assert on_error.ceiling(1) == handlers.ERROR_RETRY_BASE_SECONDS and on_error.cap == handlers.ERROR_RETRY_SECONDS
-    assert on_crash.ceiling(1) == handlers.CRASH_RETRY_BASE_SECONDS and on_crash.cap == handlers.CRASH_RETRY_SECONDS
-    assert all(handlers.RETRY_FLOOR_SECONDS <= on_error.next() <= 60.0 for _ in range(20))
+    on_error, on_crash = scheduler.retry_backoffs()
+    assert on_error.ceiling(1) == scheduler.ERROR_RETRY_BASE_SECONDS and on_error.cap == scheduler.ERROR_RETRY_SECONDS
+    assert on_crash.ceiling(1) == scheduler.CRASH_RETRY_BASE_SECONDS and on_crash.cap == scheduler.CRASH_RETRY_SECONDS
+    assert all(scheduler.RETRY_FLOOR_SECONDS <= on_error.next() <= 60.0 for _ in range(20))

@@ -22,6 +22,7 @@ from tenant_platform.framework.base import CleanupResult, StepContext, StepResul
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube, Obj
 from tenant_platform.reconcile import registry
+from tenant_platform.state import OperatorState, current, install
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
@@ -155,18 +156,18 @@ def test_deletion_age_is_a_metric(fake_steps: list[FakeStep], monkeypatch: pytes
 
 
 @pytest.fixture
-def operator_state() -> Iterator[handlers.OperatorState]:
-    state = handlers.OperatorState(Settings(), kube=cast(Kube, FakeKube()))
+def operator_state() -> Iterator[OperatorState]:
+    state = OperatorState(Settings(), kube=cast(Kube, FakeKube()))
     state.clock = lambda: NOW
-    handlers.install(state)
+    install(state)
     try:
         yield state
     finally:
-        handlers.install(None)
+        install(None)
 
 
 def test_the_delete_handler_retries_while_blocked_then_forgets_the_platform(
-    fake_steps: list[FakeStep], operator_state: handlers.OperatorState, monkeypatch: pytest.MonkeyPatch
+    fake_steps: list[FakeStep], operator_state: OperatorState, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     posted: list[tuple[str, str]] = []
 
@@ -188,6 +189,6 @@ def test_the_delete_handler_retries_while_blocked_then_forgets_the_platform(
 
 
 def test_handlers_need_the_state_main_run_installs() -> None:
-    handlers.install(None)
+    install(None)
     with pytest.raises(RuntimeError, match=r"main\.run"):
-        handlers.current()
+        current()

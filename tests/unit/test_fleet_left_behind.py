@@ -1,5 +1,5 @@
 """What a deletion that gave up on an unreachable target names (reconcile.target.left_behind), and
-what a target's read cache holds (handlers_gpu.target_cache_scopes). Pure: no cluster."""
+what a target's read cache holds (targetwatch.target_cache_scopes). Pure: no cluster."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.concerns.target.step import left_behind
-from tenant_platform.handlers_gpu import target_cache_scopes
+from tenant_platform.targetwatch import target_cache_scopes
 
 
 def platform(**spec: Any) -> TenantPlatform:

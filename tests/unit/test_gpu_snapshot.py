@@ -1,4 +1,4 @@
-"""The GPU snapshot (observe.cluster) and the debounced refresher (handlers_gpu): no cluster."""
+"""The GPU snapshot (observe.cluster) and the debounced refresher (gpuwatch): no cluster."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tenant_platform import handlers_gpu
+from tenant_platform import gpuwatch
 from tenant_platform.observe import cluster, objects, reflector
 
 REGISTER = '[{"id":"GPU-a","count":10,"devmem":1000,"devcore":100,"type":"T4","health":true}]'
@@ -235,7 +235,7 @@ def test_refresher_coalesces_a_burst_into_one_refresh() -> None:
 
     before = snap.changes
     thread = threading.Thread(
-        target=handlers_gpu.gpu_refresher,
+        target=gpuwatch.gpu_refresher,
         kwargs={
             "stopped": stopped,
             "refresh": refresh,
@@ -270,7 +270,7 @@ def test_refresher_survives_a_failing_refresh_and_stops() -> None:
 
     since = snap.changes
     thread = threading.Thread(
-        target=handlers_gpu.gpu_refresher,
+        target=gpuwatch.gpu_refresher,
         kwargs={
             "stopped": stopped,
             "refresh": refresh,

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from tenant_platform import handlers
 from tenant_platform.api import constants, reasons
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.status.recorded import Recorded
@@ -21,6 +20,7 @@ from tenant_platform.formats.hami.names import DEFAULT_NAMES
 from tenant_platform.framework.base import StepResult
 from tenant_platform.observe import cluster
 from tenant_platform.reconcile import pipeline
+from tenant_platform.state import OperatorState
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -237,7 +237,7 @@ def _set(status: dict[str, Any], type_: str, value: str, reason: str) -> None:
 
 
 def test_a_gpu_wakeup_stays_gpu_only_unless_a_full_pass_is_asked_for() -> None:
-    state = handlers.OperatorState(Settings())
+    state = OperatorState(Settings())
     for name in ("a", "b", "c"):
         state.wakeup(name)
     snap = cluster.ClusterSnapshot()

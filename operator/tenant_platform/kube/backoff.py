@@ -3,7 +3,7 @@
 After the n-th failure in a row the wait is drawn uniformly from ``[floor, min(cap, base * 2**n)]``
 ("full jitter"): retries of many clients (every platform loop, both watches, two replicas) that
 failed at the same moment, for instance while the API server was down, spread out instead of
-arriving together when it comes back. Used by the platform loop (handlers.py) after a failed pass
+arriving together when it comes back. Used by the platform loop (scheduler.py) after a failed pass
 and by the watches (observe/cluster.py) before a relist or a new watch.
 
 The random source is injectable (``random.Random(seed)`` in the unit tests); no I/O here.

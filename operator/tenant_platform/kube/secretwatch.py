@@ -215,7 +215,7 @@ class RecentReads:
 
     The operator's drift-timer passes read every Secret from the API (or its granted watch); a
     pass woken by an event (a child or fact changed, the loop's own requeue) may take a Secret read
-    within ``max_age`` seconds instead (``CachedKube.reusing_secrets``; handlers.py passes the drift
+    within ``max_age`` seconds instead (``CachedKube.reusing_secrets``; scheduler.py passes the drift
     interval), so a burst of events costs no Secret GETs. A Secret the operator writes is noted from
     the write's response; one it deletes is dropped. Entries not refreshed within ``horizon``
     seconds (a deleted platform's) are dropped.

@@ -1,7 +1,7 @@
 """An in-memory, thread-safe snapshot of Nodes (GPU-relevant fields) and HAMi pods.
 
 The operator keeps it current with two ``observe.reflector.Reflector`` threads (list, then watch,
-per kind; started by handlers_gpu.py); ``check``, tests and benchmarks fill one with
+per kind; started by gpuwatch.py); ``check``, tests and benchmarks fill one with
 ``observe.reflector.load_from_api``.
 Steps take an immutable ``view()``.
 
@@ -394,5 +394,5 @@ class Changes:
         return self.snapshot.changed_nodes(self.since, self.upto, platform=platform)
 
 
-# The operator process's snapshot, fed by handlers_gpu.py.
+# The operator process's snapshot, fed by gpuwatch.py.
 SNAPSHOT: Final = ClusterSnapshot()
