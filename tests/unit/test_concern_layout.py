@@ -39,11 +39,14 @@ CROSS_IMPORTS: dict[str, dict[str, str]] = {
         "tenant_platform.concerns.dns.coredns": "the informer scopes: the CoreDNS ConfigMap and pods the step reads, "
         "and which platforms a Corefile change concerns",
     },
-    "tenant_platform.handlers": {
-        "tenant_platform.concerns.gpu.step": "GPU changes wake a partial pass of the GPU step only (COMPONENT, SCOPES)",
+    "tenant_platform.state": {
+        "tenant_platform.concerns.gpu.step": "GPU changes wake a partial pass of the GPU step only (SCOPES)",
         "tenant_platform.concerns.target.step": "the target phase: observing a reached target (TargetConnection)",
     },
-    "tenant_platform.handlers_gpu": {
+    "tenant_platform.scheduler": {
+        "tenant_platform.concerns.gpu.step": "a GPU-only wakeup runs the GPU step alone (COMPONENT)",
+    },
+    "tenant_platform.targetwatch": {
         "tenant_platform.concerns.target.step": "the target phase: a target's watches (TargetObservation)",
     },
     "tenant_platform.preflight": {

@@ -9,9 +9,9 @@ then compute the status once and write it only when it changed.
   in reverse order; reports DeletionBlocked in status and gives up after a deadline (cleanup.py);
 - both write status through ``statuswriter.write`` (one merge patch of the status subresource).
 
-Both are synchronous and import no kopf: handlers.py calls them (reconcile passes in a bounded
-thread pool, one at a time per platform; cleanup from kopf's delete handler) and turns their
-outcomes into events and retries; preflight.py runs ``run`` with ``dry_run=True`` for `check`.
+Both are synchronous and import no kopf: scheduler.py runs ``run`` (passes in a bounded thread
+pool, one at a time per platform) and handlers.py ``cleanup`` (from kopf's delete handler); they
+turn the outcomes into events and retries; preflight.py runs ``run`` with ``dry_run=True`` for `check`.
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ Event = tuple[str, str, str]
 """(type "Normal"|"Warning", reason, message) for an event on the TenantPlatform."""
 
 ObserveTarget = Callable[[TenantPlatform, "targets.TargetConnection"], Any]
-"""Returns what is watched of a reached target (handlers_gpu): a ``targets.TargetObservation``
+"""Returns what is watched of a reached target (targetwatch): a ``targets.TargetObservation``
 (its GPU snapshot and read cache) or the snapshot alone, or None: steps read per pass."""
 
 # Status sections several steps contribute to (a partial pass merges them with the old ones).

@@ -50,7 +50,7 @@ class TargetConnection:
 
 @dataclass(frozen=True)
 class TargetObservation:
-    """What the operator watches in a reached target (handlers_gpu.TargetSnapshots): the GPU
+    """What the operator watches in a reached target (targetwatch.TargetSnapshots): the GPU
     snapshot (``StepContext.observed``) and the target's read cache, a client for the same
     target whose watched facts (GPUReady's health reads) are served from its own watches. None
     where not watched: the pass reads from the target's API."""
