@@ -28,12 +28,12 @@ from tenant_platform.concerns.gpu import step as gpu
 from tenant_platform.concerns.namespaces import step as namespaces
 from tenant_platform.config import Settings
 from tenant_platform.formats.hami import bounds
+from tenant_platform.framework.legacy import contract_step
 from tenant_platform.kube.client import Kube
 from tenant_platform.observe import cluster
 from tenant_platform.reconcile import registry
 from tenant_platform.testing import seed
 from tenant_platform.testing.controlplane import ControlPlane
-from tenant_platform.testing.steps import reconcile_step
 
 PAUSE = "registry.k8s.io/pause:3.10.1"
 MODEL = "NVIDIA L4"
@@ -186,7 +186,7 @@ def scene(
     crd: Kube, control_plane: ControlPlane, unique_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Scene]:
     # The namespaces step claims the tenant namespace (the write gate lets the values in only then).
-    monkeypatch.setattr(registry, "STEPS", [namespaces.STEP, gpu.STEP])
+    monkeypatch.setattr(registry, "STEPS", [contract_step(namespaces.STEP), gpu.STEP])
     s = Scene(crd, control_plane, unique_name[:40].rstrip("-"), tmp_path)
     try:
         yield s
@@ -217,9 +217,7 @@ def test_hostile_pods_in_another_namespace_leave_the_platform_gpu_ready(scene: S
     for name, value in HOSTILE:
         scene.attacker.pod(name, scene.node, value.replace("GPU-x", scene.card))
 
-    outcome = reconcile_step(
-        scene,
-    )
+    outcome = scene.reconcile()
 
     assert outcome.status_written
     status = scene.live()["status"]
@@ -248,9 +246,7 @@ def test_eight_pods_with_200_kb_annotations_do_not_stop_status_writes(scene: Sce
     snap = scene.snapshot()
     assert all(len(p.allocated) < 64 for p in snap.view().pods.values())
 
-    outcome = reconcile_step(
-        scene,
-    )
+    outcome = scene.reconcile()
 
     assert outcome.status_written
     status = scene.live()["status"]
@@ -264,7 +260,5 @@ def test_eight_pods_with_200_kb_annotations_do_not_stop_status_writes(scene: Sce
         constants.API_VERSION, constants.KIND, scene.name, {"metadata": {"annotations": {"touch": "1"}}}
     )
     scene.attacker.pod("big-8", scene.node, garbage)
-    assert reconcile_step(
-        scene,
-    ).status_written
+    assert scene.reconcile().status_written
     assert scene.live()["status"]["gpu"]["ignoredPods"] == 9

@@ -35,6 +35,7 @@ from typing import Any
 from tenant_platform.api import constants, reasons
 from tenant_platform.api.models import TenantPlatform, parse_duration
 from tenant_platform.api.status.gpu import GpuTotal
+from tenant_platform.api.status.recorded import Recorded
 from tenant_platform.concerns.gpu import health
 from tenant_platform.concerns.gpu.capacity import CACHE as CAPACITY_CACHE
 from tenant_platform.concerns.gpu.capacity import NodeCapacity, node_capacity, quantity_int, summary_line, total_status
@@ -54,7 +55,7 @@ from tenant_platform.concerns.gpu.gpustatus import (
 from tenant_platform.concerns.gpu.labels import LabelOutcome, labelled_nodes, spec_labels
 from tenant_platform.core import conditions
 from tenant_platform.core.conditions import Condition
-from tenant_platform.core.verdict import LegacyVerdict as Verdict
+from tenant_platform.core.verdict import Verdict
 from tenant_platform.formats.hami.allocations import PodLike
 from tenant_platform.formats.hami.locks import PodLookup, lock_expires_in
 from tenant_platform.formats.hami.names import (
@@ -122,33 +123,55 @@ def wanted_labels(platform: TenantPlatform) -> dict[str, str]:
     return spec_labels(spec.labels) if spec.enabled else {}
 
 
-def evaluate(platform: TenantPlatform, facts: GpuFacts, *, labels: LabelOutcome, now: datetime) -> GpuVerdict:
-    """GPUReady, status.gpu and the recorded GPU facts from what was gathered and labelled."""
+def node_capacities(platform: TenantPlatform, facts: GpuFacts, *, now: datetime) -> tuple[NodeCapacity, ...]:
+    """HAMi's capacity of each GPU node (none unless ``spec.gpu.hami.enabled``), from the
+    snapshot's annotations and pods; the capacity cache forgets the nodes that are gone."""
+    spec = platform.spec.gpu
+    if not spec.hami.enabled:
+        return ()
+    timeout = parse_duration(spec.hami.node_lock_timeout)
+    owner = _owner(facts)
+    capacities: list[NodeCapacity] = []
+    for name in facts.gpu_nodes:
+        annotations = facts.nodes[name].annotations
+        capacities.append(
+            node_capacity(
+                name,
+                register=_value(annotations, REGISTER),
+                lock=_value(annotations, LOCK),
+                cordon=_value(annotations, CORDON),
+                pods=facts.pods_by_node.get(name, ()),
+                now=now,
+                lock_timeout=timeout,
+                owner=owner,
+            )
+        )
+    CAPACITY_CACHE.retain(facts.nodes)  # forget the capacity of nodes that are gone
+    return tuple(capacities)
+
+
+def evaluate(
+    platform: TenantPlatform,
+    facts: GpuFacts,
+    *,
+    labels: LabelOutcome,
+    now: datetime,
+    capacities: Sequence[NodeCapacity] | None = None,
+) -> GpuVerdict:
+    """GPUReady, status.gpu and the recorded GPU facts from what was gathered and labelled.
+
+    ``capacities``: ``node_capacities(platform, facts, now=now)`` when the caller has them already."""
     spec = platform.spec.gpu
     gpu_nodes = facts.gpu_nodes
     wanted = wanted_labels(platform)
     labelled = labelled_nodes(facts.nodes, gpu_nodes, spec_labels(spec.node_labels.labels), labels.applied)
     timeout = parse_duration(spec.hami.node_lock_timeout)
-    capacities: list[NodeCapacity] = []
+    if capacities is None:
+        capacities = node_capacities(platform, facts, now=now)
+    capacities = list(capacities)
     allocatable: dict[str, int] = {}
     if spec.hami.enabled:
-        owner = _owner(facts)
-        for name in gpu_nodes:
-            annotations = facts.nodes[name].annotations
-            capacities.append(
-                node_capacity(
-                    name,
-                    register=_value(annotations, REGISTER),
-                    lock=_value(annotations, LOCK),
-                    cordon=_value(annotations, CORDON),
-                    pods=facts.pods_by_node.get(name, ()),
-                    now=now,
-                    lock_timeout=timeout,
-                    owner=owner,
-                )
-            )
-            allocatable[name] = quantity_int(facts.nodes[name].allocatable.get(facts.names.count))
-        CAPACITY_CACHE.retain(facts.nodes)  # forget the capacity of nodes that are gone
+        allocatable = {name: quantity_int(facts.nodes[name].allocatable.get(facts.names.count)) for name in gpu_nodes}
     total = total_status(capacities)
     extras, health_problems, notes, all_tainted, health_section = _health(facts, capacities, enabled=spec.hami.enabled)
     condition = gpu_condition(
@@ -207,7 +230,7 @@ def evaluate(platform: TenantPlatform, facts: GpuFacts, *, labels: LabelOutcome,
         )
     verdict = Verdict(
         conditions=[condition],
-        recorded=recorded_dump,
+        recorded=Recorded.fragment(recorded_dump),
         sections=sections,
         progressing=not facts.synced,
         requeue_after=min(requeues) if requeues else None,
