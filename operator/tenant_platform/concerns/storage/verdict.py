@@ -40,12 +40,14 @@ import pydantic
 
 from tenant_platform.api import constants, reasons
 from tenant_platform.api.models import Storage
+from tenant_platform.api.status.recorded import Recorded
 from tenant_platform.api.status.storage import FINISHED, StorageRecorded, StorageVerification, VerificationResult
 from tenant_platform.concerns.storage import live as live_tests
 from tenant_platform.concerns.storage import manifests as render_storage
 from tenant_platform.concerns.storage.live import LiveAttempt, describe_pod, describe_pvc
 from tenant_platform.core import conditions
 from tenant_platform.core.conditions import Condition
+from tenant_platform.core.verdict import Verdict
 
 DEFAULT_CLASS_ANNOTATIONS: tuple[str, ...] = (
     "storageclass.kubernetes.io/is-default-class",
@@ -235,6 +237,25 @@ class StorageVerdict:
             storage_verification=report.memory,
         )
 
+    def verdict(self, report: Report) -> Verdict:
+        """StorageReady and the recorded storage facts, as ``report`` says."""
+        return Verdict(
+            conditions=[report.condition],
+            recorded=Recorded.fragment(self.recorded(report).dump()),
+            progressing=report.progressing,
+            failed=report.failed,
+            requeue_after=report.requeue_after,
+        )
+
+
+@dataclass(frozen=True)
+class StoragePlan:
+    """Both phases, as the facts decide them: ``first`` (``evaluate``) and, when it names a test
+    to advance and that test's objects were read, ``second`` (``evaluate_test``)."""
+
+    first: StorageVerdict
+    second: StorageVerdict | None = None
+
 
 def read_memory(value: Any) -> StorageVerification | None:
     """``status.recorded.storageVerification`` as the last pass left it; None when absent or unreadable."""
@@ -317,6 +338,22 @@ def evaluate(spec: Storage, facts: StorageFacts, *, now: datetime, dry_run: bool
     verdict = _evaluate(spec, selection, memory, now=now, dry_run=False)
     keep = verdict.test.attempt if verdict.test is not None else verdict.delete
     return dataclasses.replace(verdict, orphans=live_tests.orphans(facts.live, keep))
+
+
+def plan(
+    spec: Storage,
+    facts: StorageFacts,
+    objects: WriteTestObjects | None,
+    *,
+    namespace: str,
+    now: datetime,
+    dry_run: bool = False,
+) -> StoragePlan:
+    """``evaluate``, then ``evaluate_test`` on the running test's ``objects`` (when read)."""
+    first = evaluate(spec, facts, now=now, dry_run=dry_run)
+    if first.report is not None or first.test is None or objects is None:
+        return StoragePlan(first)
+    return StoragePlan(first, evaluate_test(first.selection, first.test, objects, namespace=namespace, now=now))
 
 
 def _evaluate(
