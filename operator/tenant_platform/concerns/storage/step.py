@@ -26,9 +26,10 @@ startedAt, finishedAt, message, cleanedUp}); concerns/storage/verdict.py decides
 This module gathers (the classes, the memory and every write test whose objects exist; then,
 when the pure first phase names a running test, its PVC and pods) and applies (deletes, creates,
 annotations on the PVC); ``evaluate`` is the pure verdict once every write succeeded, ``apply``
-returns the one the writes left (a failed deletion's fallback, an API error). The memory is not the only record: each object carries its attempt id and the PVC
-the test's progress (concerns/storage/manifests.py), so a status write that fails or a process killed
-mid-pass neither leaks a test's objects nor runs the test twice (concerns/storage/live.py).
+returns the one the writes left (a failed deletion's fallback, an API error). The memory is
+not the only record: each object carries its attempt id and the PVC the test's progress
+(concerns/storage/manifests.py), so a status write that fails or a process killed mid-pass
+neither leaks a test's objects nor runs the test twice (concerns/storage/live.py).
 An API error while the test advances keeps the memory
 (its attempt id names the objects already created) and is retried soon. In a dry run
 (``tenant-platform check``) nothing is created or deleted; only the class is checked.
