@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
-from typing import Any
+from typing import Any, Final
 
 from tenant_platform.api import constants, reasons
 from tenant_platform.api.models import TenantPlatform, parse_duration
@@ -54,6 +54,7 @@ from tenant_platform.concerns.gpu.gpustatus import (
 )
 from tenant_platform.concerns.gpu.labels import LabelOutcome, labelled_nodes, spec_labels
 from tenant_platform.core import conditions
+from tenant_platform.core.checks import Chain, Check
 from tenant_platform.core.conditions import Condition
 from tenant_platform.core.verdict import Verdict
 from tenant_platform.formats.hami.allocations import PodLike
@@ -335,22 +336,7 @@ def gpu_condition(findings: Findings) -> Condition:
             "GPU node labels and HAMi reporting are both turned off (spec.gpu.nodeLabels.enabled, "
             "spec.gpu.hami.enabled).",
         )
-    problems: list[tuple[reasons.GPU | reasons.Common, str]] = []
-    if findings.conflicts:
-        problems.append(
-            (
-                reasons.Common.CONFLICT,
-                " ".join(findings.conflicts)
-                + " Neither platform overwrites the other: make spec.gpu.nodeLabels.labels agree.",
-            )
-        )
-    if findings.pending:
-        problems.append(
-            (reasons.GPU.LABELS_PENDING, f"Would change GPU node labels: {_names(findings.pending, 10)} (dry run).")
-        )
-    problems.extend(findings.health_problems)
-    if findings.hami_enabled:
-        problems.extend(_hami_problems(findings))
+    problems = [problem for found in GPU_PROBLEMS.every(findings) for problem in found.value]
     notes = "".join(" " + n for n in findings.notes[:3])
     if problems:
         message = " ".join(message for _, message in problems)
@@ -385,62 +371,132 @@ def _ignored_sentence(nodes: Sequence[NodeCapacity]) -> str:
     )
 
 
-def _hami_problems(findings: Findings) -> list[tuple[reasons.GPU | reasons.Common, str]]:
-    out: list[tuple[reasons.GPU | reasons.Common, str]] = []
-    unparseable = [f"{n.name} ({n.unparseable})" for n in findings.nodes if n.unparseable is not None]
-    if unparseable:
-        out.append(
-            (
-                reasons.GPU.UNPARSEABLE,
-                f"HAMi's register annotation cannot be parsed on node(s) {_names(unparseable)}; HAMi cannot "
-                "schedule there either: check the device plugin version on those nodes.",
-            )
+# -- the problems GPUReady names, in order (the first gives the reason) ---------------------------
+
+GpuProblem = tuple[reasons.GPU | reasons.Common, str]
+
+
+def label_conflicts(findings: Findings) -> list[GpuProblem] | None:
+    """A key another platform holds with another value (neither overwrites)."""
+    if not findings.conflicts:
+        return None
+    return [
+        (
+            reasons.Common.CONFLICT,
+            " ".join(findings.conflicts)
+            + " Neither platform overwrites the other: make spec.gpu.nodeLabels.labels agree.",
         )
-    silent = [n.name for n in findings.nodes if n.name in findings.labelled and not n.registered]
-    if silent:
-        out.append(
-            (
-                reasons.GPU.NO_DEVICES,
-                f"Labelled GPU node(s) {_names(silent)} register no devices with HAMi (no "
-                f"{ANNOTATION_REGISTER} annotation): check that HAMi's device plugin runs there "
-                "(its DaemonSet selects the labels) and that the NVIDIA driver works.",
-            )
+    ]
+
+
+def labels_pending(findings: Findings) -> list[GpuProblem] | None:
+    """A dry run: the label changes a pass would make."""
+    if not findings.pending:
+        return None
+    return [(reasons.GPU.LABELS_PENDING, f"Would change GPU node labels: {_names(findings.pending, 10)} (dry run).")]
+
+
+def hami_health(findings: Findings) -> list[GpuProblem] | None:
+    """Webhook, HAMi workloads, device-plugin conflicts (concerns/gpu/health.py ``problems``)."""
+    return list(findings.health_problems) or None
+
+
+def register_unparseable(findings: Findings) -> list[GpuProblem] | None:
+    unparseable = [f"{n.name} ({n.unparseable})" for n in _hami_nodes(findings) if n.unparseable is not None]
+    if not unparseable:
+        return None
+    return [
+        (
+            reasons.GPU.UNPARSEABLE,
+            f"HAMi's register annotation cannot be parsed on node(s) {_names(unparseable)}; HAMi cannot "
+            "schedule there either: check the device plugin version on those nodes.",
         )
-    empty = [n.name for n in findings.nodes if n.registered and n.unparseable is None and not n.cards]
-    if empty:
-        out.append((reasons.GPU.NO_DEVICES, f"Node(s) {_names(empty)} register an empty device list with HAMi."))
+    ]
+
+
+def labelled_but_silent(findings: Findings) -> list[GpuProblem] | None:
+    silent = [n.name for n in _hami_nodes(findings) if n.name in findings.labelled and not n.registered]
+    if not silent:
+        return None
+    return [
+        (
+            reasons.GPU.NO_DEVICES,
+            f"Labelled GPU node(s) {_names(silent)} register no devices with HAMi (no "
+            f"{ANNOTATION_REGISTER} annotation): check that HAMi's device plugin runs there "
+            "(its DaemonSet selects the labels) and that the NVIDIA driver works.",
+        )
+    ]
+
+
+def empty_device_list(findings: Findings) -> list[GpuProblem] | None:
+    empty = [n.name for n in _hami_nodes(findings) if n.registered and n.unparseable is None and not n.cards]
+    if not empty:
+        return None
+    return [(reasons.GPU.NO_DEVICES, f"Node(s) {_names(empty)} register an empty device list with HAMi.")]
+
+
+def nothing_allocatable(findings: Findings) -> list[GpuProblem] | None:
     no_alloc = [
         n.name
-        for n in findings.nodes
+        for n in _hami_nodes(findings)
         if n.registered and n.unparseable is None and n.cards and findings.allocatable.get(n.name, 0) <= 0
     ]
-    if no_alloc:
-        out.append(
-            (
-                reasons.GPU.NO_ALLOCATABLE,
-                f"Node(s) {_names(no_alloc)} register cards with HAMi but advertise no allocatable "
-                f"{findings.count_resource}, so HAMi's scheduler treats their devices as unhealthy: check "
-                "the device plugin pod on each.",
-            )
+    if not no_alloc:
+        return None
+    return [
+        (
+            reasons.GPU.NO_ALLOCATABLE,
+            f"Node(s) {_names(no_alloc)} register cards with HAMi but advertise no allocatable "
+            f"{findings.count_resource}, so HAMi's scheduler treats their devices as unhealthy: check "
+            "the device plugin pod on each.",
         )
-    unhealthy = [f"{n.name} ({len(n.unhealthy)} of {len(n.cards)})" for n in findings.nodes if n.unhealthy]
-    if unhealthy:
-        out.append(
-            (
-                reasons.GPU.UNHEALTHY,
-                f"Unhealthy GPU cards on node(s) {_names(unhealthy)}: HAMi places nothing on them; check "
-                "the driver (nvidia-smi) and the device plugin logs.",
-            )
-        )
-    stale = [
-        f"{n.name} ({n.lock.state}: {n.lock.phrase()})" for n in findings.nodes if n.lock is not None and n.lock.stale
     ]
-    if stale:
-        out.append(
-            (
-                reasons.GPU.STALE_LOCK,
-                f"Stale HAMi node lock on node(s) {_names(stale)}: new GPU pods cannot bind there until it "
-                f"expires; remove the {ANNOTATION_LOCK} annotation from the node if its pod is done.",
-            )
+
+
+def unhealthy_cards(findings: Findings) -> list[GpuProblem] | None:
+    unhealthy = [f"{n.name} ({len(n.unhealthy)} of {len(n.cards)})" for n in _hami_nodes(findings) if n.unhealthy]
+    if not unhealthy:
+        return None
+    return [
+        (
+            reasons.GPU.UNHEALTHY,
+            f"Unhealthy GPU cards on node(s) {_names(unhealthy)}: HAMi places nothing on them; check "
+            "the driver (nvidia-smi) and the device plugin logs.",
         )
-    return out
+    ]
+
+
+def stale_node_lock(findings: Findings) -> list[GpuProblem] | None:
+    stale = [
+        f"{n.name} ({n.lock.state}: {n.lock.phrase()})"
+        for n in _hami_nodes(findings)
+        if n.lock is not None and n.lock.stale
+    ]
+    if not stale:
+        return None
+    return [
+        (
+            reasons.GPU.STALE_LOCK,
+            f"Stale HAMi node lock on node(s) {_names(stale)}: new GPU pods cannot bind there until it "
+            f"expires; remove the {ANNOTATION_LOCK} annotation from the node if its pod is done.",
+        )
+    ]
+
+
+def _hami_nodes(findings: Findings) -> Sequence[NodeCapacity]:
+    """The nodes HAMi's checks look at: none unless HAMi reporting is on."""
+    return findings.nodes if findings.hami_enabled else ()
+
+
+GPU_PROBLEMS: Final = Chain[Findings, list[GpuProblem]](
+    Check("label conflict", label_conflicts),
+    Check("labels pending", labels_pending),
+    Check("HAMi health", hami_health),
+    Check("register unparseable", register_unparseable),
+    Check("labelled node registers no devices", labelled_but_silent),
+    Check("empty device list", empty_device_list),
+    Check("nothing allocatable", nothing_allocatable),
+    Check("unhealthy cards", unhealthy_cards),
+    Check("stale node lock", stale_node_lock),
+)
+"""Every problem GPUReady names, in this order; the first one found gives the reason."""
