@@ -87,7 +87,7 @@ def digest(decided: GpuVerdict) -> str:
     doc = {
         "condition": [str(condition.type), str(condition.status), str(condition.reason), condition.message],
         "sections": verdict.sections,
-        "recorded": verdict.recorded,
+        "recorded": verdict.recorded.dump(),
         "requeue": verdict.requeue_after,
     }
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:16]

@@ -336,7 +336,7 @@ def outcome(decided: Any) -> str:
     verdict = decided.verdict
     condition = verdict.condition
     return json.dumps(
-        [condition.reason, condition.status, condition.message, verdict.sections, verdict.recorded],
+        [condition.reason, condition.status, condition.message, verdict.sections, verdict.recorded.dump()],
         sort_keys=True,
         default=str,
     )

@@ -429,7 +429,7 @@ def test_every_gpu_reason_has_a_row() -> None:
 def test_disabled_status_is_the_summary_only() -> None:
     decided = verdict.evaluate(platform(**OFF), facts(gpu_node()), labels=LabelOutcome(), now=NOW)
     assert decided.verdict.sections == {"gpu": {"summary": "disabled"}}
-    assert decided.verdict.recorded == {"gpuNodes": [{"name": "lab", "model": "", "cards": 0}]}
+    assert decided.verdict.recorded.dump() == {"gpuNodes": [{"name": "lab", "model": "", "cards": 0}]}
     assert decided.capacities == ()
 
 
@@ -445,7 +445,7 @@ def test_labels_only_status_and_recorded() -> None:
             "health": {"detectedBy": {"capacity": 1, "register": 1}},
         }
     }
-    assert decided.verdict.recorded == {"gpuNodes": [{"name": "lab", "model": "Tesla-T4", "cards": 2}]}
+    assert decided.verdict.recorded.dump() == {"gpuNodes": [{"name": "lab", "model": "Tesla-T4", "cards": 2}]}
 
 
 def test_hami_status_and_recorded() -> None:
@@ -496,7 +496,7 @@ def test_hami_status_and_recorded() -> None:
             "health": {"detectedBy": {"capacity": 1, "register": 1}},
         }
     }
-    assert decided.verdict.recorded == {
+    assert decided.verdict.recorded.dump() == {
         "gpuNodes": [{"name": "lab", "model": "NVIDIA L4", "cards": 1}],
         "gpuResourceNames": names,
     }
@@ -544,7 +544,7 @@ def test_before_the_first_listing_the_previous_report_is_kept_for_a_while() -> N
     condition = decided.verdict.condition
     assert (condition.status, condition.reason, condition.message) == ("True", reasons.GPU.READY, "2 GPU node(s).")
     assert decided.verdict.sections == {"gpu": old_gpu}
-    assert decided.verdict.recorded == {"gpuNodes": old_recorded["gpuNodes"]}
+    assert decided.verdict.recorded.dump() == {"gpuNodes": old_recorded["gpuNodes"]}
     assert decided.verdict.requeue_after == verdict.UNSYNCED_REQUEUE
     old = facts(synced=False, stale_since=NOW - timedelta(seconds=verdict.STALE_AFTER + 1))
     decided = verdict.evaluate(TenantPlatform.from_body(body), old, labels=LabelOutcome(), now=NOW)

@@ -271,7 +271,7 @@ def test_status_gpu_stays_small_with_many_worst_case_nodes_and_pods() -> None:
     facts = GpuFacts(nodes=nodes, pods_by_node=pods, pod=lambda ns, n: None)  # type: ignore[arg-type]
     body = {"metadata": {"name": "p"}, "spec": {"namespace": "p", "domain": "p.example.com"}}
     decided = verdict.evaluate(TenantPlatform.from_body(body), facts, labels=LabelOutcome(), now=NOW)
-    size = len(json.dumps(decided.verdict.sections)) + len(json.dumps(decided.verdict.recorded))
+    size = len(json.dumps(decided.verdict.sections)) + len(json.dumps(decided.verdict.recorded.dump()))
     print("status.gpu + recorded bytes:", size)
     assert size < 450 * 1024, size  # far below etcd's 1.5 MiB request limit
     assert len(decided.verdict.condition.message) < 8 * 1024

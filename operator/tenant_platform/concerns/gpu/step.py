@@ -1,9 +1,13 @@
 """GPUReady: label GPU nodes for HAMi and report HAMi's shareable GPU capacity.
 
-One pass: ``gather`` (reads: the watched snapshot and HAMi's resource names) -> ``plan_labels``
-(pure, concerns/gpu/labels.py) -> ``apply_labels`` (writes, concerns/gpu/labelwrites.py) -> ``evaluate``
-(pure, concerns/gpu/verdict.py: GPUReady, status.gpu, recorded) -> ``report`` (an API error condition
-when a label write failed, the Prometheus gauges).
+One pass (framework/contract.py): ``gather`` (reads: the watched snapshot, HAMi's resource names
+and health; the label plan, concerns/gpu/labels.py ``plan_labels``, which reads the other
+TenantPlatforms only when a node's plan needs them; HAMi's capacity per node) -> ``evaluate``
+(pure, concerns/gpu/verdict.py: GPUReady, status.gpu, recorded, as if every planned label write
+succeeds) -> ``apply`` (the label writes, concerns/gpu/labelwrites.py; when the API server
+answered otherwise than planned, a conflict it revealed, a node gone, the same pure evaluate on
+what the writes achieved; an API error condition when a label write failed; the Prometheus
+gauges). No second round: what the writes achieved is known from their answers.
 
 Reads the watched snapshot (observe.cluster), never lists pods per reconcile. ``ctx.observed`` is
 the snapshot (or a ClusterView, or an object/mapping holding one under ``gpu``/``cluster``);
@@ -53,12 +57,14 @@ from tenant_platform.concerns.gpu import capacity, health
 from tenant_platform.concerns.gpu.facts import detect
 from tenant_platform.concerns.gpu.health import HealthFacts, Selector
 from tenant_platform.concerns.gpu.healthreads import read_health, read_selectors
-from tenant_platform.concerns.gpu.labels import Others, Wanter, plan_labels, value_manager
+from tenant_platform.concerns.gpu.labels import LabelOutcome, LabelPlan, Others, Wanter, plan_labels, value_manager
 from tenant_platform.concerns.gpu.labelwrites import LabelWrites, apply_labels
-from tenant_platform.concerns.gpu.verdict import GpuFacts, GpuVerdict, evaluate, wanted_labels
+from tenant_platform.concerns.gpu.verdict import GpuFacts, evaluate, node_capacities, wanted_labels
+from tenant_platform.core.verdict import Verdict
 from tenant_platform.formats.hami import config, names
 from tenant_platform.formats.hami.names import ResourceNames
-from tenant_platform.framework.base import CleanupResult, StepContext, StepResult, api_error_condition
+from tenant_platform.framework.base import CleanupResult, StepContext, api_error_condition
+from tenant_platform.framework.contract import Action, Given
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube, Obj
 from tenant_platform.observe import reflector
@@ -254,25 +260,25 @@ def record_metrics(platform: str, capacities: tuple[capacity.NodeCapacity, ...],
     )
 
 
-def report(ctx: StepContext, decided: GpuVerdict, writes: LabelWrites) -> StepResult:
-    """The StepResult: a failed label write turns GPUReady into an API error (retried soon)."""
-    verdict = decided.verdict
-    condition = verdict.condition
+def expected_outcome(plan: LabelPlan) -> LabelOutcome:
+    """What labelling achieves when every write of ``plan`` succeeds as planned."""
+    applied: dict[str, dict[str, str]] = {}
+    for job in plan.jobs:
+        labels = {k: v for _, wanted in sorted(job.apply.items()) for k, v in wanted.items()}
+        if labels:
+            applied[job.node] = labels
+    return LabelOutcome(applied=applied, conflicts=list(plan.conflicts), pending=list(plan.pending))
+
+
+def failed_writes(verdict: Verdict, writes: LabelWrites) -> Verdict:
+    """A failed label write turns GPUReady into an API error (retried soon)."""
+    if not writes.errors:
+        return verdict
+    nodes = ", ".join(n for n, _ in writes.errors[:5])
+    condition = api_error_condition(constants.GPU_READY, writes.errors[0][1], f"label GPU node(s) {nodes}")
     requeue_after = verdict.requeue_after
-    if writes.errors:
-        nodes = ", ".join(n for n, _ in writes.errors[:5])
-        condition = api_error_condition(constants.GPU_READY, writes.errors[0][1], f"label GPU node(s) {nodes}")
-        requeue_after = min(FAILED_REQUEUE, requeue_after if requeue_after is not None else FAILED_REQUEUE)
-    if not ctx.dry_run:
-        record_metrics(ctx.name, decided.capacities, enabled=ctx.platform.spec.gpu.hami.enabled)
-    return StepResult(
-        conditions=[condition],
-        recorded=verdict.recorded,
-        status=verdict.sections,
-        failed=bool(writes.errors),
-        progressing=verdict.progressing,
-        requeue_after=requeue_after,
-    )
+    requeue_after = min(FAILED_REQUEUE, requeue_after if requeue_after is not None else FAILED_REQUEUE)
+    return verdict.but(conditions=[condition], failed=True, requeue_after=requeue_after)
 
 
 # -- what a platform's GPU result depends on (for GPU-only passes) ------------------------------------
@@ -362,25 +368,59 @@ def scope_of(platform: TenantPlatform, facts: GpuFacts) -> GpuScope:
 # -- the step -------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Gathered:
+    """What one gpu pass read: the GPU facts, the label plan (with the other platforms, read
+    only when it needed them) and HAMi's capacity per GPU node."""
+
+    facts: GpuFacts
+    plan: LabelPlan
+    others: Others
+    """The other live platforms (read at most once; a write the API server refuses with a
+    conflict may need them)."""
+    capacities: tuple[capacity.NodeCapacity, ...] = ()
+    outcome: LabelOutcome | None = None
+    """What the label writes achieved (apply, when it differs from the plan); None: as planned."""
+
+
 class GpuStep:
     name = COMPONENT
     condition_types: tuple[str, ...] = (constants.GPU_READY,)
 
+    def action(self, platform: TenantPlatform) -> Action:
+        return Action(f"reconcile {self.name}", retry_soon=True)
+
     def render(self, platform: TenantPlatform) -> list[Obj]:
-        """Nothing to render: labels go on nodes discovered at run time (see ``reconcile``)."""
+        """Nothing to render: labels go on nodes discovered at run time (see ``gather``)."""
         return []
 
-    def reconcile(self, ctx: StepContext) -> StepResult:
+    def gather(self, ctx: StepContext) -> Gathered:
         facts = gather(ctx)
-        if not ctx.dry_run and facts.synced:
-            SCOPES.remember(ctx.name, scope_of(ctx.platform, facts))
         others = Others(lambda: read_wanters(ctx))  # read only when a node's plan needs them
-        wanted = wanted_labels(ctx.platform)
         plan = plan_labels(
-            facts.nodes, set(facts.gpu_nodes), wanted, platform=ctx.name, dry_run=ctx.dry_run, others=others
+            facts.nodes,
+            set(facts.gpu_nodes),
+            wanted_labels(ctx.platform),
+            platform=ctx.name,
+            dry_run=ctx.dry_run,
+            others=others,
         )
-        writes = apply_labels(ctx.kube, plan, nodes=facts.nodes, others=others)
-        return report(ctx, evaluate(ctx.platform, facts, labels=writes.outcome, now=ctx.now), writes)
+        return Gathered(facts, plan, others, node_capacities(ctx.platform, facts, now=ctx.now))
+
+    def evaluate(self, given: Given, facts: Gathered) -> Verdict:
+        labels = facts.outcome if facts.outcome is not None else expected_outcome(facts.plan)
+        decided = evaluate(given.platform, facts.facts, labels=labels, now=given.now, capacities=facts.capacities)
+        return decided.verdict
+
+    def apply(self, ctx: StepContext, facts: Gathered, verdict: Verdict) -> Verdict:
+        if not ctx.dry_run and facts.facts.synced:
+            SCOPES.remember(ctx.name, scope_of(ctx.platform, facts.facts))
+        writes = apply_labels(ctx.kube, facts.plan, nodes=facts.facts.nodes, others=facts.others)
+        if writes.outcome != expected_outcome(facts.plan):  # the API server answered otherwise
+            verdict = self.evaluate(Given.of(ctx), dataclasses.replace(facts, outcome=writes.outcome))
+        if not ctx.dry_run:
+            record_metrics(ctx.name, facts.capacities, enabled=ctx.platform.spec.gpu.hami.enabled)
+        return failed_writes(verdict, writes)
 
     def cleanup(self, ctx: StepContext) -> CleanupResult:
         """Let go of every node label no other live platform wants (and of this platform's

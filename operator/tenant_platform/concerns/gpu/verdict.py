@@ -30,11 +30,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
-from typing import Any
+from typing import Any, Final
 
 from tenant_platform.api import constants, reasons
 from tenant_platform.api.models import TenantPlatform, parse_duration
 from tenant_platform.api.status.gpu import GpuTotal
+from tenant_platform.api.status.recorded import Recorded
 from tenant_platform.concerns.gpu import health
 from tenant_platform.concerns.gpu.capacity import CACHE as CAPACITY_CACHE
 from tenant_platform.concerns.gpu.capacity import NodeCapacity, node_capacity, quantity_int, summary_line, total_status
@@ -53,8 +54,9 @@ from tenant_platform.concerns.gpu.gpustatus import (
 )
 from tenant_platform.concerns.gpu.labels import LabelOutcome, labelled_nodes, spec_labels
 from tenant_platform.core import conditions
+from tenant_platform.core.checks import Chain, Check
 from tenant_platform.core.conditions import Condition
-from tenant_platform.core.verdict import LegacyVerdict as Verdict
+from tenant_platform.core.verdict import Verdict
 from tenant_platform.formats.hami.allocations import PodLike
 from tenant_platform.formats.hami.locks import PodLookup, lock_expires_in
 from tenant_platform.formats.hami.names import (
@@ -122,33 +124,55 @@ def wanted_labels(platform: TenantPlatform) -> dict[str, str]:
     return spec_labels(spec.labels) if spec.enabled else {}
 
 
-def evaluate(platform: TenantPlatform, facts: GpuFacts, *, labels: LabelOutcome, now: datetime) -> GpuVerdict:
-    """GPUReady, status.gpu and the recorded GPU facts from what was gathered and labelled."""
+def node_capacities(platform: TenantPlatform, facts: GpuFacts, *, now: datetime) -> tuple[NodeCapacity, ...]:
+    """HAMi's capacity of each GPU node (none unless ``spec.gpu.hami.enabled``), from the
+    snapshot's annotations and pods; the capacity cache forgets the nodes that are gone."""
+    spec = platform.spec.gpu
+    if not spec.hami.enabled:
+        return ()
+    timeout = parse_duration(spec.hami.node_lock_timeout)
+    owner = _owner(facts)
+    capacities: list[NodeCapacity] = []
+    for name in facts.gpu_nodes:
+        annotations = facts.nodes[name].annotations
+        capacities.append(
+            node_capacity(
+                name,
+                register=_value(annotations, REGISTER),
+                lock=_value(annotations, LOCK),
+                cordon=_value(annotations, CORDON),
+                pods=facts.pods_by_node.get(name, ()),
+                now=now,
+                lock_timeout=timeout,
+                owner=owner,
+            )
+        )
+    CAPACITY_CACHE.retain(facts.nodes)  # forget the capacity of nodes that are gone
+    return tuple(capacities)
+
+
+def evaluate(
+    platform: TenantPlatform,
+    facts: GpuFacts,
+    *,
+    labels: LabelOutcome,
+    now: datetime,
+    capacities: Sequence[NodeCapacity] | None = None,
+) -> GpuVerdict:
+    """GPUReady, status.gpu and the recorded GPU facts from what was gathered and labelled.
+
+    ``capacities``: ``node_capacities(platform, facts, now=now)`` when the caller has them already."""
     spec = platform.spec.gpu
     gpu_nodes = facts.gpu_nodes
     wanted = wanted_labels(platform)
     labelled = labelled_nodes(facts.nodes, gpu_nodes, spec_labels(spec.node_labels.labels), labels.applied)
     timeout = parse_duration(spec.hami.node_lock_timeout)
-    capacities: list[NodeCapacity] = []
+    if capacities is None:
+        capacities = node_capacities(platform, facts, now=now)
+    capacities = list(capacities)
     allocatable: dict[str, int] = {}
     if spec.hami.enabled:
-        owner = _owner(facts)
-        for name in gpu_nodes:
-            annotations = facts.nodes[name].annotations
-            capacities.append(
-                node_capacity(
-                    name,
-                    register=_value(annotations, REGISTER),
-                    lock=_value(annotations, LOCK),
-                    cordon=_value(annotations, CORDON),
-                    pods=facts.pods_by_node.get(name, ()),
-                    now=now,
-                    lock_timeout=timeout,
-                    owner=owner,
-                )
-            )
-            allocatable[name] = quantity_int(facts.nodes[name].allocatable.get(facts.names.count))
-        CAPACITY_CACHE.retain(facts.nodes)  # forget the capacity of nodes that are gone
+        allocatable = {name: quantity_int(facts.nodes[name].allocatable.get(facts.names.count)) for name in gpu_nodes}
     total = total_status(capacities)
     extras, health_problems, notes, all_tainted, health_section = _health(facts, capacities, enabled=spec.hami.enabled)
     condition = gpu_condition(
@@ -207,7 +231,7 @@ def evaluate(platform: TenantPlatform, facts: GpuFacts, *, labels: LabelOutcome,
         )
     verdict = Verdict(
         conditions=[condition],
-        recorded=recorded_dump,
+        recorded=Recorded.fragment(recorded_dump),
         sections=sections,
         progressing=not facts.synced,
         requeue_after=min(requeues) if requeues else None,
@@ -312,22 +336,7 @@ def gpu_condition(findings: Findings) -> Condition:
             "GPU node labels and HAMi reporting are both turned off (spec.gpu.nodeLabels.enabled, "
             "spec.gpu.hami.enabled).",
         )
-    problems: list[tuple[reasons.GPU | reasons.Common, str]] = []
-    if findings.conflicts:
-        problems.append(
-            (
-                reasons.Common.CONFLICT,
-                " ".join(findings.conflicts)
-                + " Neither platform overwrites the other: make spec.gpu.nodeLabels.labels agree.",
-            )
-        )
-    if findings.pending:
-        problems.append(
-            (reasons.GPU.LABELS_PENDING, f"Would change GPU node labels: {_names(findings.pending, 10)} (dry run).")
-        )
-    problems.extend(findings.health_problems)
-    if findings.hami_enabled:
-        problems.extend(_hami_problems(findings))
+    problems = [problem for found in GPU_PROBLEMS.every(findings) for problem in found.value]
     notes = "".join(" " + n for n in findings.notes[:3])
     if problems:
         message = " ".join(message for _, message in problems)
@@ -362,62 +371,132 @@ def _ignored_sentence(nodes: Sequence[NodeCapacity]) -> str:
     )
 
 
-def _hami_problems(findings: Findings) -> list[tuple[reasons.GPU | reasons.Common, str]]:
-    out: list[tuple[reasons.GPU | reasons.Common, str]] = []
-    unparseable = [f"{n.name} ({n.unparseable})" for n in findings.nodes if n.unparseable is not None]
-    if unparseable:
-        out.append(
-            (
-                reasons.GPU.UNPARSEABLE,
-                f"HAMi's register annotation cannot be parsed on node(s) {_names(unparseable)}; HAMi cannot "
-                "schedule there either: check the device plugin version on those nodes.",
-            )
+# -- the problems GPUReady names, in order (the first gives the reason) ---------------------------
+
+GpuProblem = tuple[reasons.GPU | reasons.Common, str]
+
+
+def label_conflicts(findings: Findings) -> list[GpuProblem] | None:
+    """A key another platform holds with another value (neither overwrites)."""
+    if not findings.conflicts:
+        return None
+    return [
+        (
+            reasons.Common.CONFLICT,
+            " ".join(findings.conflicts)
+            + " Neither platform overwrites the other: make spec.gpu.nodeLabels.labels agree.",
         )
-    silent = [n.name for n in findings.nodes if n.name in findings.labelled and not n.registered]
-    if silent:
-        out.append(
-            (
-                reasons.GPU.NO_DEVICES,
-                f"Labelled GPU node(s) {_names(silent)} register no devices with HAMi (no "
-                f"{ANNOTATION_REGISTER} annotation): check that HAMi's device plugin runs there "
-                "(its DaemonSet selects the labels) and that the NVIDIA driver works.",
-            )
+    ]
+
+
+def labels_pending(findings: Findings) -> list[GpuProblem] | None:
+    """A dry run: the label changes a pass would make."""
+    if not findings.pending:
+        return None
+    return [(reasons.GPU.LABELS_PENDING, f"Would change GPU node labels: {_names(findings.pending, 10)} (dry run).")]
+
+
+def hami_health(findings: Findings) -> list[GpuProblem] | None:
+    """Webhook, HAMi workloads, device-plugin conflicts (concerns/gpu/health.py ``problems``)."""
+    return list(findings.health_problems) or None
+
+
+def register_unparseable(findings: Findings) -> list[GpuProblem] | None:
+    unparseable = [f"{n.name} ({n.unparseable})" for n in _hami_nodes(findings) if n.unparseable is not None]
+    if not unparseable:
+        return None
+    return [
+        (
+            reasons.GPU.UNPARSEABLE,
+            f"HAMi's register annotation cannot be parsed on node(s) {_names(unparseable)}; HAMi cannot "
+            "schedule there either: check the device plugin version on those nodes.",
         )
-    empty = [n.name for n in findings.nodes if n.registered and n.unparseable is None and not n.cards]
-    if empty:
-        out.append((reasons.GPU.NO_DEVICES, f"Node(s) {_names(empty)} register an empty device list with HAMi."))
+    ]
+
+
+def labelled_but_silent(findings: Findings) -> list[GpuProblem] | None:
+    silent = [n.name for n in _hami_nodes(findings) if n.name in findings.labelled and not n.registered]
+    if not silent:
+        return None
+    return [
+        (
+            reasons.GPU.NO_DEVICES,
+            f"Labelled GPU node(s) {_names(silent)} register no devices with HAMi (no "
+            f"{ANNOTATION_REGISTER} annotation): check that HAMi's device plugin runs there "
+            "(its DaemonSet selects the labels) and that the NVIDIA driver works.",
+        )
+    ]
+
+
+def empty_device_list(findings: Findings) -> list[GpuProblem] | None:
+    empty = [n.name for n in _hami_nodes(findings) if n.registered and n.unparseable is None and not n.cards]
+    if not empty:
+        return None
+    return [(reasons.GPU.NO_DEVICES, f"Node(s) {_names(empty)} register an empty device list with HAMi.")]
+
+
+def nothing_allocatable(findings: Findings) -> list[GpuProblem] | None:
     no_alloc = [
         n.name
-        for n in findings.nodes
+        for n in _hami_nodes(findings)
         if n.registered and n.unparseable is None and n.cards and findings.allocatable.get(n.name, 0) <= 0
     ]
-    if no_alloc:
-        out.append(
-            (
-                reasons.GPU.NO_ALLOCATABLE,
-                f"Node(s) {_names(no_alloc)} register cards with HAMi but advertise no allocatable "
-                f"{findings.count_resource}, so HAMi's scheduler treats their devices as unhealthy: check "
-                "the device plugin pod on each.",
-            )
+    if not no_alloc:
+        return None
+    return [
+        (
+            reasons.GPU.NO_ALLOCATABLE,
+            f"Node(s) {_names(no_alloc)} register cards with HAMi but advertise no allocatable "
+            f"{findings.count_resource}, so HAMi's scheduler treats their devices as unhealthy: check "
+            "the device plugin pod on each.",
         )
-    unhealthy = [f"{n.name} ({len(n.unhealthy)} of {len(n.cards)})" for n in findings.nodes if n.unhealthy]
-    if unhealthy:
-        out.append(
-            (
-                reasons.GPU.UNHEALTHY,
-                f"Unhealthy GPU cards on node(s) {_names(unhealthy)}: HAMi places nothing on them; check "
-                "the driver (nvidia-smi) and the device plugin logs.",
-            )
-        )
-    stale = [
-        f"{n.name} ({n.lock.state}: {n.lock.phrase()})" for n in findings.nodes if n.lock is not None and n.lock.stale
     ]
-    if stale:
-        out.append(
-            (
-                reasons.GPU.STALE_LOCK,
-                f"Stale HAMi node lock on node(s) {_names(stale)}: new GPU pods cannot bind there until it "
-                f"expires; remove the {ANNOTATION_LOCK} annotation from the node if its pod is done.",
-            )
+
+
+def unhealthy_cards(findings: Findings) -> list[GpuProblem] | None:
+    unhealthy = [f"{n.name} ({len(n.unhealthy)} of {len(n.cards)})" for n in _hami_nodes(findings) if n.unhealthy]
+    if not unhealthy:
+        return None
+    return [
+        (
+            reasons.GPU.UNHEALTHY,
+            f"Unhealthy GPU cards on node(s) {_names(unhealthy)}: HAMi places nothing on them; check "
+            "the driver (nvidia-smi) and the device plugin logs.",
         )
-    return out
+    ]
+
+
+def stale_node_lock(findings: Findings) -> list[GpuProblem] | None:
+    stale = [
+        f"{n.name} ({n.lock.state}: {n.lock.phrase()})"
+        for n in _hami_nodes(findings)
+        if n.lock is not None and n.lock.stale
+    ]
+    if not stale:
+        return None
+    return [
+        (
+            reasons.GPU.STALE_LOCK,
+            f"Stale HAMi node lock on node(s) {_names(stale)}: new GPU pods cannot bind there until it "
+            f"expires; remove the {ANNOTATION_LOCK} annotation from the node if its pod is done.",
+        )
+    ]
+
+
+def _hami_nodes(findings: Findings) -> Sequence[NodeCapacity]:
+    """The nodes HAMi's checks look at: none unless HAMi reporting is on."""
+    return findings.nodes if findings.hami_enabled else ()
+
+
+GPU_PROBLEMS: Final = Chain[Findings, list[GpuProblem]](
+    Check("label conflict", label_conflicts),
+    Check("labels pending", labels_pending),
+    Check("HAMi health", hami_health),
+    Check("register unparseable", register_unparseable),
+    Check("labelled node registers no devices", labelled_but_silent),
+    Check("empty device list", empty_device_list),
+    Check("nothing allocatable", nothing_allocatable),
+    Check("unhealthy cards", unhealthy_cards),
+    Check("stale node lock", stale_node_lock),
+)
+"""Every problem GPUReady names, in this order; the first one found gives the reason."""

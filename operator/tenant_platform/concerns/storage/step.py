@@ -23,11 +23,13 @@ startedAt, finishedAt, message, cleanedUp}); concerns/storage/verdict.py decides
   the attempt id (the Unix time the test started), so a new test never collides with the volume
   of an earlier one that is still being deleted.
 
-This module gathers (the classes, the memory and every write test whose objects exist; then the
-running test's PVC and pods) and applies (deletes, creates, annotations on the PVC, the
-StepResult). The memory is not the only record: each object carries its attempt id and the PVC
-the test's progress (concerns/storage/manifests.py), so a status write that fails or a process killed
-mid-pass neither leaks a test's objects nor runs the test twice (concerns/storage/live.py).
+This module gathers (the classes, the memory and every write test whose objects exist; then,
+when the pure first phase names a running test, its PVC and pods) and applies (deletes, creates,
+annotations on the PVC); ``evaluate`` is the pure verdict once every write succeeded, ``apply``
+returns the one the writes left (a failed deletion's fallback, an API error). The memory is
+not the only record: each object carries its attempt id and the PVC the test's progress
+(concerns/storage/manifests.py), so a status write that fails or a process killed mid-pass
+neither leaks a test's objects nor runs the test twice (concerns/storage/live.py).
 An API error while the test advances keeps the memory
 (its attempt id names the objects already created) and is retried soon. In a dry run
 (``tenant-platform check``) nothing is created or deleted; only the class is checked.
@@ -35,6 +37,7 @@ An API error while the test advances keeps the memory
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from tenant_platform.api import constants
@@ -44,15 +47,17 @@ from tenant_platform.concerns.storage import live as storage_live
 from tenant_platform.concerns.storage import manifests as render_storage
 from tenant_platform.concerns.storage import verdict as storage_status
 from tenant_platform.concerns.storage.verdict import Action, Report, StorageVerdict
+from tenant_platform.core.verdict import Verdict
 from tenant_platform.framework.base import (
     CleanupResult,
     StepContext,
-    StepResult,
     api_error_condition,
     labelled_platform,
     selector,
     stamp,
 )
+from tenant_platform.framework.contract import Action as ContractAction
+from tenant_platform.framework.contract import Given
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Obj
 
@@ -99,29 +104,86 @@ def gather_test(ctx: StepContext, attempt: int) -> storage_status.WriteTestObjec
     )
 
 
+@dataclass(frozen=True)
+class Gathered:
+    """What one storage pass read: the classes, the memory and the live tests, and (when the
+    first phase names a test to advance) that test's objects, or the error reading them."""
+
+    facts: storage_status.StorageFacts
+    objects: storage_status.WriteTestObjects | None = None
+    read_error: errors.KubeError | None = None
+
+
+def error_report(test: StorageVerification, exc: errors.KubeError) -> Report:
+    """The test could not advance: keep the memory (its attempt id names the objects already
+    created) and retry soon."""
+    return Report(
+        api_error_condition(constants.STORAGE_READY, exc, "run the storage write test"),
+        test,
+        progressing=True,
+        failed=True,
+        requeue_after=storage_status.POLL_SECONDS,
+    )
+
+
 class StorageStep:
     name = COMPONENT
     condition_types: tuple[str, ...] = (constants.STORAGE_READY,)
+
+    def action(self, platform: TenantPlatform) -> ContractAction:
+        return ContractAction(f"reconcile {self.name}", retry_soon=True)
 
     def render(self, platform: TenantPlatform) -> list[Obj]:
         """Nothing: the write test's objects are transient (created, then deleted, by the test)."""
         return []
 
-    def reconcile(self, ctx: StepContext) -> StepResult:
-        verdict = storage_status.evaluate(ctx.platform.spec.storage, gather(ctx), now=ctx.now, dry_run=ctx.dry_run)
-        for orphan in verdict.orphans:
-            self._try_delete(ctx, orphan)  # best effort: found again by the next pass's listing
-        report = self._settle(ctx, verdict)
-        if report is None:
-            assert verdict.test is not None
-            report = self._advance(ctx, verdict, verdict.test)
-        return StepResult(
-            conditions=[report.condition],
-            recorded=verdict.recorded(report).dump(),
-            progressing=report.progressing,
-            failed=report.failed,
-            requeue_after=report.requeue_after,
+    def gather(self, ctx: StepContext) -> Gathered:
+        """The first phase's facts; then, when its (pure) verdict names a test to advance, that
+        test's objects (an error reading them is a fact: the test is retried soon)."""
+        facts = gather(ctx)
+        first = storage_status.evaluate(ctx.platform.spec.storage, facts, now=ctx.now, dry_run=ctx.dry_run)
+        if first.report is not None or first.test is None:
+            return Gathered(facts)
+        try:
+            return Gathered(facts, objects=gather_test(ctx, first.test.attempt))
+        except errors.KubeError as exc:
+            return Gathered(facts, read_error=exc)
+
+    @staticmethod
+    def _plan(given: Given, facts: Gathered) -> storage_status.StoragePlan:
+        return storage_status.plan(
+            given.platform.spec.storage,
+            facts.facts,
+            facts.objects,
+            namespace=given.settings.operator_namespace,
+            now=given.now,
+            dry_run=given.dry_run,
         )
+
+    def evaluate(self, given: Given, facts: Gathered) -> Verdict:
+        """StorageReady as it stands once every write the plan names has succeeded."""
+        plan = self._plan(given, facts)
+        first, second = plan.first, plan.second
+        if first.report is not None:
+            return first.verdict(first.report)
+        assert first.test is not None
+        if second is None or second.report is None:
+            assert facts.read_error is not None
+            return first.verdict(error_report(first.test, facts.read_error))
+        return first.verdict(second.report)
+
+    def apply(self, ctx: StepContext, facts: Gathered, verdict: Verdict) -> Verdict:
+        """Carry out both phases (deletes best effort); the verdict as the writes left it: the
+        plan's fallback report when a deletion failed, an API error when the test's writes did."""
+        plan = self._plan(Given.of(ctx), facts)
+        first = plan.first
+        for orphan in first.orphans:
+            self._try_delete(ctx, orphan)  # best effort: found again by the next pass's listing
+        report = self._settle(ctx, first)
+        if report is None:
+            assert first.test is not None
+            report = self._advance(ctx, plan, first.test, facts)
+        return first.verdict(report)
 
     def _settle(self, ctx: StepContext, verdict: StorageVerdict) -> Report | None:
         """Record a result on the PVC (raises KubeError), then delete what the verdict names (best
@@ -140,27 +202,25 @@ class StorageStep:
         patch = {"metadata": {"annotations": annotations}}
         ctx.kube.merge_patch("v1", "PersistentVolumeClaim", name, patch, namespace=probe_namespace(ctx))
 
-    def _advance(self, ctx: StepContext, first: StorageVerdict, test: StorageVerification) -> Report:
-        """Read the running test's objects, let evaluate_test decide, and carry that out."""
+    def _advance(
+        self, ctx: StepContext, plan: storage_status.StoragePlan, test: StorageVerification, facts: Gathered
+    ) -> Report:
+        """Carry out what evaluate_test decided from the running test's objects."""
+        if facts.objects is None or plan.second is None:
+            assert facts.read_error is not None
+            return error_report(test, facts.read_error)
+        second = plan.second
         try:
-            objects = gather_test(ctx, test.attempt)
-            verdict = storage_status.evaluate_test(
-                first.selection, test, objects, namespace=probe_namespace(ctx), now=ctx.now
-            )
-            for action in verdict.actions:
-                self._act(ctx, action, objects, storage_class=first.selection.name, started_at=test.started_at)
-            report = self._settle(ctx, verdict)
+            for action in second.actions:
+                self._act(
+                    ctx, action, facts.objects, storage_class=plan.first.selection.name, started_at=test.started_at
+                )
+            report = self._settle(ctx, second)
             assert report is not None
             return report
         except errors.KubeError as exc:
             # Keep the memory (the attempt id names the objects already created) and retry soon.
-            return Report(
-                api_error_condition(constants.STORAGE_READY, exc, "run the storage write test"),
-                test,
-                progressing=True,
-                failed=True,
-                requeue_after=storage_status.POLL_SECONDS,
-            )
+            return error_report(test, exc)
 
     def _act(
         self,

@@ -34,18 +34,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any
+from typing import Any, Final
 
 import pydantic
 
 from tenant_platform.api import constants, reasons
 from tenant_platform.api.models import Storage
+from tenant_platform.api.status.recorded import Recorded
 from tenant_platform.api.status.storage import FINISHED, StorageRecorded, StorageVerification, VerificationResult
 from tenant_platform.concerns.storage import live as live_tests
 from tenant_platform.concerns.storage import manifests as render_storage
 from tenant_platform.concerns.storage.live import LiveAttempt, describe_pod, describe_pvc
 from tenant_platform.core import conditions
+from tenant_platform.core.checks import Chain, Check
 from tenant_platform.core.conditions import Condition
+from tenant_platform.core.verdict import Verdict
 
 DEFAULT_CLASS_ANNOTATIONS: tuple[str, ...] = (
     "storageclass.kubernetes.io/is-default-class",
@@ -235,6 +238,25 @@ class StorageVerdict:
             storage_verification=report.memory,
         )
 
+    def verdict(self, report: Report) -> Verdict:
+        """StorageReady and the recorded storage facts, as ``report`` says."""
+        return Verdict(
+            conditions=[report.condition],
+            recorded=Recorded.fragment(self.recorded(report).dump()),
+            progressing=report.progressing,
+            failed=report.failed,
+            requeue_after=report.requeue_after,
+        )
+
+
+@dataclass(frozen=True)
+class StoragePlan:
+    """Both phases, as the facts decide them: ``first`` (``evaluate``) and, when it names a test
+    to advance and that test's objects were read, ``second`` (``evaluate_test``)."""
+
+    first: StorageVerdict
+    second: StorageVerdict | None = None
+
 
 def read_memory(value: Any) -> StorageVerification | None:
     """``status.recorded.storageVerification`` as the last pass left it; None when absent or unreadable."""
@@ -319,65 +341,144 @@ def evaluate(spec: Storage, facts: StorageFacts, *, now: datetime, dry_run: bool
     return dataclasses.replace(verdict, orphans=live_tests.orphans(facts.live, keep))
 
 
+def plan(
+    spec: Storage,
+    facts: StorageFacts,
+    objects: WriteTestObjects | None,
+    *,
+    namespace: str,
+    now: datetime,
+    dry_run: bool = False,
+) -> StoragePlan:
+    """``evaluate``, then ``evaluate_test`` on the running test's ``objects`` (when read)."""
+    first = evaluate(spec, facts, now=now, dry_run=dry_run)
+    if first.report is not None or first.test is None or objects is None:
+        return StoragePlan(first)
+    return StoragePlan(first, evaluate_test(first.selection, first.test, objects, namespace=namespace, now=now))
+
+
+@dataclass(frozen=True)
+class Subject:
+    """What the first phase's checks look at: the spec, the class found, the memory, the clock."""
+
+    spec: Storage
+    selection: Selection
+    memory: StorageVerification | None
+    now: datetime
+    dry_run: bool = False
+
+
+def no_test_wanted(subject: Subject) -> StorageVerdict | None:
+    """No test wanted (or possible): report the class; remove a test still running, and remember
+    it while that fails."""
+    selection, memory = subject.selection, subject.memory
+    if selection.ok and subject.spec.verify:
+        return None
+    make = conditions.true if selection.ok else conditions.false
+    cond = make(constants.STORAGE_READY, selection.reason, selection.message)
+    if memory is None or not memory.leftover:
+        return StorageVerdict(selection, Report(cond))
+    if subject.dry_run:
+        return StorageVerdict(selection, Report(cond, memory))
+    return StorageVerdict(selection, Report(cond), delete=memory.attempt, if_not_deleted=Report(cond, memory))
+
+
+def dry_run(subject: Subject) -> StorageVerdict | None:
+    """A dry run reports the class: the write test does not run."""
+    if not subject.dry_run:
+        return None
+    note = " The write test (spec.storage.verify) does not run in a dry run."
+    selection = subject.selection
+    return StorageVerdict(
+        selection,
+        Report(conditions.true(constants.STORAGE_READY, selection.reason, selection.message + note), subject.memory),
+    )
+
+
+def _standing(subject: Subject) -> tuple[StorageVerification, datetime] | None:
+    """The memory's finished test of this class and when it may run again, while its verdict
+    stands (a success until the class changes, a failure until then)."""
+    memory, now = subject.memory, subject.now
+    if memory is None or memory.storage_class_name != subject.selection.name or memory.result not in FINISHED:
+        return None
+    retry_at = (conditions.parse_time(memory.finished_at) or now) + RETRY_AFTER
+    if memory.result == VerificationResult.SUCCEEDED or now < retry_at:
+        return memory, retry_at
+    return None
+
+
+def verdict_stands(subject: Subject) -> StorageVerdict | None:
+    """A finished test of this class stands (deleting its objects first when they are left)."""
+    standing = _standing(subject)
+    if standing is None:
+        return None
+    memory, retry_at = standing
+    cond = final_condition(subject.selection, memory, retry_at)
+    requeue = (
+        None if memory.result == VerificationResult.SUCCEEDED else max((retry_at - subject.now).total_seconds(), 1.0)
+    )
+    if memory.cleaned_up is False:
+        return _cleanup(subject.selection, memory, cond, requeue)
+    return StorageVerdict(subject.selection, Report(cond, memory, requeue_after=requeue))
+
+
+def other_class_running(subject: Subject) -> StorageVerdict | None:
+    """A test of another class is running: drop it and start one for this class."""
+    memory = subject.memory
+    if memory is None or memory.result != VerificationResult.RUNNING:
+        return None
+    if memory.storage_class_name == subject.selection.name:
+        return None
+    if_not_deleted = Report(
+        conditions.false(
+            constants.STORAGE_READY,
+            reasons.Common.API_ERROR,
+            "Could not delete the write test objects of the previously used StorageClass; it is retried on the "
+            "next pass.",
+        ),
+        memory,
+        progressing=True,
+        failed=True,
+        requeue_after=POLL_SECONDS,
+    )
+    return StorageVerdict(
+        subject.selection, None, delete=memory.attempt, if_not_deleted=if_not_deleted, test=_new_test(subject)
+    )
+
+
+def run_the_test(subject: Subject) -> StorageVerdict | None:
+    """Advance the running test of this class, or start one (a failure's retry is due)."""
+    memory = subject.memory
+    if memory is None or memory.result != VerificationResult.RUNNING:
+        memory = _new_test(subject)
+    return StorageVerdict(subject.selection, None, test=memory)
+
+
+def _new_test(subject: Subject) -> StorageVerification:
+    return StorageVerification(
+        storage_class_name=subject.selection.name,
+        attempt=int(subject.now.timestamp()),
+        result=VerificationResult.RUNNING,
+        started_at=conditions.format_time(subject.now),
+    )
+
+
+FIRST_PHASE: Final = Chain[Subject, StorageVerdict](
+    Check("no test wanted", no_test_wanted),
+    Check("dry run", dry_run),
+    Check("finished verdict stands", verdict_stands),
+    Check("test of another class running", other_class_running),
+    Check("run the test", run_the_test),
+)
+"""The first phase, in order: the first check that finds gives the verdict (the last always does)."""
+
+
 def _evaluate(
     spec: Storage, selection: Selection, memory: StorageVerification | None, *, now: datetime, dry_run: bool
 ) -> StorageVerdict:
-    if not selection.ok or not spec.verify:
-        # No test wanted (or possible): remove one still running; remember it while that fails.
-        make = conditions.true if selection.ok else conditions.false
-        cond = make(constants.STORAGE_READY, selection.reason, selection.message)
-        if memory is None or not memory.leftover:
-            return StorageVerdict(selection, Report(cond))
-        if dry_run:
-            return StorageVerdict(selection, Report(cond, memory))
-        return StorageVerdict(selection, Report(cond), delete=memory.attempt, if_not_deleted=Report(cond, memory))
-    if dry_run:
-        note = " The write test (spec.storage.verify) does not run in a dry run."
-        return StorageVerdict(
-            selection,
-            Report(conditions.true(constants.STORAGE_READY, selection.reason, selection.message + note), memory),
-        )
-
-    matches = memory is not None and memory.storage_class_name == selection.name
-    if memory is not None and matches and memory.result in FINISHED:
-        retry_at = (conditions.parse_time(memory.finished_at) or now) + RETRY_AFTER
-        if memory.result == VerificationResult.SUCCEEDED or now < retry_at:
-            # The verdict stands: a success until the class changes, a failure until retry_at.
-            cond = final_condition(selection, memory, retry_at)
-            requeue = (
-                None if memory.result == VerificationResult.SUCCEEDED else max((retry_at - now).total_seconds(), 1.0)
-            )
-            if memory.cleaned_up is False:
-                return _cleanup(selection, memory, cond, requeue)
-            return StorageVerdict(selection, Report(cond, memory, requeue_after=requeue))
-        memory = None
-
-    delete: int | None = None
-    if_not_deleted: Report | None = None
-    if memory is not None and memory.result == VerificationResult.RUNNING and not matches:
-        # A test of another class: drop it and start over.
-        delete = memory.attempt
-        if_not_deleted = Report(
-            conditions.false(
-                constants.STORAGE_READY,
-                reasons.Common.API_ERROR,
-                "Could not delete the write test objects of the previously used StorageClass; it is retried on the "
-                "next pass.",
-            ),
-            memory,
-            progressing=True,
-            failed=True,
-            requeue_after=POLL_SECONDS,
-        )
-        memory = None
-    if memory is None or memory.result != VerificationResult.RUNNING:
-        memory = StorageVerification(
-            storage_class_name=selection.name,
-            attempt=int(now.timestamp()),
-            result=VerificationResult.RUNNING,
-            started_at=conditions.format_time(now),
-        )
-    return StorageVerdict(selection, None, delete=delete, if_not_deleted=if_not_deleted, test=memory)
+    found = FIRST_PHASE.first(Subject(spec, selection, memory, now, dry_run))
+    assert found is not None  # run_the_test always finds
+    return found.value
 
 
 def evaluate_test(
