@@ -288,7 +288,8 @@ def failed_writes(verdict: Verdict, writes: LabelWrites) -> Verdict:
 class GpuScope:
     """What one platform's last GPU pass depended on: whether its GPU part is on, its GPU nodes, and
     what made them GPU nodes (HAMi's resource names, the selectors). The operator's GPU refresher
-    (handlers.py) asks ``depends_on`` before waking a platform for a GPU-only pass."""
+    (``state.OperatorState.wake_gpu``) asks ``depends_on`` before waking a platform for a GPU-only
+    pass."""
 
     enabled: bool
     gpu_nodes: frozenset[str]
