@@ -46,6 +46,7 @@ import copy
 import dataclasses
 import json
 import threading
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -155,9 +156,10 @@ class Facts:
 
 @dataclass(frozen=True)
 class _Round:
-    """What one round of a pass read and wrote, for the next round of the same pass."""
+    """What one round of a pass read and wrote, for the next round of the same pass (``ctx``: the
+    pass's context, weakly: the entry goes with it)."""
 
-    ctx: StepContext
+    ctx: weakref.ref[StepContext]
     facts: Facts
     outcome: ApplyOutcome | None
 
@@ -170,8 +172,8 @@ class PodGuardStep:
         self._lock = threading.Lock()
         # platform uid -> (policy hash, {(pod uid, resourceVersion): verdict})
         self._verdicts: dict[str, tuple[str, dict[tuple[str, str], PodVerdict]]] = {}
-        # platform uid -> the last round of its pass in progress (read by the next round's gather)
-        self._rounds: dict[str, _Round] = {}
+        # id of a pass's StepContext -> its last round (read by the next round's gather)
+        self._rounds: dict[int, _Round] = {}
 
     def action(self, platform: TenantPlatform) -> Action:
         return Action(f"reconcile {self.name}", retry_soon=True)
@@ -191,8 +193,8 @@ class PodGuardStep:
         left them (the API server's answers); in round 2 the staged check runs when wanted (the
         guard in place at Warn, its parameter on the API server)."""
         with self._lock:
-            earlier = self._rounds.pop(ctx.platform.uid or ctx.name, None)
-        if earlier is None or earlier.ctx is not ctx:
+            earlier = self._rounds.pop(id(ctx), None)
+        if earlier is None or earlier.ctx() is not ctx:
             return self._first_round(ctx)
         guard = earlier.facts.guard
         if earlier.outcome is not None:
@@ -268,12 +270,20 @@ class PodGuardStep:
         outcome = self._apply(ctx, verdict.desired, guard) if verdict.desired else None
         if verdict.again:
             with self._lock:
-                self._rounds[platform.uid or ctx.name] = _Round(ctx, facts, outcome)
+                self._rounds[id(ctx)] = _Round(weakref.ref(ctx), facts, outcome)
+            weakref.finalize(ctx, self._forget_round, id(ctx))
         elif guard.served and not guard.namespaces and ctx.claims is not None and not ctx.dry_run:
             # Owns none: the write gate's refusal is the condition (the pipeline reports it).
             with contextlib.suppress(errors.NotOwned):
                 ctx.claims.check(platform.spec.namespace)
         return verdict
+
+    def _forget_round(self, ctx_id: int) -> None:
+        """A pass's context is gone: so is what its rounds left (a pass that ended early)."""
+        with self._lock:
+            entry = self._rounds.get(ctx_id)
+            if entry is not None and entry.ctx() is None:
+                del self._rounds[ctx_id]
 
     def _apply(self, ctx: StepContext, desired: Sequence[Obj], guard: PodGuardFacts) -> ApplyOutcome:
         """The shared objects (each written only when it differs from what was read; never pruned),
@@ -410,7 +420,6 @@ class PodGuardStep:
         is left alone), uid as precondition."""
         with self._lock:
             self._verdicts.pop(ctx.platform.uid or ctx.name, None)
-            self._rounds.pop(ctx.platform.uid or ctx.name, None)
         if ctx.management is None:
             return CleanupResult(
                 True, "Nothing to delete: the guard's parameter goes with the TenantPlatform; the shared policies stay"
