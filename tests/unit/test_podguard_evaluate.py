@@ -3,7 +3,9 @@ enforcement decisions (target, check, promotion) and the ``status.podGuard`` sec
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -11,9 +13,18 @@ import pytest
 from tenant_platform.api import reasons
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.concerns.podguard import manifests as render_pg
+from tenant_platform.concerns.podguard import step
+from tenant_platform.concerns.podguard import takeover as tk
 from tenant_platform.concerns.podguard import verdict as pg
 from tenant_platform.concerns.podguard.check import InjectedCheck, StagedCheck
+from tenant_platform.concerns.podguard.step import Facts
 from tenant_platform.concerns.podguard.verdict import Applied, PodGuardFacts
+from tenant_platform.config import Settings
+from tenant_platform.core.verdict import Verdict
+from tenant_platform.framework.base import StepContext
+from tenant_platform.framework.contract import Given
+from tenant_platform.kube import errors
+from tenant_platform.reconcile import pipeline
 
 DENY, WARN = render_pg.guard_names("Deny"), render_pg.guard_names("Warn")
 POD, EXEC = DENY.pod_guard, DENY.exec_guard
@@ -466,3 +477,162 @@ def test_denied_by_guard_reads_the_denial() -> None:
     message = f"admission webhook denied: ValidatingAdmissionPolicy '{POD}' with binding '{POD}' denied request: no"
     assert pg.denied_by_guard(message, POD) == ["no"]
     assert pg.denied_by_guard("exceeded quota", POD) is None
+
+
+# ---- the rounds of a pass (pg.writes, pg.judged) and the step's evaluate ------------------------
+
+
+def found(mode: render_pg.Enforcement, **changes: Any) -> PodGuardFacts:
+    """Round 1 of a pass: the guard and the parameter as found, nothing written yet."""
+    base: dict[str, Any] = {"live": live(), "namespaces": NAMESPACES, "applied": Applied()}
+    return PodGuardFacts(**{**base, **changes})
+
+
+def test_round_one_applies_the_guard_and_publishes_the_parameter_the_api_server_lacks() -> None:
+    held = {"enforcement": "Warn", **PARAM_FIELDS, "requested": "Staged", "podsThatWouldBeDenied": 1}
+    verdict = pg.writes(
+        platform(), found("Warn", found={**held, "enforcement": "Deny", "namespaces": []}), dry_run=False
+    )
+    assert verdict is not None
+    assert verdict.again and verdict.conditions == []
+    assert verdict.desired == render_pg.render()
+    # Staged, at Deny already: it stays there; the merge patch keeps what the API server holds.
+    assert verdict.publish == ("podGuard",)
+    assert verdict.sections == {"podGuard": {**held, "enforcement": "Deny"}}
+    # Held already (as found, or as this pass published it): nothing to publish.
+    as_found = pg.writes(platform(), found("Warn", found=held), dry_run=False)
+    assert as_found is not None and not as_found.publish
+    unheld = found("Warn")
+    as_published = pg.writes(platform(), unheld, dry_run=False, written=held)
+    assert as_published is not None and not as_published.publish
+    # A dry run publishes nothing (it lists the parameter among what it would apply: pg.judged).
+    dry = pg.writes(platform(), unheld, dry_run=True)
+    assert dry is not None and dry.again and not dry.publish and not dry.sections
+
+
+def test_round_one_in_a_target_cluster_applies_the_platforms_own_guard() -> None:
+    verdict = pg.writes(platform(enforcement="Deny"), found("Deny", shared=False), dry_run=False)
+    assert verdict is not None and verdict.again and not verdict.publish
+    assert verdict.desired == render_pg.render(param("Deny"), "demo")
+
+
+def test_round_two_promotes_after_a_clean_check_and_otherwise_judges() -> None:
+    held = {"enforcement": "Warn", **PARAM_FIELDS}
+    checked = found("Warn", round=2, found=held, check=StagedCheck(checked=2))
+    shared = pg.writes(platform(), checked, dry_run=False)
+    assert shared is not None and shared.again and shared.desired == []
+    assert shared.sections == {"podGuard": {**held, "enforcement": "Deny"}}
+    target = pg.writes(platform(), dataclasses.replace(checked, shared=False), dry_run=False)
+    assert target is not None and target.again and not target.publish
+    assert target.desired == render_pg.render(param("Deny"), "demo")
+    assert pg.writes(platform(), checked, dry_run=True) is None  # never promoted in a dry run
+    assert pg.writes(platform(), dataclasses.replace(checked, check=VIOLATORS), dry_run=False) is None
+    assert pg.writes(platform(), found("Warn", round=2, found=held), dry_run=False) is None
+    assert pg.writes(platform(), dataclasses.replace(checked, round=3), dry_run=False) is None
+
+
+def test_judged_facts() -> None:
+    held = {"enforcement": "Warn", **PARAM_FIELDS}
+    plain = pg.judged(platform(), found("Warn", round=2, found=held), dry_run=False)
+    assert (plain.param, plain.param_written, plain.promoted, plain.param_error) == (param("Warn"), True, False, "")
+    # In a dry run a parameter the API server lacks is listed among what would be applied.
+    dry = pg.judged(platform(), found("Warn", round=2), dry_run=True)
+    assert not dry.param_written and dry.applied.would_apply == (pg.PARAM_WOULD_APPLY,)
+    assert pg.judged(platform(), found("Warn", round=2), dry_run=False).applied.would_apply == ()
+    # Published in this pass: held; publishing failed: why.
+    published = pg.judged(platform(), found("Warn", round=2), dry_run=False, written={**held, "requested": "Staged"})
+    assert published.param_written
+    failed = pg.judged(platform(), found("Warn", round=2), dry_run=False, publish_error="the server is busy")
+    assert (failed.param_written, failed.param_error) == (False, "the server is busy")
+    # Promoted in this pass: the last round, after a clean check.
+    deny = {**held, "enforcement": "Deny"}
+    promoted = pg.judged(platform(), found("Warn", round=3, check=StagedCheck(checked=1)), dry_run=False, written=deny)
+    assert (promoted.param, promoted.param_written, promoted.promoted) == (param("Deny"), True, True)
+    target = pg.judged(platform(), found("Warn", round=2, shared=False), dry_run=True)
+    assert not target.param_written and target.applied.would_apply == ()
+
+
+def test_a_failed_write_fails_the_verdict() -> None:
+    assert not pg.evaluate(platform(), facts("Warn"), dry_run=False).failed
+    assert pg.evaluate(platform(), facts("Warn", applied=Applied(errors=("x",))), dry_run=False).failed
+    assert pg.evaluate(platform(), facts("Warn", param_written=False, param_error="x"), dry_run=False).failed
+
+
+def given(spec: dict[str, Any], *, dry_run: bool = False, **written: Any) -> Given:
+    return Given(
+        platform=platform(**spec),
+        now=datetime(2026, 1, 1, tzinfo=UTC),
+        settings=Settings(),
+        dry_run=dry_run,
+        status_written=written,
+    )
+
+
+def test_the_step_judges_a_failed_publish_of_the_parameter() -> None:
+    """reconcile/pipeline.py maps a section whose publish failed to the error, for the next round."""
+    round_two = Facts(found("Deny", round=2, applied=Applied(objects=objects())), tk.HandMade())
+    busy = errors.KubeError(503, "ServiceUnavailable", "the server is busy")
+    verdict = step.STEP.evaluate(given({"enforcement": "Deny"}, podGuard=busy), round_two)
+    assert (verdict.condition.reason, verdict.failed, verdict.progressing) == (reasons.Common.API_ERROR, True, True)
+    assert verdict.condition.message == (
+        "Could not write the pod guard's parameter (status.podGuard), which the shared policies read: the server "
+        "is busy."
+    )
+    assert verdict.sections["podGuard"]["enforcement"] == "Deny"  # the section stays the parameter's
+    published = {"enforcement": "Deny", **PARAM_FIELDS}
+    done = step.STEP.evaluate(given({"enforcement": "Deny"}, podGuard=published), round_two)
+    assert (done.condition.reason, done.failed, done.again) == (reasons.PodGuard.ENFORCING, False, False)
+
+
+def test_the_step_names_a_redundant_hand_made_guard_only_when_nothing_was_written_in_the_pass() -> None:
+    hand = tk.HandMade(bindings=("mine",), denying=("mine",))
+    held = {"enforcement": "Deny", **PARAM_FIELDS}
+    settled = Facts(found("Deny", round=2, found=held, applied=Applied(objects=objects())), hand)
+    verdict = step.STEP.evaluate(given({"enforcement": "Deny"}), settled)
+    assert verdict.condition.reason == reasons.PodGuard.HAND_MADE_GUARD_REDUNDANT
+    written = step.STEP.evaluate(given({"enforcement": "Deny"}, podGuard=held), settled)
+    assert written.condition.reason == reasons.PodGuard.ENFORCING
+    assert "is still needed" in written.condition.message
+
+
+class PublishingStep:
+    """A step that publishes a section and judges, in its next round, whether that worked."""
+
+    name = "publishing"
+    condition_types: tuple[str, ...] = ("PodGuardReady",)
+
+    def __init__(self, *, again: bool = True) -> None:
+        self.again = again
+        self.seen: list[Any] = []
+
+    def gather(self, ctx: Any) -> None:
+        return None
+
+    def evaluate(self, given: Given, facts: None) -> Verdict:
+        self.seen.append(given.status_written.get("podGuard"))
+        if len(self.seen) == 1:
+            return Verdict([], sections={"podGuard": {"enforcement": "Deny"}}, publish=("podGuard",), again=self.again)
+        return Verdict([])
+
+    def apply(self, ctx: Any, facts: None, verdict: Verdict) -> Verdict:
+        return verdict
+
+
+class RefusingStatus:
+    def merge_patch(self, *args: Any, **kwargs: Any) -> None:
+        raise errors.KubeError(503, "ServiceUnavailable", "the server is busy")
+
+
+def test_a_failed_publish_goes_to_the_next_round_or_escapes() -> None:
+    """reconcile/pipeline.py run_rounds: a section whose publish failed is not recorded; the next
+    round's Given maps it to the error; with no next round the error escapes (run_step's)."""
+    ctx = StepContext(
+        platform=platform(), kube=RefusingStatus(), settings=Settings(), now=datetime(2026, 1, 1, tzinfo=UTC)
+    )  # type: ignore[arg-type]
+    judging = PublishingStep()
+    pipeline.run_rounds(judging, ctx)  # type: ignore[arg-type]
+    assert judging.seen[0] is None
+    assert isinstance(judging.seen[1], errors.KubeError) and judging.seen[1].message == "the server is busy"
+    assert ctx.status_written == {}
+    with pytest.raises(errors.KubeError):
+        pipeline.run_rounds(PublishingStep(again=False), ctx)  # type: ignore[arg-type]

@@ -13,7 +13,7 @@ from tenant_platform.api.models import TenantPlatform
 from tenant_platform.concerns.podguard import manifests as render_pg
 from tenant_platform.concerns.podguard import takeover as tk
 from tenant_platform.core.conditions import Condition
-from tenant_platform.core.verdict import LegacyVerdict as Verdict
+from tenant_platform.core.verdict import Verdict
 
 NAMES = render_pg.guard_names("Deny")
 VAP, VAPB = render_pg.POLICY_KIND, render_pg.BINDING_KIND

@@ -10,6 +10,7 @@ wakeup, or kopf's retry.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Collection, Sequence
@@ -369,21 +370,33 @@ def run_rounds(step: Step[Any], ctx: StepContext) -> Verdict:
     verdict = step.evaluate(Given.of(ctx), facts)
     for round_ in range(1, MAX_ROUNDS + 1):
         verdict = step.apply(ctx, facts, verdict)
+        unpublished: dict[str, errors.KubeError] = {}
         if verdict.publish and not ctx.dry_run and not verdict.failed:
-            _publish(ctx, {section: verdict.sections[section] for section in verdict.publish})
-        if not verdict.again or verdict.failed or round_ == MAX_ROUNDS:
+            unpublished = _publish(ctx, {section: verdict.sections[section] for section in verdict.publish})
+        last = not verdict.again or verdict.failed or round_ == MAX_ROUNDS
+        if unpublished and last:  # no round left to judge it: the error is the step's
+            raise next(iter(unpublished.values()))
+        if last:
             break
         facts = step.gather(ctx)
-        verdict = step.evaluate(Given.of(ctx), facts)
+        given = Given.of(ctx)
+        if unpublished:  # the next round judges the failed write: its sections map to the error
+            given = dataclasses.replace(given, status_written={**given.status_written, **unpublished})
+        verdict = step.evaluate(given, facts)
     return verdict
 
 
-def _publish(ctx: StepContext, sections: dict[str, Any]) -> None:
+def _publish(ctx: StepContext, sections: dict[str, Any]) -> dict[str, errors.KubeError]:
     """Write status sections before the pass ends (the pod guard's parameter); the end-of-pass
-    write diffs against them (``ctx.status_written``), so each is written once."""
+    write diffs against them (``ctx.status_written``), so each is written once. An API error
+    records nothing: each section maps to it (what was not published, and why)."""
     status_kube = ctx.management or ctx.kube
-    statuswriter.publish(status_kube, ctx.name, sections)
+    try:
+        statuswriter.publish(status_kube, ctx.name, sections)
+    except errors.KubeError as exc:
+        return dict.fromkeys(sections, exc)
     ctx.status_written.update(sections)
+    return {}
 
 
 def result_of(verdict: Verdict) -> StepResult:

@@ -1,35 +1,40 @@
 """PodGuardReady: the shared pod guard and exec guard admission policies, their bindings, and
 this platform's parameter (docs/pod-guard.md, docs/security.md "One shared pod guard").
 
-Each pass gathers, applies, writes the parameter and for staged enforcement checks and writes it
-again; every decision and every message is made by concerns/podguard/verdict.py (pure), the manifests by
+The step follows the contract (framework/contract.py) in rounds; every decision and every
+message is made by concerns/podguard/verdict.py and takeover.py (pure), the manifests by
 concerns/podguard/manifests.py:
 
-1. ``gather``: whether the API server serves admissionregistration.k8s.io/v1
+1. round 1, ``gather``: whether the API server serves admissionregistration.k8s.io/v1
    ValidatingAdmissionPolicy (Kubernetes 1.30+; otherwise the condition says to use Kyverno or
-   Gatekeeper and nothing is written), the four policies and bindings, and every policy and
-   binding (hand-made ones opted in, our leftovers of earlier versions: concerns/podguard/takeover.py);
-2. apply the shared policies and bindings (server-side apply, written only when they differ; the
-   same for every platform, with no ownerReference and no platform label, never pruned), then
-   write the parameter into ``status.podGuard`` (namespaces owned, enforcement, validated proxy
-   repositories) when the API server does not hold it yet: the API server reads it from the
-   TenantPlatform, so it must be there before the check (``StepContext.status_written`` tells the
-   end-of-pass status write). In a dry run (``check``) only compare. With ``spec.target`` the
-   TenantPlatform is not in the target cluster: the platform's own policies are applied there,
-   the parameter inlined (and pruned by label);
-3. for ``Staged`` while the parameter says Warn (``wants_check``): prove the policy is live with a
-   canary dry run, re-submit every existing pod in the covered namespaces as a server-side dry run
-   and read the guard's warnings; also dry-run a pod injected the way the live injector would inject
-   (istiod's ``istio-sidecar-injector`` ConfigMap in ``spec.mesh.namespace``: hub, tag, image, CNI),
-   so an injector whose istio-init the guard would deny keeps the guard at Warn; when ``promotes``
-   (no pod would be denied, the injected one included, and every pod could be checked), write the
-   parameter at Deny. Once promoted it stays at Deny (the status says so; no further checks);
-4. ``evaluate`` the condition (type-checking warnings the API server recorded on the policies
-   included), ``status.podGuard``, the requeue and the PodGuardEnforcing event, and report.
+   Gatekeeper and nothing is written), the four policies and bindings, every policy and binding
+   (hand-made ones opted in, our leftovers of earlier versions: concerns/podguard/takeover.py), the
+   namespaces covered and ``status.podGuard`` as the API server holds it; ``evaluate``
+   (``pg.writes``) names the shared policies and bindings to apply and, when the API server does
+   not hold it yet, publishes the parameter (namespaces owned, enforcement, validated proxy
+   repositories) into ``status.podGuard`` (``Verdict.publish``: the pipeline writes it, so it is
+   there before the check); ``apply`` applies them (server-side apply, written only when they
+   differ; the same for every platform, with no ownerReference and no platform label, never
+   pruned). In a dry run (``check``) only compared. With ``spec.target`` the TenantPlatform is not
+   in the target cluster: the platform's own policies are applied there, the parameter inlined
+   (and pruned by label);
+2. round 2, ``gather`` reads nothing again (the objects are as round 1's writes left them) and,
+   for ``Staged`` while the parameter says Warn (``wants_check``), proves the policy is live with a
+   canary dry run, re-submits every existing pod in the covered namespaces as a server-side dry
+   run and reads the guard's warnings; also dry-runs a pod injected the way the live injector
+   would inject (istiod's ``istio-sidecar-injector`` ConfigMap in ``spec.mesh.namespace``: hub,
+   tag, image, CNI), so an injector whose istio-init the guard would deny keeps the guard at Warn;
+   when ``promotes`` (no pod would be denied, the injected one included, and every pod could be
+   checked), ``evaluate`` publishes the parameter at Deny (spec.target: applies it inlined) and
+   asks for round 3. Once promoted it stays at Deny (the status says so; no further checks);
+3. the last round judges (``pg.judged``, ``pg.evaluate``, ``tk.amend``): the condition
+   (type-checking warnings the API server recorded on the policies included), ``status.podGuard``,
+   the requeue and the PodGuardEnforcing event.
 
 Dry-run verdicts are cached per pod (uid, resourceVersion) and policy content, so while violators
-remain only new or changed pods are re-submitted on each requeue. Failed writes and pod checks
-become facts (and so conditions); any other API error escapes to reconcile._run_step. Deleting a
+remain only new or changed pods are re-submitted on each requeue. Failed writes (the parameter's
+publish included) and pod checks become facts (and so conditions); any other API error escapes to
+the pipeline (reconcile/pipeline.py ``run_step``). Deleting a
 platform deletes its parameter with it, so its guard goes; the shared objects stay (inert
 without parameters) and the operator may not delete them.
 """
@@ -37,10 +42,13 @@ without parameters) and the operator may not delete them.
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import json
 import threading
-from collections.abc import Mapping
+import weakref
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 from tenant_platform import metrics
@@ -52,17 +60,18 @@ from tenant_platform.concerns.podguard import takeover as tk
 from tenant_platform.concerns.podguard import verdict as pg
 from tenant_platform.concerns.podguard.check import PodVerdict, StagedCheck
 from tenant_platform.concerns.podguard.verdict import PodGuardFacts, Ref
+from tenant_platform.core.verdict import Verdict
 from tenant_platform.framework.base import (
     ApplyOutcome,
     CleanupResult,
     StepContext,
-    StepResult,
     apply_children,
     ensure_one,
     key,
     owner_of,
     selector,
 )
+from tenant_platform.framework.contract import Action, Given
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube, Obj, intent_hash
 
@@ -86,11 +95,12 @@ def shared_objects() -> list[Obj]:
     return objs
 
 
-def applied_facts(outcome: ApplyOutcome) -> pg.Applied:
-    """What applying the guard did, as the pure evaluation reads it."""
+def applied_facts(outcome: ApplyOutcome, *, written_before: int = 0) -> pg.Applied:
+    """What applying the guard did, as the pure evaluation reads it (``written_before``: what an
+    earlier round of the pass wrote)."""
     return pg.Applied(
         objects=tuple(outcome.applied),
-        written=outcome.written,
+        written=outcome.written + written_before,
         errors=tuple(outcome.errors),
         forbidden=outcome.forbidden,
         would_apply=tuple(outcome.would_apply),
@@ -100,19 +110,6 @@ def applied_facts(outcome: ApplyOutcome) -> pg.Applied:
 def owner_name(ctx: StepContext) -> str:
     """ "" for the shared guard; the platform's name for its own guard in a target cluster."""
     return "" if ctx.management is None else ctx.name
-
-
-def gather(ctx: StepContext) -> PodGuardFacts:
-    """Whether the kinds are served (else the server's version), and the eight live objects."""
-    kube = ctx.kube
-    if not kube.served(_API, _POLICY):
-        _, _, version = kube.server_version()
-        return PodGuardFacts(served=False, server_version=version)
-    live: dict[Ref, Obj | None] = {}
-    for name in render_pg.all_names(owner_name(ctx)):
-        for kind in (_POLICY, _BINDING):
-            live[(kind, name)] = kube.get(_API, kind, name)
-    return PodGuardFacts(live=live, shared=ctx.management is None)
 
 
 def gather_hand_made(ctx: StepContext) -> tk.HandMade:
@@ -128,6 +125,45 @@ def covered(ctx: StepContext) -> list[str]:
     return ctx.claims.covered()
 
 
+def found_param(ctx: StepContext) -> dict[str, Any]:
+    """``status.podGuard`` as the API server (or the read cache) has it now, not as the pass's
+    body had it: a body older than the step's last write must not send a promotion back."""
+    if ctx.management is not None:
+        return pg.previous(ctx.platform)
+    body = ctx.kube.get(constants.API_VERSION, constants.KIND, ctx.name) or {}
+    found = (body.get("status") or {}).get("podGuard")
+    return found if isinstance(found, dict) else pg.previous(ctx.platform)
+
+
+def published(given: Given) -> tuple[Mapping[str, Any] | None, str, bool]:
+    """``status.podGuard`` as this pass published it (None: not published), why publishing it
+    failed ("" when it did not; reconcile/pipeline.py ``run_rounds`` maps a section whose publish
+    failed to the error for the round after), and whether this pass wrote it."""
+    value = given.status_written.get("podGuard")
+    if isinstance(value, errors.KubeError):
+        return None, value.message or str(value), False
+    return (value, "", True) if isinstance(value, dict) else (None, "", False)
+
+
+@dataclass(frozen=True)
+class Facts:
+    """One round's facts: the guard's, and the hand-made guard opted in for this platform (None
+    when the kinds are not served)."""
+
+    guard: PodGuardFacts
+    hand: tk.HandMade | None = None
+
+
+@dataclass(frozen=True)
+class _Round:
+    """What one round of a pass read and wrote, for the next round of the same pass (``ctx``: the
+    pass's context, weakly: the entry goes with it)."""
+
+    ctx: weakref.ref[StepContext]
+    facts: Facts
+    outcome: ApplyOutcome | None
+
+
 class PodGuardStep:
     name = COMPONENT
     condition_types: tuple[str, ...] = (pg.TYPE,)
@@ -136,6 +172,11 @@ class PodGuardStep:
         self._lock = threading.Lock()
         # platform uid -> (policy hash, {(pod uid, resourceVersion): verdict})
         self._verdicts: dict[str, tuple[str, dict[tuple[str, str], PodVerdict]]] = {}
+        # id of a pass's StepContext -> its last round (read by the next round's gather)
+        self._rounds: dict[int, _Round] = {}
+
+    def action(self, platform: TenantPlatform) -> Action:
+        return Action(f"reconcile {self.name}", retry_soon=True)
 
     # ---- render ---------------------------------------------------------------------------------
 
@@ -143,83 +184,113 @@ class PodGuardStep:
         """The shared policies and bindings with our labels (the same for every platform)."""
         return shared_objects()
 
-    # ---- reconcile ------------------------------------------------------------------------------
+    # ---- gather ---------------------------------------------------------------------------------
 
-    def reconcile(self, ctx: StepContext) -> StepResult:
-        platform = ctx.platform
-        facts = gather(ctx)
-        hand: tk.HandMade | None = None
-        if facts.served:
-            hand = gather_hand_made(ctx)
-            facts = self._enforce(ctx, facts, hand)
-        verdict = pg.evaluate(platform, facts, dry_run=ctx.dry_run)
+    def gather(self, ctx: StepContext) -> Facts:
+        """Round 1: whether the kinds are served (else the server's version), the eight live
+        objects, the hand-made guard, the covered namespaces and the parameter on the API server.
+        Later rounds of the pass read nothing again: the objects are as the earlier round's writes
+        left them (the API server's answers); in round 2 the staged check runs when wanted (the
+        guard in place at Warn, its parameter on the API server)."""
+        with self._lock:
+            earlier = self._rounds.pop(id(ctx), None)
+        if earlier is None or earlier.ctx() is not ctx:
+            return self._first_round(ctx)
+        guard = earlier.facts.guard
+        if earlier.outcome is not None:
+            outcome = earlier.outcome
+            guard = dataclasses.replace(
+                guard,
+                live={**guard.live, **{pg.ref(o): o for o in outcome.applied}},
+                applied=applied_facts(outcome, written_before=guard.applied.written),
+            )
+        guard = dataclasses.replace(guard, round=guard.round + 1)
+        if guard.round == 2:
+            written = ctx.status_written.get("podGuard")
+            now = pg.judged(
+                ctx.platform, guard, dry_run=ctx.dry_run, written=written if isinstance(written, dict) else None
+            )
+            if now.param is not None and pg.wants_check(ctx.platform, now):
+                policy = render_pg.guard_names("Warn", owner_name(ctx)).pod_guard
+                value_hash = intent_hash({"param": pg.param_fields(now.param)})
+                check = self._check_pods(ctx, list(guard.namespaces), policy, value_hash)
+                guard = dataclasses.replace(guard, check=check)
+        return Facts(guard, earlier.facts.hand)
+
+    def _first_round(self, ctx: StepContext) -> Facts:
+        kube = ctx.kube
+        if not kube.served(_API, _POLICY):
+            _, _, version = kube.server_version()
+            return Facts(PodGuardFacts(served=False, server_version=version))
+        live: dict[Ref, Obj | None] = {}
+        for name in render_pg.all_names(owner_name(ctx)):
+            for kind in (_POLICY, _BINDING):
+                live[(kind, name)] = kube.get(_API, kind, name)
+        hand = gather_hand_made(ctx)
+        namespaces = tuple(covered(ctx))
+        guard = PodGuardFacts(
+            live=live,
+            shared=ctx.management is None,
+            namespaces=namespaces,
+            found=found_param(ctx),
+            hand_made_denies=hand.denies,
+        )
+        return Facts(guard, hand)
+
+    # ---- evaluate (pure) ------------------------------------------------------------------------
+
+    def evaluate(self, given: Given, facts: Facts) -> Verdict:
+        """The writes of this round (``pg.writes``), or the judgement: PodGuardReady with what the
+        hand-made guard calls for, ``status.podGuard``, the requeue and the promotion event."""
+        platform, guard = given.platform, facts.guard
+        if not guard.served:
+            return pg.evaluate(platform, guard, dry_run=given.dry_run)
+        written, error, wrote = published(given)
+        step = pg.writes(platform, guard, dry_run=given.dry_run, written=written)
+        if step is not None:
+            return step
+        judged = pg.judged(platform, guard, dry_run=given.dry_run, written=written, publish_error=error)
+        verdict = pg.evaluate(platform, judged, dry_run=given.dry_run)
         # Redundant only once the guard was already in place when this pass began (nothing of it
         # written now): the API server has had a whole requeue interval to load it.
-        settled = facts.applied.written == 0 and "podGuard" not in ctx.status_written
-        everywhere = (
-            settled
-            and facts.param is not None
-            and set(platform.spec.all_namespaces) <= set(facts.param.namespaces)
-            and pg.in_effect(facts, platform_name=platform.name, dry_run=ctx.dry_run) == "Deny"
-        )
-        verdict = tk.amend(platform, verdict, hand, denies_everywhere=everywhere)
-        ctx.events.extend(verdict.events)
-        if ctx.claims is not None and facts.param is not None and not facts.param.namespaces and not ctx.dry_run:
-            ctx.claims.check(platform.spec.namespace)  # owns none: the gate's refusal is the condition
-        return StepResult(
-            verdict.conditions,
-            status=verdict.sections,
-            progressing=verdict.progressing,
-            requeue_after=verdict.requeue_after,
-            failed=not facts.applied.ok or bool(facts.param_error),
-        )
+        settled = judged.applied.written == 0 and not wrote
+        everywhere = pg.denies_everywhere(platform, judged, dry_run=given.dry_run, settled=settled)
+        return tk.amend(platform, verdict, facts.hand, denies_everywhere=everywhere)
 
-    def _enforce(self, ctx: StepContext, facts: PodGuardFacts, hand: tk.HandMade) -> PodGuardFacts:
-        """Apply the guard, write the parameter at the target; for Staged, check the pods and
-        promote: the pass's facts."""
-        platform = ctx.platform
-        namespaces = covered(ctx)
-        found = self._found(ctx)
-        value = pg.param(platform, pg.target(platform, hand_made_denies=hand.denies, found=found), namespaces)
-        outcome = self._apply(ctx, value, facts.live)
-        facts = dataclasses.replace(facts, param=value, applied=applied_facts(outcome))
-        facts = self._write_param(ctx, facts, found)
-        check: StagedCheck | None = None
-        if platform.spec.pod_guard.enforcement != "Staged":
+    # ---- apply ----------------------------------------------------------------------------------
+
+    def apply(self, ctx: StepContext, facts: Facts, verdict: Verdict) -> Verdict:
+        """Apply what the verdict names (nothing in a dry run: only compared); the parameter is
+        published by the pipeline (``Verdict.publish``). The outcome is the next round's fact."""
+        platform, guard = ctx.platform, facts.guard
+        if guard.served and platform.spec.pod_guard.enforcement != "Staged":
             forget_violations(platform.name)
-        if pg.wants_check(platform, facts):
-            policy = render_pg.guard_names("Warn", owner_name(ctx)).pod_guard
-            check = self._check_pods(ctx, namespaces, policy, intent_hash({"param": pg.param_fields(value)}))
-            metrics.METRICS.pod_guard_violations.labels(platform.name).set(len(check.violators))
-            facts = dataclasses.replace(facts, check=check)
-            if pg.promotes(check, dry_run=ctx.dry_run):
-                value = dataclasses.replace(value, enforcement="Deny")
-                facts = dataclasses.replace(facts, param=value, promoted=True)
-                if facts.shared:
-                    facts = self._write_param(ctx, facts, found)
-                else:
-                    live = {**facts.live, **{pg.ref(o): o for o in outcome.applied}}
-                    promotion = self._apply(ctx, value, live)
-                    promotion.written += outcome.written
-                    facts = dataclasses.replace(facts, applied=applied_facts(promotion))
-        return facts
+        if guard.check is not None:
+            metrics.METRICS.pod_guard_violations.labels(platform.name).set(len(guard.check.violators))
+        outcome = self._apply(ctx, verdict.desired, guard) if verdict.desired else None
+        if verdict.again:
+            with self._lock:
+                self._rounds[id(ctx)] = _Round(weakref.ref(ctx), facts, outcome)
+            weakref.finalize(ctx, self._forget_round, id(ctx))
+        elif guard.served and not guard.namespaces and ctx.claims is not None and not ctx.dry_run:
+            # Owns none: the write gate's refusal is the condition (the pipeline reports it).
+            with contextlib.suppress(errors.NotOwned):
+                ctx.claims.check(platform.spec.namespace)
+        return verdict
 
-    @staticmethod
-    def _found(ctx: StepContext) -> dict[str, Any]:
-        """``status.podGuard`` as the API server (or the read cache) has it now, not as the pass's
-        body had it: a body older than the step's last write must not send a promotion back."""
-        if ctx.management is not None:
-            return pg.previous(ctx.platform)
-        body = ctx.kube.get(constants.API_VERSION, constants.KIND, ctx.name) or {}
-        found = (body.get("status") or {}).get("podGuard")
-        return found if isinstance(found, dict) else pg.previous(ctx.platform)
+    def _forget_round(self, ctx_id: int) -> None:
+        """A pass's context is gone: so is what its rounds left (a pass that ended early)."""
+        with self._lock:
+            entry = self._rounds.get(ctx_id)
+            if entry is not None and entry.ctx() is None:
+                del self._rounds[ctx_id]
 
-    def _apply(self, ctx: StepContext, value: render_pg.GuardParam, live: Mapping[Ref, Obj | None]) -> ApplyOutcome:
+    def _apply(self, ctx: StepContext, desired: Sequence[Obj], guard: PodGuardFacts) -> ApplyOutcome:
         """The shared objects (each written only when it differs from what was read; never pruned),
-        or in a target cluster the platform's own with ``value`` inlined (stale ones pruned). In
-        dry-run mode only compared (``would_apply``)."""
-        if ctx.management is not None:
-            desired = render_pg.render(value, ctx.name)
+        or in a target cluster the platform's own with the parameter inlined (stale ones pruned).
+        In dry-run mode only compared (``would_apply``)."""
+        live = guard.live
+        if not guard.shared:
             known = {key(obj): live.get(pg.ref(obj)) for obj in desired}
             return apply_children(
                 ctx,
@@ -230,32 +301,11 @@ class PodGuardStep:
                 prune_namespaces=[None],
             )
         outcome = ApplyOutcome()
-        for obj in shared_objects():
-            ensure_one(ctx, obj, live.get(pg.ref(obj)), outcome)
+        for obj in desired:
+            stamped = copy.deepcopy(obj)
+            stamped.setdefault("metadata", {}).setdefault("labels", {}).update(shared_labels())
+            ensure_one(ctx, stamped, live.get(pg.ref(stamped)), outcome)
         return outcome
-
-    @staticmethod
-    def _write_param(ctx: StepContext, facts: PodGuardFacts, found_live: Mapping[str, Any]) -> PodGuardFacts:
-        """Shared: put the parameter into ``status.podGuard`` unless the API server holds it (as
-        the pass found it, or as this step last wrote it); a dry run only compares."""
-        if not facts.shared or facts.param is None:
-            return facts
-        written = ctx.status_written.get("podGuard")
-        found = written if isinstance(written, dict) else dict(found_live)
-        if pg.param_written(found, facts.param):
-            return dataclasses.replace(facts, param_written=True)
-        if ctx.dry_run:
-            would = (*facts.applied.would_apply, "status.podGuard (the guard's parameter)")
-            return dataclasses.replace(facts, applied=dataclasses.replace(facts.applied, would_apply=would))
-        fields = pg.param_fields(facts.param)
-        try:
-            ctx.kube.merge_patch(
-                constants.API_VERSION, constants.KIND, ctx.name, {"status": {"podGuard": fields}}, subresource="status"
-            )
-        except errors.KubeError as exc:
-            return dataclasses.replace(facts, param_error=exc.message or str(exc))
-        ctx.status_written["podGuard"] = {**found, **fields}
-        return dataclasses.replace(facts, param_written=True)
 
     # ---- staged enforcement: the pod check ------------------------------------------------------
 

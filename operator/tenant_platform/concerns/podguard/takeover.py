@@ -34,7 +34,7 @@ from tenant_platform.concerns.podguard import manifests as render_pg
 from tenant_platform.concerns.podguard.verdict import TYPE
 from tenant_platform.core import conditions, ownership
 from tenant_platform.core.conditions import Condition
-from tenant_platform.core.verdict import LegacyVerdict as Verdict
+from tenant_platform.core.verdict import Verdict
 
 Obj = dict[str, Any]
 

@@ -1,9 +1,8 @@
 """PURE decisions of the pod guard step (PodGuardReady): staged enforcement and the condition.
 
-concerns/podguard/step.py gathers, applies, writes the guard's parameter and re-checks; this module
-decides from what it found, one pass at a time. The state lives in the platform's own
-``status.podGuard`` (the shared policies' parameter, concerns/podguard/manifests.py), nothing else is
-remembered:
+concerns/podguard/step.py gathers and applies, round by round; this module decides from what it
+found, one pass at a time. The state lives in the platform's own ``status.podGuard`` (the shared
+policies' parameter, concerns/podguard/manifests.py), nothing else is remembered:
 
 - ``target``: the enforcement the parameter gets this pass: Deny for ``Deny``, and for ``Staged``
   once the parameter is at Deny (promoted earlier, or Deny before: it stays there), or while a hand-made
@@ -15,6 +14,8 @@ remembered:
   as dry runs;
 - ``promotes``: that check found every pod checked and none denied, and this is not a dry run:
   write the parameter again at Deny;
+- ``writes``: what a round writes (the guard's objects, the parameter published through the
+  pipeline) and that another round follows; ``judged``: the pass's facts once the writes are done;
 - ``evaluate``: from every fact of the pass, the condition (reason from ``reasons.PodGuard``), the
   ``status.podGuard`` section, progressing, the requeue and the promotion event.
 
@@ -24,6 +25,7 @@ reasons in a denial, and the type-checking warnings recorded on the policies.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -36,8 +38,7 @@ from tenant_platform.concerns.podguard.check import StagedCheck, waiting
 from tenant_platform.concerns.podguard.check import join as _join
 from tenant_platform.core import conditions
 from tenant_platform.core.conditions import Condition
-from tenant_platform.core.verdict import Event
-from tenant_platform.core.verdict import LegacyVerdict as Verdict
+from tenant_platform.core.verdict import Event, Verdict
 
 Obj = dict[str, Any]
 Ref = tuple[str, str]
@@ -48,6 +49,8 @@ TYPE: Final = constants.POD_GUARD_READY
 STAGED_REQUEUE_SECONDS: Final = 30.0
 # Requeue soon after writing a policy, to pick up the API server's type-checking result.
 TYPE_CHECK_REQUEUE_SECONDS: Final = 10.0
+PARAM_WOULD_APPLY: Final = "status.podGuard (the guard's parameter)"
+"""What a dry run lists among the objects it would apply when the parameter differs."""
 
 
 @dataclass(frozen=True)
@@ -70,17 +73,28 @@ class Applied:
 
 @dataclass(frozen=True)
 class PodGuardFacts:
-    """Everything one pass found, in the order the step learns it."""
+    """Everything one pass found, in the order the step learns it (round by round)."""
 
     served: bool = True
     """The API server serves admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy."""
     server_version: str = ""
     """Read only when not served."""
     live: Mapping[Ref, Obj | None] = field(default_factory=dict)
-    """The policies and bindings as found before any write, by (kind, name)."""
+    """The policies and bindings by (kind, name): as found before any write, then as this pass's
+    writes left them."""
     shared: bool = True
     """The shared policies with the TenantPlatform as parameter; False for spec.target (the
     platform's own policies in the target cluster, its parameter inlined)."""
+    namespaces: tuple[str, ...] = ()
+    """The namespaces the guard covers: those of the platform's that it owns."""
+    found: Mapping[str, Any] = field(default_factory=dict)
+    """``status.podGuard`` as the API server held it when the pass began (not as the pass's body
+    had it: a body older than the step's last write must not send a promotion back)."""
+    hand_made_denies: bool = False
+    """A hand-made guard opted in for this platform denies (concerns/podguard/takeover.py)."""
+    round: int = 1
+    """1: nothing written yet; 2: the guard applied (and its parameter published), the staged
+    check run if wanted; 3: promoted to Deny after a clean check (see ``writes``)."""
     param: render_pg.GuardParam | None = None
     """The parameter of this pass (after a promotion: at Deny)."""
     param_written: bool = False
@@ -241,6 +255,90 @@ def promotes(check: StagedCheck, *, dry_run: bool) -> bool:
     return check.clean and not dry_run
 
 
+# ---- the rounds of a pass ------------------------------------------------------------------------
+
+
+def intended(platform: TenantPlatform, facts: PodGuardFacts, *, dry_run: bool) -> render_pg.GuardParam:
+    """The parameter this pass gives the guard: at ``target``, and at Deny once this pass's check
+    found every pod checked and none denied (``promotes``)."""
+    value = param(
+        platform, target(platform, hand_made_denies=facts.hand_made_denies, found=facts.found), facts.namespaces
+    )
+    if facts.check is not None and promotes(facts.check, dry_run=dry_run):
+        value = dataclasses.replace(value, enforcement="Deny")
+    return value
+
+
+def on_server(facts: PodGuardFacts, written: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """``status.podGuard`` on the API server now: as this pass published it, else as found."""
+    return written if written is not None else facts.found
+
+
+def writes(
+    platform: TenantPlatform, facts: PodGuardFacts, *, dry_run: bool, written: Mapping[str, Any] | None = None
+) -> Verdict | None:
+    """The writes of this round, or None when this round judges (``judged`` and ``evaluate``).
+
+    Round 1: apply the guard (shared: the shared objects; spec.target: the platform's own, the
+    parameter inlined) and publish the parameter when the API server does not hold it (as found,
+    or as this pass published it: ``written``); then another round. Round 2, after a clean staged
+    check (never in a dry run): the parameter at Deny, published (shared) or applied inlined
+    (spec.target); then a last round. The conditions are the next round's to decide.
+    """
+    value = intended(platform, facts, dry_run=dry_run)
+    promoting = facts.round == 2 and facts.check is not None and promotes(facts.check, dry_run=dry_run)
+    if facts.round == 1:
+        desired = render_pg.render() if facts.shared else render_pg.render(value, platform.name)
+    elif promoting:
+        desired = [] if facts.shared else render_pg.render(value, platform.name)
+    else:
+        return None
+    verdict = Verdict(conditions=[], desired=desired, again=True)
+    now = on_server(facts, written)
+    if facts.shared and not dry_run and not param_written(now, value):
+        # One merge patch of status.podGuard: what the API server holds, with the parameter's fields.
+        verdict = verdict.but(sections={"podGuard": {**now, **param_fields(value)}}, publish=("podGuard",))
+    return verdict
+
+
+def judged(
+    platform: TenantPlatform,
+    facts: PodGuardFacts,
+    *,
+    dry_run: bool,
+    written: Mapping[str, Any] | None = None,
+    publish_error: str = "",
+) -> PodGuardFacts:
+    """The pass's facts as ``evaluate`` judges them once the writes are done: the parameter, whether
+    the API server holds it (a dry run lists it among what it would apply), why publishing it
+    failed, and whether this pass promoted the guard."""
+    value = intended(platform, facts, dry_run=dry_run)
+    held = facts.shared and param_written(on_server(facts, written), value)
+    applied = facts.applied
+    if facts.shared and dry_run and not held:
+        applied = dataclasses.replace(applied, would_apply=(*applied.would_apply, PARAM_WOULD_APPLY))
+    return dataclasses.replace(
+        facts,
+        param=value,
+        param_written=held,
+        param_error=publish_error,
+        applied=applied,
+        promoted=facts.round > 2 and facts.check is not None and promotes(facts.check, dry_run=dry_run),
+    )
+
+
+def denies_everywhere(platform: TenantPlatform, facts: PodGuardFacts, *, dry_run: bool, settled: bool) -> bool:
+    """This platform's guard denies in every namespace the platform names and was in place already
+    when the pass began (``settled``: nothing of it written in this pass), so the API server has
+    had a whole requeue interval to load it (a judged ``facts``)."""
+    return (
+        settled
+        and facts.param is not None
+        and set(platform.spec.all_namespaces) <= set(facts.param.namespaces)
+        and in_effect(facts, platform_name=platform.name, dry_run=dry_run) == "Deny"
+    )
+
+
 # ---- the verdict ----------------------------------------------------------------------------------
 
 
@@ -258,7 +356,8 @@ def in_effect(facts: PodGuardFacts, *, platform_name: str, dry_run: bool) -> InE
 
 
 def evaluate(platform: TenantPlatform, facts: PodGuardFacts, *, dry_run: bool) -> Verdict:
-    """PodGuardReady, ``status.podGuard``, progressing, requeue and the promotion event."""
+    """PodGuardReady, ``status.podGuard``, progressing, requeue and the promotion event; failed
+    when a write failed (the policies, or the parameter)."""
     requested = platform.spec.pod_guard.enforcement
     if not facts.served:
         return Verdict(
@@ -286,6 +385,7 @@ def evaluate(platform: TenantPlatform, facts: PodGuardFacts, *, dry_run: bool) -
         progressing=progressing,
         requeue_after=requeue,
         events=events,
+        failed=not facts.applied.ok or bool(facts.param_error),
     )
 
 
