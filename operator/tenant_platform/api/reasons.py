@@ -255,6 +255,7 @@ class Event(StrEnum):
     CERTIFICATE_ISSUED = "CertificateIssued"
     POD_GUARD_ENFORCING = "PodGuardEnforcing"
     GATEWAY_APPLIED = "GatewayApplied"
+    GATEWAY_HOSTS_OPEN = "GatewayHostsOpen"
     COREFILE_UPDATED = "CorefileUpdated"
     COREDNS_CUSTOM_UPDATED = "CorednsCustomUpdated"
     INSTALL_VALUES_NOT_WRITTEN = "InstallValuesNotWritten"
