@@ -399,3 +399,41 @@ def test_external_dns_is_verified_only_in_cluster(kube: Kube, unique_name: str) 
 
     status, reason, _ = only(run(dns.DnsStep(resolver=fail), kube, platform, settings=in_cluster))
     assert (status, reason) == ("False", DNS.DOES_NOT_RESOLVE)
+
+
+def test_external_counts_external_ips_and_load_balancer_names(kube: Kube, unique_name: str) -> None:
+    """The checklist exposes the gateway Service with externalIPs (a node address), or a cloud load
+    balancer publishes a host name: a resolver answering with those is the gateway."""
+    platform = body(unique_name, unique_name, dns={"management": "External"})
+    ns = f"{unique_name}-gw"
+    create_namespace(kube, ns)
+    try:
+        kube.create(
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"name": "gateway", "namespace": ns},
+                "spec": {
+                    "type": "LoadBalancer",
+                    "ports": [{"name": "https", "port": 443}],
+                    "externalIPs": ["192.0.2.44"],
+                },
+            }
+        )
+        kube.merge_patch(
+            "v1",
+            "Service",
+            "gateway",
+            {"status": {"loadBalancer": {"ingress": [{"hostname": "lb-1.example.net"}]}}},
+            namespace=ns,
+            subresource="status",
+        )
+        platform["spec"]["gateway"] = {"serviceHost": f"gateway.{ns}.svc.cluster.local"}
+        answers = {"node": ["192.0.2.44"], "lb": ["198.51.100.7"]}
+        for answer in ("node", "lb"):
+            table = {platform["spec"]["domain"]: answers[answer], "lb-1.example.net": ["198.51.100.7"]}
+            step = dns.DnsStep(resolver=lambda host, t=table: t[host])
+            status, reason, message = only(run(step, kube, platform, settings=Settings(in_cluster=True)))
+            assert (status, reason) == ("True", DNS.RESOLVES), (answer, message)
+    finally:
+        delete_namespace(kube, ns)

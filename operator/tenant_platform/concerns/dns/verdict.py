@@ -87,6 +87,8 @@ class DnsFacts:
     """External, in cluster: what the domain resolves to from the operator's pod."""
     resolve_error: str | None = None
     """External, in cluster: why the domain did not resolve."""
+    hostname_addresses: tuple[str, ...] = ()
+    """External, in cluster: what the gateway Service's load-balancer host names resolve to."""
     claims: tuple[dnsguard.Claim, ...] = ()
     """Every TenantPlatform's spec.domain (ours included), for the guard."""
 
@@ -273,7 +275,7 @@ def _verify_external(platform: TenantPlatform, facts: DnsFacts) -> Condition:
             f"{spec.domain} does not resolve from the operator's pod ({facts.resolve_error}); add a DNS record for "
             "it pointing at the gateway, or set spec.dns.management to CoreDNS.",
         )
-    expected = service_addresses(facts.gateway_service)
+    expected = service_addresses(facts.gateway_service) | set(facts.hostname_addresses)
     addresses = facts.resolved
     if expected & set(addresses):
         return conditions.true(
