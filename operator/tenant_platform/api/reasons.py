@@ -146,6 +146,8 @@ class DNS(StrEnum):
     """DNSReady (docs/networking.md); also Common.CONFLICT and Common.DISABLED."""
 
     CONFIGURED = "Configured"
+    REWRITE_FOUND = "RewriteFound"
+    CONFLICTING_REWRITE = "ConflictingRewrite"
     RELOAD_PENDING = "ReloadPending"
     RELOAD_PLUGIN_MISSING = "ReloadPluginMissing"
     RESTART_REQUIRED = "RestartRequired"

@@ -18,8 +18,9 @@ goes where the cluster's distribution expects it (concerns/dns/coredns.py ``dete
   ``coredns-custom`` (created if absent), written with a merge patch of that key only. These
   distributions revert edits to the main Corefile.
 - ``managed`` (k0s, RKE2's Helm-managed CoreDNS, the addon manager in Reconcile mode, k3s without
-  the import): nothing is edited; DNSReady is False with reason ManagedByDistribution and the
-  exact configuration change to make.
+  the import, a Kamaji tenant's CoreDNS add-on): nothing is edited; DNSReady is True
+  (RewriteFound) once the live Corefile rewrites the domain to the gateway, else False with reason
+  ManagedByDistribution and the exact configuration change to make (Kamaji: no durable way).
 
 Several TenantPlatforms coexist (one block or key each); cleanup removes only ours.
 
