@@ -399,3 +399,154 @@ def test_external_dns_is_verified_only_in_cluster(kube: Kube, unique_name: str) 
 
     status, reason, _ = only(run(dns.DnsStep(resolver=fail), kube, platform, settings=in_cluster))
     assert (status, reason) == ("False", DNS.DOES_NOT_RESOLVE)
+
+
+# -- issue 24: the rewrite is live, however it got there -------------------------------------------
+
+
+def checklist_line(platform: dict[str, Any]) -> str:
+    """The checklist's bare line, as an admin adds it above the kubernetes plugin."""
+    return f"    rewrite name exact {platform['spec']['domain']} {HOST}"
+
+
+def with_line(platform: dict[str, Any], text: str = STOCK_COREFILE) -> str:
+    return text.replace("    kubernetes cluster.local", checklist_line(platform) + "\n    kubernetes cluster.local", 1)
+
+
+def rewrites_of(text: str, domain: str) -> int:
+    return sum(1 for line in text.splitlines() if line.strip().startswith(f"rewrite name exact {domain} "))
+
+
+def test_k0s_cluster_with_the_patch_applied_is_ready(
+    kube: Kube, scratch: Callable[..., dns.DnsStep], unique_name: str
+) -> None:
+    """k0s labels its CoreDNS objects and the ClusterConfig patch left the checklist's line in the
+    live Corefile: DNSReady True, nothing written."""
+    platform = body(unique_name, unique_name)
+    text = with_line(platform)
+    step = scratch(text, labels={"k0s.k0sproject.io/stack": "coredns"})
+    before = writes(kube)
+    result = run(step, kube, platform)
+    status, reason, message = only(result)
+    assert (status, reason) == ("True", DNS.REWRITE_FOUND), message
+    assert writes(kube) == before
+    assert corefile_of(kube, step.target.namespace) == text
+    assert result.recorded["dns"]["distribution"] == "k0s"
+
+
+def test_checklist_line_is_never_doubled(kube: Kube, scratch: Callable[..., dns.DnsStep], unique_name: str) -> None:
+    """A generic cluster with the checklist's bare line, not opted in: True, one rewrite of the
+    domain, nothing written; a block of ours left beside it earlier is removed."""
+    platform = body(unique_name, unique_name)
+    domain = platform["spec"]["domain"]
+    text = with_line(platform)
+    step = scratch(text)
+    ns = step.target.namespace
+    before = writes(kube)
+    status, reason, message = only(run(step, kube, platform))
+    assert (status, reason) == ("True", DNS.REWRITE_FOUND), message
+    assert f"tenancy.dev/adoptable-by={unique_name}" in message
+    assert writes(kube) == before
+    assert rewrites_of(corefile_of(kube, ns), domain) == 1
+
+    live = kube.get("v1", "ConfigMap", "coredns", ns)
+    live["data"]["Corefile"] = corefile.upsert_block(text, unique_name, domain, HOST)
+    kube.replace(live)
+    result = run(step, kube, platform)
+    assert only(result)[:2] == ("True", DNS.REWRITE_FOUND)
+    assert corefile_of(kube, ns) == text, "only the hand-made line is left"
+    assert [e[1] for e in result.events] == ["CorefileUpdated"]
+
+
+def test_rke2_helmchartconfig_result_is_ready(kube: Kube, unique_name: str) -> None:
+    """RKE2: no coredns ConfigMap; the chart's ConfigMap holds the rewrite the HelmChartConfig added."""
+    platform = body(unique_name, unique_name)
+    ns = f"{unique_name}-dns"
+    create_namespace(kube, ns)
+    try:
+        step = dns.DnsStep(target=CoreDNSTarget(namespace=ns))
+        cm = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": step.target.rke2_config_map, "namespace": ns},
+            "data": {"Corefile": STOCK_COREFILE},
+        }
+        kube.create(cm)
+        status, reason, message = only(run(step, kube, platform))
+        assert (status, reason) == ("False", DNS.MANAGED_BY_DISTRIBUTION)
+        assert "Helm replaces a list value whole" in message
+
+        live = kube.get("v1", "ConfigMap", step.target.rke2_config_map, ns)
+        live["data"]["Corefile"] = with_line(platform)
+        kube.replace(live)
+        before = writes(kube)
+        status, reason, message = only(run(step, kube, platform))
+        assert (status, reason) == ("True", DNS.REWRITE_FOUND), message
+        assert writes(kube) == before
+    finally:
+        delete_namespace(kube, ns)
+
+
+def test_an_import_key_of_the_admin_is_never_doubled(
+    kube: Kube, scratch: Callable[..., dns.DnsStep], unique_name: str
+) -> None:
+    platform = body(unique_name, unique_name)
+    step = scratch(K3S_COREFILE, custom={"kamiwaza.override": checklist_line(platform).strip() + "\n"})
+    before = writes(kube)
+    status, reason, message = only(run(step, kube, platform))
+    assert (status, reason) == ("True", DNS.REWRITE_FOUND), message
+    assert writes(kube) == before
+    custom = kube.get("v1", "ConfigMap", "coredns-custom", step.target.namespace)["data"]
+    assert list(custom) == ["kamiwaza.override"]
+
+
+def test_kamaji_addon_is_not_fought(kube: Kube, scratch: Callable[..., dns.DnsStep], unique_name: str) -> None:
+    """Kamaji's CoreDNS add-on writes its Corefile back (clastix/kamaji#742): no durable way, said in
+    the condition; the operator writes nothing, pass after pass (no write loop)."""
+    platform = body(unique_name, unique_name)
+    step = scratch(labels={"kamaji.clastix.io/project": "kamaji"})
+    before = writes(kube)
+    for _ in range(2):
+        status, reason, message = only(run(step, kube, platform))
+        assert (status, reason) == ("False", DNS.MANAGED_BY_DISTRIBUTION), message
+        assert "no durable way" in message and "clastix/kamaji#742" in message
+    assert writes(kube) == before
+    assert corefile_of(kube, step.target.namespace) == STOCK_COREFILE
+
+
+def test_external_counts_external_ips_and_load_balancer_names(kube: Kube, unique_name: str) -> None:
+    """The checklist exposes the gateway Service with externalIPs (a node address), or a cloud load
+    balancer publishes a host name: a resolver answering with those is the gateway."""
+    platform = body(unique_name, unique_name, dns={"management": "External"})
+    ns = f"{unique_name}-gw"
+    create_namespace(kube, ns)
+    try:
+        kube.create(
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"name": "gateway", "namespace": ns},
+                "spec": {
+                    "type": "LoadBalancer",
+                    "ports": [{"name": "https", "port": 443}],
+                    "externalIPs": ["192.0.2.44"],
+                },
+            }
+        )
+        kube.merge_patch(
+            "v1",
+            "Service",
+            "gateway",
+            {"status": {"loadBalancer": {"ingress": [{"hostname": "lb-1.example.net"}]}}},
+            namespace=ns,
+            subresource="status",
+        )
+        platform["spec"]["gateway"] = {"serviceHost": f"gateway.{ns}.svc.cluster.local"}
+        answers = {"node": ["192.0.2.44"], "lb": ["198.51.100.7"]}
+        for answer in ("node", "lb"):
+            table = {platform["spec"]["domain"]: answers[answer], "lb-1.example.net": ["198.51.100.7"]}
+            step = dns.DnsStep(resolver=lambda host, t=table: t[host])
+            status, reason, message = only(run(step, kube, platform, settings=Settings(in_cluster=True)))
+            assert (status, reason) == ("True", DNS.RESOLVES), (answer, message)
+    finally:
+        delete_namespace(kube, ns)

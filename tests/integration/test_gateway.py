@@ -362,16 +362,22 @@ def test_external_gateway_whose_hosts_miss_the_domain(kube: Kube, unique_name: s
     assert "other.example.com" in message and domain in message
     assert writes(kube) == before  # External never writes
 
-    # A host open to every namespace (bare, as many hand-written Gateways have it) is refused.
+    # A host open to every namespace (bare, as the checklist and many hand-written Gateways have
+    # it) is verified with the hardening named, not refused (issue 24): True, a Warning event.
     kube.json_patch(
         *GW,
         unique_name,
         [{"op": "replace", "path": "/spec/servers/0/hosts", "value": ["*.example.com"]}],
         namespace=ISTIO,
     )
-    status, reason, message = only(run(gateway.STEP, kube, platform))
-    assert (status, reason) == ("False", Reason.DOMAIN_OPEN_TO_ALL_NAMESPACES), message
+    before = writes(kube)
+    result = run(gateway.STEP, kube, platform)
+    status, reason, message = only(result)
+    assert (status, reason) == ("True", Reason.VERIFIED), message
+    assert f"Hardening recommended: Gateway {ISTIO}/{unique_name}'s hosts ['*.example.com']" in message
     assert f"{unique_name}/{domain}" in message
+    assert [(e[0], e[1]) for e in result.events] == [("Warning", "GatewayHostsOpen")]
+    assert writes(kube) == before  # External never writes
 
     kube.json_patch(
         *GW,
@@ -455,3 +461,21 @@ def test_mesh_reports_missing_istiod_and_installer_rights(kube: Kube, unique_nam
     assert f"namespace {unique_name}" in message
     # No installer RBAC exists for this platform either: named, resource by resource.
     assert "may not create virtualservices.networking.istio.io" in message
+
+
+def test_the_checklists_gateway_with_plain_hosts_is_verified(kube: Kube, unique_name: str, gateways: list[str]) -> None:
+    """The Gateway exactly as the checklist writes it (plain hosts: the domain, port 443 with the edge
+    certificate and port 80), verified: GatewayReady True with a Warning event and the hardening in
+    the condition, not False DomainOpenToAllNamespaces; nothing written."""
+    platform = body(unique_name, unique_name, gateway={"name": unique_name, "management": "External"})
+    domain = platform["spec"]["domain"]
+    gateways.append(unique_name)
+    kube.create(external_gateway(unique_name, [domain]))
+    before = writes(kube)
+    result = run(gateway.STEP, kube, platform)
+    status, reason, message = only(result)
+    assert (status, reason) == ("True", Reason.VERIFIED), message
+    assert f"list it as {unique_name}/{domain} instead" in message
+    (event,) = result.events
+    assert event[:2] == ("Warning", "GatewayHostsOpen") and "Hardening recommended" in event[2]
+    assert writes(kube) == before

@@ -18,6 +18,8 @@ import yaml
 
 from tenant_platform import reconcile
 from tenant_platform.api import constants
+from tenant_platform.api.models import TenantPlatform
+from tenant_platform.concerns.installer import manifests
 from tenant_platform.config import Settings
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube
@@ -208,3 +210,61 @@ def impersonating(admin: Kube, user: str) -> Kube:
     api = kubernetes.client.ApiClient(admin.api.configuration)
     api.set_default_header("Impersonate-User", user)
     return Kube(api)
+
+
+def test_the_checklists_installer_identity_is_taken_over_once_opted_in(
+    crd: Kube, make_platform: Any, unique_name: str
+) -> None:
+    """The checklist's installer identity applied by hand (its ServiceAccount, Roles and RoleBindings,
+    no labels of ours) is a Conflict naming the opt-in, never a dead end: annotated with
+    tenancy.dev/adoptable-by, every object is taken over in place (same uid) and InstallerReady is True."""
+    crd.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": unique_name, "annotations": {"tenancy.dev/adoptable-by": unique_name}},
+        }
+    )
+    spec = {"namespace": unique_name, "domain": f"{unique_name}.example.com", "installer": {"serviceAccountName": SA}}
+    by_hand = manifests.render_installer(TenantPlatform.from_body({"metadata": {"name": unique_name}, "spec": spec}))
+    for obj in by_hand:
+        path = crd.path(obj["apiVersion"], obj["kind"], namespace=unique_name)
+        crd.request("POST", path, body=obj, query={"fieldManager": "kubectl-client-side-apply"})
+    uids = {
+        (o["kind"], o["metadata"]["name"]): crd.get(o["apiVersion"], o["kind"], o["metadata"]["name"], unique_name)[
+            "metadata"
+        ]["uid"]
+        for o in by_hand
+    }
+    make_platform(unique_name, unique_name, installer={"serviceAccountName": SA})
+    installer = cond(run(crd, unique_name), "InstallerReady")
+    assert (installer["status"], installer["reason"]) == ("False", "Conflict"), installer
+    assert f"annotate each of those objects tenancy.dev/adoptable-by={unique_name}" in installer["message"]
+
+    # Opt in all but one: that one still blocks, and is named.
+    for obj in by_hand[:-1]:
+        crd.merge_patch(
+            obj["apiVersion"],
+            obj["kind"],
+            obj["metadata"]["name"],
+            {"metadata": {"annotations": {constants.ANNOTATION_ADOPTABLE: f"someone, {unique_name}"}}},
+            namespace=unique_name,
+        )
+    installer = cond(run(crd, unique_name), "InstallerReady")
+    assert (installer["status"], installer["reason"]) == ("False", "Conflict"), installer
+    assert by_hand[-1]["metadata"]["name"] in installer["message"]
+
+    last = by_hand[-1]
+    crd.merge_patch(
+        last["apiVersion"],
+        last["kind"],
+        last["metadata"]["name"],
+        {"metadata": {"annotations": {constants.ANNOTATION_ADOPTABLE: unique_name}}},
+        namespace=unique_name,
+    )
+    installer = cond(run(crd, unique_name), "InstallerReady")
+    assert (installer["status"], installer["reason"]) == ("True", "Reconciled"), installer
+    for o in by_hand:
+        live = crd.get(o["apiVersion"], o["kind"], o["metadata"]["name"], unique_name)
+        assert live["metadata"]["uid"] == uids[(o["kind"], o["metadata"]["name"])], "taken over in place"
+        assert live["metadata"]["labels"][constants.LABEL_PLATFORM] == unique_name

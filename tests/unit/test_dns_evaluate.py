@@ -28,6 +28,8 @@ K3S_COREFILE = STOCK_COREFILE.replace(
 )
 OURS = corefile.upsert_block(STOCK_COREFILE, NAME, DOMAIN, HOST)
 OVERRIDE_KEY = corefile.override_key(NAME)
+HAND_LINE = f"    rewrite name exact {DOMAIN} {HOST}"
+HAND_MADE = STOCK_COREFILE.replace("    kubernetes cluster.local", HAND_LINE + "\n    kubernetes cluster.local", 1)
 
 
 def platform(**spec: Any) -> TenantPlatform:
@@ -126,6 +128,82 @@ ROWS = [
         "False",
         DNS.MANAGED_BY_DISTRIBUTION,
         "spec:\n  network:\n    coreDNS:\n      patches:",
+    ),
+    Row(
+        "k0s: the ClusterConfig patch is live (the checklist's line)",
+        DnsFacts(corefile_cm=coredns_cm(HAND_MADE, labels={"k0s.k0sproject.io/stack": "coredns"})),
+        {},
+        {},
+        "True",
+        DNS.REWRITE_FOUND,
+        f"The live Corefile in ConfigMap kube-system/coredns rewrites {DOMAIN} to {HOST}",
+    ),
+    Row(
+        "k0s: the patch copied from the instructions (our marked block) is live",
+        DnsFacts(corefile_cm=coredns_cm(OURS, labels={"k0s.k0sproject.io/stack": "coredns"})),
+        {},
+        {},
+        "True",
+        DNS.REWRITE_FOUND,
+        "the operator did not write it and writes nothing",
+    ),
+    Row(
+        "RKE2: the HelmChartConfig result is live",
+        DnsFacts(rke2_cm={"metadata": {"name": "rke2-coredns-rke2-coredns"}, "data": {"Corefile": HAND_MADE}}),
+        {},
+        {},
+        "True",
+        DNS.REWRITE_FOUND,
+        "ConfigMap kube-system/rke2-coredns-rke2-coredns rewrites",
+    ),
+    Row(
+        "RKE2 without the rewrite: the HelmChartConfig, with the whole-list warning",
+        DnsFacts(rke2_cm={"metadata": {"name": "rke2-coredns-rke2-coredns"}, "data": {"Corefile": STOCK_COREFILE}}),
+        {},
+        {},
+        "False",
+        DNS.MANAGED_BY_DISTRIBUTION,
+        "Helm replaces a list value whole",
+    ),
+    Row(
+        "Kamaji's add-on: no durable way, even with the line live now",
+        DnsFacts(corefile_cm=coredns_cm(HAND_MADE, labels={"kamaji.clastix.io/project": "kamaji"})),
+        {},
+        {},
+        "False",
+        DNS.MANAGED_BY_DISTRIBUTION,
+        "there is no durable way to carry the rewrite there",
+    ),
+    Row(
+        "the checklist's bare line, not opted in",
+        DnsFacts(corefile_cm=coredns_cm(HAND_MADE), pods=STALE),
+        {},
+        {},
+        "True",
+        DNS.REWRITE_FOUND,
+        "adds no rewrite of its own",
+    ),
+    Row(
+        "a coredns-custom key of someone else's",
+        DnsFacts(
+            corefile_cm=coredns_cm(K3S_COREFILE),
+            custom_cm=custom_cm({"kamiwaza.override": HAND_LINE.strip() + "\n"}),
+            pods=STALE,
+        ),
+        {},
+        {},
+        "True",
+        DNS.REWRITE_FOUND,
+        "(key kamiwaza.override)",
+    ),
+    Row(
+        "a hand-made rewrite of the domain to another host",
+        DnsFacts(corefile_cm=coredns_cm(HAND_MADE.replace(HOST, "elsewhere.example.net"))),
+        {},
+        {},
+        "False",
+        DNS.CONFLICTING_REWRITE,
+        "adds no\nsecond rewrite".replace("\n", " "),
     ),
     Row(
         "no CoreDNS ConfigMap",
@@ -396,6 +474,8 @@ def test_reload_pending_is_progressing_until_the_grace_ends() -> None:
                 "distribution": "addon-manager",
                 "mode": "managed",
                 "evidence": "ConfigMap kube-system/coredns is labelled addonmanager.kubernetes.io/mode=Reconcile",
+                # the live Corefile holds the rewrite (RewriteFound): where it lives
+                "configMap": "kube-system/coredns",
             },
             id="managed",
         ),
@@ -497,9 +577,6 @@ def test_kept_changing_is_a_conflict_retried_shortly() -> None:
 
 # -- a hand-made rewrite of the domain (docs/migration.md) ------------------------------------------
 
-HAND_LINE = f"    rewrite name exact {DOMAIN} {HOST}"
-HAND_MADE = STOCK_COREFILE.replace("    kubernetes cluster.local", HAND_LINE + "\n    kubernetes cluster.local", 1)
-
 
 def opted_in(text: str, value: str) -> dict[str, Any]:
     cm = coredns_cm(text)
@@ -509,15 +586,33 @@ def opted_in(text: str, value: str) -> dict[str, Any]:
 
 # (the CoreDNS ConfigMap, takes the hand-made line over, a fragment of the message or event)
 TAKEOVER_ROWS = [
-    pytest.param(
-        coredns_cm(HAND_MADE),
-        False,
-        f"annotate ConfigMap kube-system/coredns {constants.ANNOTATION_ADOPTABLE}={NAME}",
-        id="not opted in: beside it, and said",
-    ),
-    pytest.param(opted_in(HAND_MADE, "other"), False, "to have it replaced", id="opted in for another platform"),
     pytest.param(opted_in(HAND_MADE, f"other, {NAME}"), True, "replacing the hand-made", id="opted in: replaced"),
 ]
+
+
+@pytest.mark.parametrize(
+    "cm",
+    [
+        pytest.param(coredns_cm(HAND_MADE), id="not opted in"),
+        pytest.param(opted_in(HAND_MADE, "other"), id="opted in for another platform"),
+    ],
+)
+def test_a_hand_made_rewrite_to_the_gateway_is_never_doubled(cm: dict[str, Any]) -> None:
+    """Not opted in for this platform: no block of ours beside the line (never two rewrites of the
+    domain); DNSReady True, and the message names the annotation that hands it over."""
+    plan = dns.plan(platform(), DnsFacts(corefile_cm=cm, pods=STALE), now=T0)
+    assert not plan.writes
+    cond = plan.verdict.condition
+    assert (cond.status, cond.reason) == ("True", DNS.REWRITE_FOUND), cond.message
+    assert f"annotate ConfigMap kube-system/coredns {constants.ANNOTATION_ADOPTABLE}={NAME}" in cond.message
+    # Our block left beside it by an earlier version goes, in one write of ours only.
+    both = corefile.upsert_block(corefile_text(cm), NAME, DOMAIN, HOST)
+    cm = {**cm, "data": {"Corefile": both}}
+    plan = dns.plan(platform(), DnsFacts(corefile_cm=cm, pods=STALE), now=T0)
+    (write,) = plan.writes
+    assert write == CorefileWrite(NAME, None, event=write.event)
+    assert write.edit(both) == corefile_text(opted_in(HAND_MADE, ""))
+    assert "Removed the operator's own rewrite" in plan.verdict.condition.message
 
 
 @pytest.mark.parametrize(("cm", "takes_over", "fragment"), TAKEOVER_ROWS)

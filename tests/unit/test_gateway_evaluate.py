@@ -132,13 +132,24 @@ ROWS = [
         f"hosts ['other.example.com'] do not include {DOMAIN}",
     ),
     Row(
-        "domain open to all namespaces",
+        "domain open to all namespaces (Managed: as the API server kept it)",
         facts(live=gateway(servers=https(hosts=[DOMAIN]))),
-        EXTERNAL,
+        {},
         False,
         "False",
         Reason.DOMAIN_OPEN_TO_ALL_NAMESPACES,
         f"hosts ['{DOMAIN}'] admit {DOMAIN} for VirtualServices from every namespace",
+    ),
+    Row(
+        "the checklist's Gateway with plain hosts, verified: True with the hardening named",
+        facts(live=gateway(servers=https(hosts=[DOMAIN])), live_owner=""),
+        EXTERNAL,
+        False,
+        "True",
+        Reason.VERIFIED,
+        f"Hardening recommended: Gateway istio-system/kamiwaza-gateway's hosts ['{DOMAIN}'] admit {DOMAIN} for "
+        f"VirtualServices from every namespace, so any namespace could route the platform's domain; list it as "
+        f"kamiwaza/{DOMAIN} instead.",
     ),
     Row(
         "no credential",
@@ -349,3 +360,20 @@ def test_serves_domain_reads_the_dns_name_of_every_host() -> None:
     assert check.serves_domain(gateway(), DOMAIN)
     assert check.serves_domain(gateway(servers=https(hosts=[f"*/{DOMAIN.upper()}."])), DOMAIN)
     assert not check.serves_domain(gateway(servers=[{"hosts": ["ns/other.example.com"]}]), DOMAIN)
+
+
+def test_plain_hosts_warn_once_when_verified() -> None:
+    """External, plain hosts: a Warning event when the hardening note is new, none once status says it."""
+    plain = facts(live=gateway(servers=https(hosts=[DOMAIN])), live_owner="")
+    first = check.evaluate(platform(**EXTERNAL), plain)
+    assert [(e[0], e[1]) for e in first.events] == [("Warning", "GatewayHostsOpen")]
+    assert f"list it as kamiwaza/{DOMAIN}" in first.events[0][2]
+    body = {
+        "metadata": {"name": "demo"},
+        "spec": {"namespace": "kamiwaza", "domain": DOMAIN, **EXTERNAL},
+        "status": {"conditions": [{"type": "GatewayReady", "message": first.condition.message}]},
+    }
+    again = check.evaluate(TenantPlatform.from_body(body), plain)
+    assert again.condition == first.condition and again.events == []
+    # Namespaced hosts: nothing to harden, no event.
+    assert check.evaluate(platform(**EXTERNAL), facts(live_owner="")).events == []

@@ -146,6 +146,8 @@ class DNS(StrEnum):
     """DNSReady (docs/networking.md); also Common.CONFLICT and Common.DISABLED."""
 
     CONFIGURED = "Configured"
+    REWRITE_FOUND = "RewriteFound"
+    CONFLICTING_REWRITE = "ConflictingRewrite"
     RELOAD_PENDING = "ReloadPending"
     RELOAD_PLUGIN_MISSING = "ReloadPluginMissing"
     RESTART_REQUIRED = "RestartRequired"
@@ -255,6 +257,7 @@ class Event(StrEnum):
     CERTIFICATE_ISSUED = "CertificateIssued"
     POD_GUARD_ENFORCING = "PodGuardEnforcing"
     GATEWAY_APPLIED = "GatewayApplied"
+    GATEWAY_HOSTS_OPEN = "GatewayHostsOpen"
     COREFILE_UPDATED = "CorefileUpdated"
     COREDNS_CUSTOM_UPDATED = "CorednsCustomUpdated"
     INSTALL_VALUES_NOT_WRITTEN = "InstallValuesNotWritten"

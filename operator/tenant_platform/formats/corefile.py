@@ -419,6 +419,54 @@ def take_over(text: str, platform: str, domain: str, service_host: str) -> str:
     return upsert_block(kept, platform, domain, service_host)
 
 
+@dataclass(frozen=True)
+class LiveRewrite:
+    """A rewrite of the domain by exact name, wherever it came from (our block, a hand-made line,
+    a distribution's configuration): its text, the host it rewrites to, and whether ours wrote it."""
+
+    text: str
+    target: str
+    marked: bool
+    """Inside a marked block (``# BEGIN tenant-platform <name>``)."""
+
+
+def same_host(a: str, b: str) -> bool:
+    """Whether two host names are the same name (case and a trailing dot aside)."""
+    return _norm(a) == _norm(b)
+
+
+def live_rewrites(text: str, domain: str) -> list[LiveRewrite]:
+    """Every rewrite of ``domain`` in the DNS server block (``dns_server_block``), marked or not, in
+    file order: what CoreDNS applies to the domain's queries there. Raises CorefileError as
+    ``parse`` does."""
+    lines = text.splitlines()
+    marked = [(b.start, b.end) for b in marked_blocks(text)]
+    found = []
+    for directive in dns_server_block(text).directives:
+        if directive.name != REWRITE_PLUGIN or "{" in _strip_comment(lines[directive.line]):
+            continue
+        target = _rewrites_domain(directive.args, domain)
+        if target is None:
+            continue
+        inside = any(start < directive.line < end for start, end in marked)
+        found.append(LiveRewrite(lines[directive.line].strip(), target, inside))
+    return found
+
+
+def override_rewrites(content: str, domain: str) -> list[LiveRewrite]:
+    """The rewrites of ``domain`` in the content of an imported ``*.override`` file (plugin lines
+    only, no server block)."""
+    found = []
+    for raw in content.splitlines():
+        tokens = _tokens(_strip_comment(raw))
+        if len(tokens) < 2 or tokens[0] != REWRITE_PLUGIN or "{" in tokens:
+            continue
+        target = _rewrites_domain(tokens[1:], domain)
+        if target is not None:
+            found.append(LiveRewrite(raw.strip(), target, False))
+    return found
+
+
 def has_reload(text: str) -> bool:
     """Whether the DNS server block has the ``reload`` plugin (CoreDNS then reloads edits itself)."""
     return dns_server_block(text).directive(RELOAD_PLUGIN) is not None

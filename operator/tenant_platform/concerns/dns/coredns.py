@@ -31,6 +31,11 @@ COREFILE_KEY = "Corefile"
 RELOAD_GRACE = timedelta(seconds=150)
 # The CoreDNS pods' labels when the Deployment names no selector (kubeadm's).
 DEFAULT_POD_LABELS = {"k8s-app": "kube-dns"}
+# The label Kamaji's add-ons put on what they manage in a tenant cluster (clastix/kamaji
+# internal/constants/labels.go); its CoreDNS add-on writes the whole ConfigMap's data back on
+# every reconcile (internal/resources/addons/coredns.go, clastix/kamaji#742).
+KAMAJI_LABEL = "kamaji.clastix.io/project"
+KAMAJI_LABEL_VALUE = "kamaji"
 
 
 @dataclass(frozen=True)
@@ -109,6 +114,14 @@ def detect_distribution(
 ) -> Distribution:
     """Which path the rewrite takes, from what the cluster shows."""
     node_name, node_evidence = _node_distribution(node)
+    cm_labels = ((corefile_cm or {}).get("metadata") or {}).get("labels") or {}
+    if cm_labels.get(KAMAJI_LABEL) == KAMAJI_LABEL_VALUE:
+        return Distribution(
+            "kamaji",
+            Mode.MANAGED,
+            f"ConfigMap {target.namespace}/{target.config_map} is labelled {KAMAJI_LABEL}={KAMAJI_LABEL_VALUE} "
+            "(Kamaji's CoreDNS add-on)",
+        )
     if any("k0sproject.io" in k for k in _meta_keys(corefile_cm) + _meta_keys(deployment)):
         return Distribution("k0s", Mode.MANAGED, "the CoreDNS objects carry k0sproject.io labels or annotations")
     if node_name == "k0s":
@@ -152,12 +165,18 @@ def managed_message(
     rewrite = corefile.rewrite_line(spec.domain, spec.gateway.service_host)
     if dist.name == "k0s":
         return k0s_instructions(dist, patched_corefile=patched_corefile, target=target)
+    if dist.name == "kamaji":
+        return kamaji_message(dist, platform=platform, target=target)
     if dist.name == "rke2":
         return (
             f"RKE2 deploys CoreDNS with its rke2-coredns Helm chart ({dist.evidence}) and reverts edits, so the "
             "operator did not edit it. Add the rewrite through a HelmChartConfig named rke2-coredns in "
             f"{target.namespace}: in valuesContent, add to servers[0].plugins (before the kubernetes plugin) "
-            f"the entry {{name: rewrite, parameters: name exact {spec.domain} {spec.gateway.service_host}}}."
+            f"the entry {{name: rewrite, parameters: name exact {spec.domain} {spec.gateway.service_host}}}. "
+            "Warning: Helm replaces a list value whole, so servers (and its plugins) in valuesContent must be "
+            "the chart's complete list with the entry added (copy it from `helm get values -a rke2-coredns -n "
+            f"{target.namespace}`), or CoreDNS loses every other plugin. DNSReady turns True once the "
+            f"chart's ConfigMap {target.namespace}/{target.rke2_config_map} holds the rewrite."
         )
     if dist.name == "k3s":
         return (
@@ -172,6 +191,21 @@ def managed_message(
         f"the operator did not make one. Add `{rewrite}` to the cluster DNS configuration through the "
         "distribution's own mechanism (on AKS: a key ending in .override in ConfigMap "
         f"{target.namespace}/{target.custom_config_map}), then restart CoreDNS."
+    )
+
+
+def kamaji_message(dist: Distribution, *, platform: TenantPlatform, target: CoreDNSTarget) -> str:
+    """Kamaji's CoreDNS add-on has no durable place for the rewrite: say so, and what does work."""
+    spec = platform.spec
+    rewrite = corefile.rewrite_line(spec.domain, spec.gateway.service_host)
+    return (
+        f"Kamaji's CoreDNS add-on manages this tenant's CoreDNS ({dist.evidence}): it writes the whole "
+        f"ConfigMap {target.namespace}/{target.config_map} back to its own Corefile on every reconcile and "
+        "offers no setting for extra Corefile lines (clastix/kamaji#742), so there is no durable way to carry "
+        "the rewrite there and the operator does not edit it (an edit would be undone, and editing it back "
+        "would fight Kamaji). Either remove spec.addons.coreDNS from the TenantControlPlane and deploy "
+        f"CoreDNS yourself (then the operator adds `{rewrite}` to that Corefile), or set spec.dns.management "
+        "to External and publish a DNS record for the domain."
     )
 
 

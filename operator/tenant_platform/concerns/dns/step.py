@@ -18,8 +18,9 @@ goes where the cluster's distribution expects it (concerns/dns/coredns.py ``dete
   ``coredns-custom`` (created if absent), written with a merge patch of that key only. These
   distributions revert edits to the main Corefile.
 - ``managed`` (k0s, RKE2's Helm-managed CoreDNS, the addon manager in Reconcile mode, k3s without
-  the import): nothing is edited; DNSReady is False with reason ManagedByDistribution and the
-  exact configuration change to make.
+  the import, a Kamaji tenant's CoreDNS add-on): nothing is edited; DNSReady is True
+  (RewriteFound) once the live Corefile rewrites the domain to the gateway, else False with reason
+  ManagedByDistribution and the exact configuration change to make (Kamaji: no durable way).
 
 Several TenantPlatforms coexist (one block or key each); cleanup removes only ours.
 
@@ -35,13 +36,15 @@ just re-read and a fresh list of TenantPlatforms, so a platform that took the do
 retried wins and the Corefile is left as it is.
 
 ``management: External``: verify only, by resolving the domain from the operator's pod (in-cluster
-only, ``resolver``) and comparing with the gateway Service's addresses. ``Disabled``: True with
+only, ``resolver``) and comparing with the gateway Service's addresses (cluster IPs, ``externalIPs``,
+load-balancer IPs, and what its load-balancer host names resolve to). ``Disabled``: True with
 reason Disabled. Both also remove a rewrite we wrote earlier. An API error becomes
 Forbidden/APIError "... configure CoreDNS" (``action``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import socket
 from collections.abc import Callable
@@ -52,7 +55,7 @@ from tenant_platform.api.models import TenantPlatform
 from tenant_platform.concerns.dns import verdict as dns
 from tenant_platform.concerns.dns.coredns import COREFILE_KEY, CoreDNSTarget, corefile_text, pod_selector
 from tenant_platform.core import domainclaims as dnsguard
-from tenant_platform.core.gatewayservice import service_of
+from tenant_platform.core.gatewayservice import service_hostnames, service_of
 from tenant_platform.core.verdict import Event, Verdict
 from tenant_platform.formats import corefile
 from tenant_platform.framework.base import CleanupResult, StepContext
@@ -200,10 +203,16 @@ class DnsStep:
         parsed = service_of(spec.gateway.service_host)
         if parsed is not None:
             service = ctx.kube.get("v1", "Service", parsed[0], parsed[1])
+        # A load balancer that publishes a host name (no fixed IP) counts by what that name resolves to.
+        behind: set[str] = set()
+        for hostname in service_hostnames(service):
+            with contextlib.suppress(OSError):
+                behind |= set(self.resolver(hostname))
+        facts = replace(facts, gateway_service=service, hostname_addresses=tuple(sorted(behind)))
         try:
-            return replace(facts, gateway_service=service, resolved=self.resolver(spec.domain))
+            return replace(facts, resolved=self.resolver(spec.domain))
         except OSError as exc:
-            return replace(facts, gateway_service=service, resolve_error=str(exc))
+            return replace(facts, resolve_error=str(exc))
 
     # -- writes -----------------------------------------------------------------------------------
 

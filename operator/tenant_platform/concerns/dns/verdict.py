@@ -15,6 +15,14 @@ opted the CoreDNS ConfigMap in (``tenancy.dev/adoptable-by`` lists the platform:
 the same single write also removes a hand-made rewrite of the domain (``corefile.take_over``),
 else the message names that line and the annotation; ``import`` writes
 our key and drops a block we wrote before; ``managed`` writes nothing and says what to change.
+
+Wherever CoreDNS reads it, a rewrite of the domain the operator did not write counts: in
+``managed`` (k0s, RKE2's chart ConfigMap, the addon manager) a live Corefile that rewrites the
+domain to the gateway, however it got there, is RewriteFound (True; ``_live_in``); in
+``corefile`` and ``import`` a hand-made line or an admin's ``*.override`` key is never doubled
+(``_by_hand``): to the gateway RewriteFound, and a rewrite of ours beside it is removed; otherwise
+ConflictingRewrite, nothing written. Kamaji's CoreDNS add-on writes its Corefile back
+(clastix/kamaji#742): ManagedByDistribution always, no write (no fight with Kamaji).
 Refused without writing: no CoreDNS ConfigMap (CoreDNSNotFound), a Corefile we cannot edit
 safely (CorefileUnsupported). A dry run
 writes nothing and reports WouldConfigure when a write is due. Otherwise the condition is the
@@ -87,6 +95,8 @@ class DnsFacts:
     """External, in cluster: what the domain resolves to from the operator's pod."""
     resolve_error: str | None = None
     """External, in cluster: why the domain did not resolve."""
+    hostname_addresses: tuple[str, ...] = ()
+    """External, in cluster: what the gateway Service's load-balancer host names resolve to."""
     claims: tuple[dnsguard.Claim, ...] = ()
     """Every TenantPlatform's spec.domain (ours included), for the guard."""
 
@@ -273,7 +283,7 @@ def _verify_external(platform: TenantPlatform, facts: DnsFacts) -> Condition:
             f"{spec.domain} does not resolve from the operator's pod ({facts.resolve_error}); add a DNS record for "
             "it pointing at the gateway, or set spec.dns.management to CoreDNS.",
         )
-    expected = service_addresses(facts.gateway_service)
+    expected = service_addresses(facts.gateway_service) | set(facts.hostname_addresses)
     addresses = facts.resolved
     if expected & set(addresses):
         return conditions.true(
@@ -311,11 +321,13 @@ def _coredns(
     record = _record(dist)
     if cm is None:
         if dist.name == "rke2":
-            return _refused(
-                record,
-                DNS.MANAGED_BY_DISTRIBUTION,
-                managed_message(dist, patched_corefile="", platform=platform, target=t),
-            )
+            where = f"ConfigMap {t.namespace}/{t.rke2_config_map}"
+            found = _live_in(platform, corefile_text(facts.rke2_cm), where)
+            if found is not None and found.status == "True":
+                record = _record(dist, evidence=dist.evidence, config_map=f"{t.namespace}/{t.rke2_config_map}")
+                return _plan([found], recorded=record)
+            message = managed_message(dist, patched_corefile="", platform=platform, target=t)
+            return _refused(record, DNS.MANAGED_BY_DISTRIBUTION, _and_today(found, message))
         return _refused(
             record,
             DNS.COREDNS_NOT_FOUND,
@@ -335,11 +347,22 @@ def _coredns(
             "Fix it, or set spec.dns.management to External and configure DNS yourself.",
         )
     if dist.mode == Mode.MANAGED:
-        return _refused(
-            _record(dist, evidence=dist.evidence),
-            DNS.MANAGED_BY_DISTRIBUTION,
-            managed_message(dist, patched_corefile=desired_text, platform=platform, target=t),
-        )
+        message = managed_message(dist, patched_corefile=desired_text, platform=platform, target=t)
+        found = _live_in(platform, text, f"ConfigMap {t.namespace}/{t.config_map}")
+        if found is not None and found.status == "True":
+            if dist.name == "kamaji":  # live now, but Kamaji writes it back: not durable
+                message = f"{found.message} {message} Kamaji will remove it on its next reconcile."
+            else:
+                return _plan(
+                    [found],
+                    recorded=_record(dist, evidence=dist.evidence, config_map=f"{t.namespace}/{t.config_map}"),
+                )
+        else:
+            message = _and_today(found, message)
+        return _refused(_record(dist, evidence=dist.evidence), DNS.MANAGED_BY_DISTRIBUTION, message)
+    by_hand = _by_hand(platform, facts, dist, t, dry_run=dry_run)
+    if by_hand is not None:
+        return by_hand
 
     place = (_in_imports if dist.mode == Mode.IMPORT else _in_corefile)(platform, facts, dist, t)
     if dry_run and place.rewritten:
@@ -409,6 +432,133 @@ def _in_imports(platform: TenantPlatform, facts: DnsFacts, dist: Distribution, t
         ),
         reload=True,
     )
+
+
+# -- a rewrite of the domain that the operator did not write -----------------------------------------
+
+
+def _live_in(platform: TenantPlatform, text: str, where: str) -> Condition | None:
+    """What a Corefile the operator does not edit (k0s, RKE2, the addon manager, Kamaji) does with the
+    domain: None without a rewrite of it in the DNS server block; RewriteFound (True) when every
+    rewrite of it there goes to the gateway (our marked block copied from the instructions, the
+    checklist's bare line, whatever put it there); else ConflictingRewrite (False)."""
+    spec = platform.spec
+    try:
+        found = corefile.live_rewrites(text, spec.domain)
+    except corefile.CorefileError:
+        return None
+    if not found:
+        return None
+    shown = "; ".join(f"`{r.text}`" for r in found[:3])
+    wrong = [r for r in found if not corefile.same_host(r.target, spec.gateway.service_host)]
+    if wrong:
+        return conditions.false(
+            TYPE,
+            DNS.CONFLICTING_REWRITE,
+            f"The live Corefile in {where} rewrites {spec.domain} with {shown}, not to the gateway Service "
+            f"{spec.gateway.service_host}.",
+        )
+    twice = " It holds more than one rewrite of the domain; keep one." if len(found) > 1 else ""
+    return conditions.true(
+        TYPE,
+        DNS.REWRITE_FOUND,
+        f"The live Corefile in {where} rewrites {spec.domain} to {spec.gateway.service_host} ({shown}); the "
+        f"operator did not write it and writes nothing.{twice} {_UNKNOWN_TIME}",
+    )
+
+
+_UNKNOWN_TIME = (
+    "The time of that change is unknown to the operator, so it was not compared with the CoreDNS pods' start "
+    "times; if the domain does not resolve from a pod, restart CoreDNS."
+)
+
+
+def _and_today(found: Condition | None, message: str) -> str:
+    """``message`` prefixed with what the live Corefile does today, when it rewrites the domain wrongly."""
+    return f"{found.message} {message}" if found is not None else message
+
+
+def _by_hand(
+    platform: TenantPlatform, facts: DnsFacts, dist: Distribution, t: CoreDNSTarget, *, dry_run: bool
+) -> DnsPlan | None:
+    """A rewrite of the domain someone else put where CoreDNS reads it (modes corefile and import),
+    not handed over to the operator: never a second rewrite beside it. To the gateway: RewriteFound
+    (True), and a rewrite of ours beside it is removed; elsewhere: ConflictingRewrite (False),
+    nothing written. None when there is none (or it is being taken over: ``takes_over``)."""
+    spec = platform.spec
+    if dist.mode == Mode.IMPORT:
+        where = f"ConfigMap {t.namespace}/{t.custom_config_map}"
+        ours = corefile.override_key(platform.name)
+        data = (facts.custom_cm or {}).get("data") or {}
+        found = [
+            (k, r, False)
+            for k, v in sorted(data.items())
+            if k != ours and k.endswith(corefile.OVERRIDE_SUFFIX) and isinstance(v, str)
+            for r in corefile.override_rewrites(v, spec.domain)
+        ]
+        shown = "; ".join(f"`{r.text}` (key {k})" for k, r, _ in found[:3])
+        record = _record(dist, config_map=f"{t.namespace}/{t.custom_config_map}")
+        annotate = ""
+    else:
+        where = f"ConfigMap {t.namespace}/{t.config_map}"
+        if takes_over(platform, facts.corefile_cm):
+            return None
+        try:
+            hand = [
+                h
+                for h in corefile.hand_made_rewrites(corefile_text(facts.corefile_cm), spec.domain)
+                if h.placement != "elsewhere"
+            ]
+        except corefile.CorefileError:
+            return None
+        found = [("", corefile.LiveRewrite(h.text, h.target, False), h.placement == "own-block") for h in hand]
+        shown = "; ".join(
+            f"`{h.text}` (line {h.line + 1}{', in a server block of its own' if h.placement == 'own-block' else ''})"
+            for h in hand[:3]
+        )
+        record = _record(dist, config_map=f"{t.namespace}/{t.config_map}")
+        annotate = (
+            f" To have the operator replace it by its marked block in one write, annotate {where} "
+            f"{constants.ANNOTATION_ADOPTABLE}={platform.name} (docs/migration.md)."
+        )
+    if not found:
+        return None
+    # NB: a server block of its own takes the domain's queries, so the operator cannot judge what
+    # answers them: never "right".
+    right = all(corefile.same_host(r.target, spec.gateway.service_host) and not own for _, r, own in found)
+    if not right or len(found) > 1:
+        line = corefile.rewrite_line(spec.domain, spec.gateway.service_host)
+        advice = f"make it one `{line}` line in the server block with the kubernetes plugin, or remove it"
+        return _refused(
+            record,
+            DNS.CONFLICTING_REWRITE,
+            f"A rewrite of {spec.domain} the operator did not write is in {where}: {shown}; the operator adds no "
+            f"second rewrite of the domain beside it. To fix it, {advice}.{annotate}",
+        )
+    removal = [] if dry_run else removal_writes(platform.name, facts.corefile_cm, facts.custom_cm)
+    removal = [
+        replace(
+            w,
+            event=(
+                "Normal",
+                _removed_event(w),
+                f"Removed the operator's rewrite of {spec.domain}: {shown} in {where} already rewrites it.",
+            ),
+        )
+        for w in removal
+    ]
+    removed = " Removed the operator's own rewrite of the domain, so only that one remains." if removal else ""
+    cond = conditions.true(
+        TYPE,
+        DNS.REWRITE_FOUND,
+        f"{where} already rewrites {spec.domain} to {spec.gateway.service_host} ({shown}); the operator did not "
+        f"write it and adds no rewrite of its own.{removed}{annotate} {_UNKNOWN_TIME}",
+    )
+    return _plan([cond], recorded=record, writes=list(removal))
+
+
+def _removed_event(write: Write) -> reasons.Event:
+    return reasons.Event.COREFILE_UPDATED if isinstance(write, CorefileWrite) else reasons.Event.COREDNS_CUSTOM_UPDATED
 
 
 def takes_over(platform: TenantPlatform, corefile_cm: Obj | None) -> bool:

@@ -6,7 +6,10 @@ have an HTTPS server on port 443 whose ``hosts`` admit the domain for VirtualSer
 tenant namespace, no host (on any port) that admits the domain for VirtualServices from every
 namespace (a bare host or ``*/``: any namespace could bind routes for the platform's domain),
 and TLS from a ``credentialName`` (the edge certificate Secret). A missing port-80 server is
-only a note. Empty problems means the Gateway is fine.
+only a note. Empty problems means the Gateway is fine. A Gateway the operator only verifies
+(External) may have hosts open to every namespace, as the checklist writes them (plain hosts):
+that is a hardening warning (a Warning event GatewayHostsOpen when it first appears, and a
+"Hardening recommended" sentence in the True condition), not a failure.
 
 ``evaluate(platform, facts, dry_run=...)`` turns what the gateway step read (``GatewayFacts``)
 into its ``GatewayVerdict``: the Gateway to apply (Managed), the GatewayReady condition, the
@@ -14,7 +17,7 @@ event and the recorded coordinates. Checks, in the order a reason is chosen:
 
     GatewayKindNotServed, DomainHeldByAnotherPlatform, Conflict (Managed), WouldApply (dry run),
     GatewayNotFound,
-    SelectorMismatch, NoHTTPSServer, HostsMissDomain, DomainOpenToAllNamespaces, NoCredential,
+    SelectorMismatch, NoHTTPSServer, HostsMissDomain, DomainOpenToAllNamespaces (Managed), NoCredential,
     CredentialMismatch,
     GatewayServiceNotFound, then Programmed (Managed) or Verified (External)
 
@@ -54,6 +57,9 @@ from tenant_platform.core.verdict import Event, Manifest, Verdict
 class GatewayReport:
     problems: list[tuple[Reason, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    hardening: list[str] = field(default_factory=list)
+    """What a Gateway the operator only verifies could tighten (hosts open to every namespace): a
+    warning, not a problem (``verify_gateway(..., open_hosts_warn=True)``)."""
 
     @property
     def ok(self) -> bool:
@@ -294,9 +300,16 @@ def verify_gateway(
     selector: dict[str, str],
     tenant_namespace: str,
     credential_name: str,
+    open_hosts_warn: bool = False,
 ) -> GatewayReport:
+    """The problems and notes of ``live``. ``open_hosts_warn`` (a Gateway the operator only
+    verifies, as the checklist writes it with plain hosts): DomainOpenToAllNamespaces is a
+    hardening warning (``GatewayReport.hardening``), not a problem."""
     subject = GatewayUnderCheck(live, name, namespace, domain, dict(selector), tenant_namespace, credential_name)
     report = GatewayReport(problems=[found.value for found in VERIFY_CHECKS.every(subject)])
+    if open_hosts_warn:
+        report.hardening = [text for reason, text in report.problems if reason == Reason.DOMAIN_OPEN_TO_ALL_NAMESPACES]
+        report.problems = [p for p in report.problems if p[0] != Reason.DOMAIN_OPEN_TO_ALL_NAMESPACES]
     if subject.serving:  # the Gateway got as far as serving the domain: is HTTP redirected too?
         note = http_redirect_note(subject)
         if note:
@@ -465,6 +478,7 @@ class GatewayDecision:
             selector=gw.selector,
             tenant_namespace=self.platform.spec.namespace,
             credential_name=self.platform.spec.edge_certificate.secret_name,
+            open_hosts_warn=not self.managed,
         )
 
 
@@ -556,7 +570,36 @@ def ready(d: GatewayDecision) -> Condition:
         )
         reason = Reason.VERIFIED
     message += "; note: " + "; ".join(notes) + "." if notes else "."
+    if d.report.hardening:
+        message += " " + hardening_note(d)
     return conditions.true(TYPE, reason, message)
+
+
+HARDENING = "Hardening recommended"
+
+
+def hardening_note(d: GatewayDecision) -> str:
+    """The sentence naming the hardening of a verified Gateway with hosts open to every namespace."""
+    return f"{HARDENING}: " + "; ".join(d.report.hardening) + "."
+
+
+def hardening_event(d: GatewayDecision, previous: str) -> list[Event]:
+    """A Warning event when the hardening note is new (the previous GatewayReady message lacks it),
+    so that a Gateway left as it is does not post one on every pass."""
+    if not d.report.hardening or d.report.problems:
+        return []
+    note = hardening_note(d)
+    if note in previous:
+        return []
+    return [("Warning", reasons.Event.GATEWAY_HOSTS_OPEN, f"Gateway {d.where}: {note}")]
+
+
+def previous_message(platform: TenantPlatform) -> str:
+    """The GatewayReady message last written to status ("" when none)."""
+    for cond in platform.status.get("conditions") or []:
+        if isinstance(cond, dict) and cond.get("type") == TYPE:
+            return str(cond.get("message") or "")
+    return ""
 
 
 def evaluate(platform: TenantPlatform, facts: GatewayFacts, *, dry_run: bool = False) -> Verdict:
@@ -573,6 +616,8 @@ def evaluate(platform: TenantPlatform, facts: GatewayFacts, *, dry_run: bool = F
     events: list[Event] = (
         [("Normal", reasons.Event.GATEWAY_APPLIED, f"Applied Gateway {decision.where}.")] if facts.wrote else []
     )
+    if found is None:
+        events += hardening_event(decision, previous_message(platform))
     return Verdict(
         conditions=[found.value if found is not None else ready(decision)],
         desired=desired,

@@ -8,8 +8,9 @@ the namespace, see reconcile.base.stamp). The condition is True only when every 
 A pass, in this order (no token before the checks that prove the identity is safe), as the
 step contract's rounds (framework/contract.py):
 1. ``gather`` reads the identity's objects (and the kubeconfig Secret); one that exists without
-   this platform's claim (our labels) is never taken: ``evaluate`` says Conflict, nothing is
-   written, no token;
+   this platform's claim (our labels) is never taken: ``evaluate`` says Conflict (naming the
+   ``tenancy.dev/adoptable-by`` opt-in when it carries nobody's labels), nothing is written, no
+   token; one an admin opted in for this platform is taken over in place by step 2;
 2. an identity not in place (an object missing or drifted from its intent): ``evaluate`` asks
    ``apply`` to write it (concerns/installer/manifests.py; an error stops the pass:
    Forbidden/APIError) and for another round (``Verdict.again``), whose ``gather`` reads again;
@@ -42,7 +43,7 @@ from tenant_platform.api.reasons import Common
 from tenant_platform.concerns.installer import manifests as render_installer
 from tenant_platform.concerns.installer import verdict as installer_status
 from tenant_platform.concerns.installer.verdict import Answer, InstallerFacts
-from tenant_platform.core import conditions
+from tenant_platform.core import conditions, ownership
 from tenant_platform.core.identities import service_account_user
 from tenant_platform.core.verdict import Verdict
 from tenant_platform.framework.base import (
@@ -94,7 +95,10 @@ def ask(ctx: StepContext) -> tuple[Answer, ...]:
 
 def foreign(ctx: StepContext, desired: list[Obj]) -> tuple[dict[Key, Obj | None], tuple[str, ...]]:
     """The identity's objects as they are (by ``key``), and those that exist without this
-    platform's claim (our managed-by label and ``tenancy.dev/tenant-platform=<name>``): never taken."""
+    platform's claim (our managed-by label and ``tenancy.dev/tenant-platform=<name>``): never taken,
+    unless an admin opted one in (``tenancy.dev/adoptable-by`` lists this platform and it carries
+    nobody's labels: the checklist's installer identity made by hand), which is then taken over in
+    place by the apply (server-side apply with ``force``, our labels added; docs/migration.md)."""
     live: dict[Key, Obj | None] = {}
     taken: list[str] = []
     for obj in desired:
@@ -103,7 +107,9 @@ def foreign(ctx: StepContext, desired: list[Obj]) -> tuple[dict[Key, Obj | None]
         live[key(obj)] = current
         if current is not None and owner_of(current) != ctx.name:
             claim = owner_of(current)
-            whose = f"claimed by TenantPlatform {claim}" if claim else "not created by the operator"
+            if ownership.adoptable(current, claim, ctx.name):
+                continue
+            whose = f"claimed by TenantPlatform {claim}" if claim else installer_status.NOT_OURS
             taken.append(f"{describe(obj)} ({whose})")
     return live, tuple(taken)
 

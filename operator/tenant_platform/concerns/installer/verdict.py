@@ -9,7 +9,9 @@ annotations, from the TokenRequest's ``status.expirationTimestamp``), not the on
 server that caps tokens below ``tokenTTL`` (``--service-account-max-token-expiration``) would
 otherwise look due for renewal on every pass. ``evaluate`` turns what happened into the verdict:
 
-- an object of the identity exists without this platform's claim: Conflict, nothing written;
+- an object of the identity exists without this platform's claim: Conflict, nothing written (the
+  message names the ``tenancy.dev/adoptable-by`` opt-in for an object nobody's labels claim: the
+  step takes such an object over once annotated);
 - an apply or prune error: Forbidden (one of them was a 403) or APIError, progressing, nothing
   recorded (the access checks were not asked);
 - a "no" check that answered yes: ExcessPermissions (not progressing: a human must act);
@@ -45,6 +47,8 @@ from tenant_platform.core import conditions
 from tenant_platform.core.identities import service_account_user
 from tenant_platform.core.verdict import Event, Manifest, Verdict
 
+NOT_OURS = "not created by the operator"
+"""How ``InstallerFacts.foreign`` describes an object that carries nobody's labels (adoptable)."""
 # Re-mint the token once less than this share of its lifetime is left.
 RENEW_FRACTION = 0.3
 # Never come back for the token sooner than this.
@@ -270,12 +274,20 @@ def recorded(
 def evaluate(platform: TenantPlatform, facts: InstallerFacts, *, dry_run: bool = False) -> Verdict:
     type_ = constants.INSTALLER_READY
     if facts.foreign:
+        hand_made = [f for f in facts.foreign if f.endswith(f"({NOT_OURS})")]
+        hint = (
+            f" To hand the identity prepared by hand with the checklist over to this platform, annotate each of "
+            f"those objects {constants.ANNOTATION_ADOPTABLE}={platform.name}: it is then taken over in place "
+            "(docs/migration.md)."
+            if hand_made
+            else ""
+        )
         cond = conditions.false(
             type_,
             Common.CONFLICT,
             "The installer identity's objects exist and are not this TenantPlatform's, left untouched "
             f"(no token minted): {', '.join(facts.foreign)}. Choose another spec.installer.serviceAccountName "
-            "or remove them.",
+            f"or remove them.{hint}",
         )
         return Verdict(conditions=[cond])
     if facts.apply_errors:
