@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any, NamedTuple
 
 import pytest
+from tests.support import platform
 
 from tenant_platform.api import constants
-from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.reasons import DNS, Common
 from tenant_platform.api.status.dns import DnsRecord
 from tenant_platform.concerns.dns import verdict as dns
@@ -30,8 +31,7 @@ OURS = corefile.upsert_block(STOCK_COREFILE, NAME, DOMAIN, HOST)
 OVERRIDE_KEY = corefile.override_key(NAME)
 
 
-def platform(**spec: Any) -> TenantPlatform:
-    return TenantPlatform.from_body({"metadata": {"name": NAME}, "spec": {"namespace": NAME, "domain": DOMAIN, **spec}})
+demo = partial(platform, NAME, namespace=NAME, domain=DOMAIN)
 
 
 def stamp(changed: datetime | None) -> list[dict[str, Any]]:
@@ -222,7 +222,7 @@ ROWS = [
 
 @pytest.mark.parametrize("row", [pytest.param(row, id=row.name) for row in ROWS])
 def test_reason(row: Row) -> None:
-    verdict = dns.evaluate(platform(**row.spec), row.facts, **{"now": T0, **row.options})
+    verdict = dns.evaluate(demo(**row.spec), row.facts, **{"now": T0, **row.options})
     cond = verdict.condition
     assert (cond.type, cond.status, cond.reason) == (constants.DNS_READY, row.status, row.reason), cond.message
     assert row.fragment in cond.message
@@ -288,7 +288,7 @@ GUARD_ROWS = [
 def test_guard_refuses_in_every_mode(
     management: str, spec: dict[str, Any], facts: DnsFacts, reason: str, fragment: str
 ) -> None:
-    verdict = dns.evaluate(platform(dns={"management": management}, **spec), facts, now=T0)
+    verdict = dns.evaluate(demo(dns={"management": management}, **spec), facts, now=T0)
     cond = verdict.condition
     assert (cond.status, cond.reason) == ("False", reason), cond.message
     assert fragment in cond.message
@@ -300,17 +300,17 @@ def test_a_reserved_domain_loses_the_rewrite_we_wrote_for_it() -> None:
     bad = "kubernetes.default.svc.cluster.local"
     text = corefile.upsert_block(STOCK_COREFILE, NAME, bad, HOST)
     facts = DnsFacts(corefile_cm=coredns_cm(text), custom_cm=custom_cm({OVERRIDE_KEY: OVERRIDE}))
-    verdict = dns.evaluate(platform(domain=bad), facts, now=T0)
+    verdict = dns.evaluate(demo(domain=bad), facts, now=T0)
     assert verdict.condition.reason == DNS.RESERVED_DOMAIN
     assert [type(w) for w in verdict.writes] == [CorefileWrite, OverrideWrite]
     assert verdict.writes[0].edit(text) == STOCK_COREFILE
     assert "Removed the rewrite" in verdict.condition.message
-    assert dns.evaluate(platform(domain=bad), facts, now=T0, dry_run=True).writes == []
+    assert dns.evaluate(demo(domain=bad), facts, now=T0, dry_run=True).writes == []
 
 
 def test_a_held_domain_keeps_the_other_platforms_rewrite_and_writes_nothing() -> None:
     text = corefile.upsert_block(OTHER_BLOCK, NAME, DOMAIN, HOST)  # both rewrite it (written before the guard)
-    verdict = dns.evaluate(platform(), DnsFacts(corefile_cm=coredns_cm(text)), now=T0)
+    verdict = dns.evaluate(demo(), DnsFacts(corefile_cm=coredns_cm(text)), now=T0)
     assert verdict.condition.reason == DNS.DOMAIN_HELD_BY_ANOTHER_PLATFORM
     assert verdict.writes == []
 
@@ -339,7 +339,7 @@ def test_a_held_domain_keeps_the_other_platforms_rewrite_and_writes_nothing() ->
     ],
 )
 def test_first_come_first_served(claims: tuple[dnsguard.Claim, ...], corefile_text: str, held: bool) -> None:
-    found = dnsguard.refusal(platform(), corefile_text=corefile_text, custom_data={}, claims=claims)
+    found = dnsguard.refusal(demo(), corefile_text=corefile_text, custom_data={}, claims=claims)
     assert (found is not None) == held, found
 
 
@@ -361,7 +361,7 @@ def test_cluster_zones() -> None:
 
 def test_reload_pending_is_progressing_until_the_grace_ends() -> None:
     facts = DnsFacts(corefile_cm=coredns_cm(changed=T0), pods=STALE)
-    verdict = dns.evaluate(platform(), facts, now=T0 + timedelta(seconds=30))
+    verdict = dns.evaluate(demo(), facts, now=T0 + timedelta(seconds=30))
     assert verdict.progressing and verdict.requeue_after == pytest.approx(120)
 
 
@@ -405,14 +405,14 @@ def test_reload_pending_is_progressing_until_the_grace_ends() -> None:
     ],
 )
 def test_recorded(facts: DnsFacts, recorded: dict[str, Any]) -> None:
-    verdict = dns.evaluate(platform(), facts, now=T0)
+    verdict = dns.evaluate(demo(), facts, now=T0)
     assert verdict.recorded == {"dns": recorded}
     assert DnsRecord.load(recorded).dump() == recorded
 
 
 def test_corefile_mode_plans_the_block_and_drops_an_old_import_key() -> None:
     facts = DnsFacts(corefile_cm=coredns_cm(STOCK_COREFILE), custom_cm=custom_cm({OVERRIDE_KEY: "x", "a": "b"}))
-    verdict = dns.evaluate(platform(), facts, now=T0)
+    verdict = dns.evaluate(demo(), facts, now=T0)
     upsert, drop = verdict.writes
     assert isinstance(upsert, CorefileWrite) and upsert.edit(STOCK_COREFILE) == OURS
     assert upsert.event == (
@@ -431,7 +431,7 @@ def test_import_mode_writes_our_key_then_removes_a_block_we_wrote_before() -> No
         custom_cm=custom_cm({"someone.override": "log\n"}),
         pods=STALE,
     )
-    verdict = dns.evaluate(platform(), facts, now=T0)
+    verdict = dns.evaluate(demo(), facts, now=T0)
     key, block = verdict.writes
     wrote = f"Wrote key {OVERRIDE_KEY} of ConfigMap kube-system/coredns-custom."
     assert key == OverrideWrite(OVERRIDE_KEY, OVERRIDE, ("Normal", "CorednsCustomUpdated", wrote))
@@ -443,7 +443,7 @@ def test_import_mode_writes_our_key_then_removes_a_block_we_wrote_before() -> No
 
 def test_nothing_to_write_when_right() -> None:
     facts = DnsFacts(corefile_cm=coredns_cm(changed=T0), pods=[pod(T0 + timedelta(seconds=5))])
-    verdict = dns.evaluate(platform(), facts, now=T0 + timedelta(minutes=1))
+    verdict = dns.evaluate(demo(), facts, now=T0 + timedelta(minutes=1))
     assert not verdict.writes and not verdict.recheck
     assert "All 1 running CoreDNS pods started after the change" in verdict.condition.message
 
@@ -452,7 +452,7 @@ def test_nothing_to_write_when_right() -> None:
 def test_a_damaged_marker_is_reported_not_guessed(management: str) -> None:
     damaged = OURS.replace("# END", "# BROKEN", 1)
     assert damaged != OURS
-    verdict = dns.evaluate(platform(dns={"management": management}), DnsFacts(corefile_cm=coredns_cm(damaged)), now=T0)
+    verdict = dns.evaluate(demo(dns={"management": management}), DnsFacts(corefile_cm=coredns_cm(damaged)), now=T0)
     assert not verdict.writes
     assert (verdict.condition.status, verdict.condition.reason) == ("False", DNS.COREFILE_UNSUPPORTED)
     assert "by hand" in verdict.condition.message and "kube-system/coredns" in verdict.condition.message
@@ -462,19 +462,19 @@ def test_a_damaged_marker_is_reported_not_guessed(management: str) -> None:
 @pytest.mark.parametrize("management", ["Disabled", "External"])
 def test_disabled_and_external_remove_our_rewrite(management: str) -> None:
     facts = DnsFacts(corefile_cm=coredns_cm(), custom_cm=custom_cm({OVERRIDE_KEY: OVERRIDE}))
-    verdict = dns.evaluate(platform(dns={"management": management}), facts, now=T0)
+    verdict = dns.evaluate(demo(dns={"management": management}), facts, now=T0)
     assert verdict.writes == [CorefileWrite(NAME, None), OverrideWrite(OVERRIDE_KEY, None)]
     assert not verdict.recheck
     assert verdict.condition.message.endswith(" Removed the CoreDNS rewrite the operator had written.")
     assert verdict.recorded == {"dns": {"management": management}}
 
-    dry = dns.evaluate(platform(dns={"management": management}), facts, now=T0, dry_run=True)
+    dry = dns.evaluate(demo(dns={"management": management}), facts, now=T0, dry_run=True)
     assert not dry.writes and "Removed" not in dry.condition.message
 
 
 def test_dry_run_never_writes() -> None:
     facts = DnsFacts(corefile_cm=coredns_cm(K3S_COREFILE), custom_cm=custom_cm({}), deployment=None, pods=STALE)
-    verdict = dns.evaluate(platform(), facts, now=T0, dry_run=True)
+    verdict = dns.evaluate(demo(), facts, now=T0, dry_run=True)
     assert not verdict.writes
     assert verdict.condition.reason == DNS.WOULD_CONFIGURE
     assert "would write key" in verdict.condition.message
@@ -516,7 +516,7 @@ TAKEOVER_ROWS = [
 def test_a_hand_made_rewrite_is_replaced_in_one_write_only_when_opted_in(
     cm: dict[str, Any], takes_over: bool, fragment: str
 ) -> None:
-    verdict = dns.evaluate(platform(), DnsFacts(corefile_cm=cm, pods=STALE), now=T0)
+    verdict = dns.evaluate(demo(), DnsFacts(corefile_cm=cm, pods=STALE), now=T0)
     (write,) = verdict.writes
     assert isinstance(write, CorefileWrite) and write.take_over is takes_over
     after = write.edit(corefile_text(cm))
@@ -527,4 +527,4 @@ def test_a_hand_made_rewrite_is_replaced_in_one_write_only_when_opted_in(
     said = verdict.condition.message + " " + write.event[2]
     assert fragment in said, said
     # The guard never calls the hand-made line another platform's.
-    assert dnsguard.refusal(platform(), corefile_text=corefile_text(cm), custom_data={}, claims=()) is None
+    assert dnsguard.refusal(demo(), corefile_text=corefile_text(cm), custom_data={}, claims=()) is None

@@ -4,12 +4,13 @@ enforcement decisions (target, check, promotion) and the ``status.podGuard`` sec
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import pytest
+from tests.support import platform
 
 from tenant_platform.api import reasons
-from tenant_platform.api.models import TenantPlatform
 from tenant_platform.concerns.podguard import manifests as render_pg
 from tenant_platform.concerns.podguard import verdict as pg
 from tenant_platform.concerns.podguard.check import InjectedCheck, StagedCheck
@@ -27,15 +28,14 @@ REPOSITORIES = (
 PARAM_FIELDS = {"namespaces": list(NAMESPACES), "proxyImageRepositories": list(REPOSITORIES)}
 
 
-def platform(status: dict[str, Any] | None = None, **pod_guard: Any) -> TenantPlatform:
-    spec: dict[str, Any] = {
-        "namespace": "kamiwaza",
-        "additionalNamespaces": ["kamiwaza-extensions"],
-        "domain": "kamiwaza.example.com",
-    }
-    if pod_guard:
-        spec["podGuard"] = pod_guard
-    return TenantPlatform.from_body({"metadata": {"name": "demo", "uid": "u-1"}, "spec": spec, "status": status})
+demo = partial(
+    platform,
+    "demo",
+    namespace="kamiwaza",
+    uid="u-1",
+    additionalNamespaces=["kamiwaza-extensions"],
+    domain="kamiwaza.example.com",
+)
 
 
 def policy(name: str, *, generation: int = 1, observed: int | None = 1, warnings: tuple[str, ...] = ()) -> pg.Obj:
@@ -295,7 +295,7 @@ ROWS = [
 
 @pytest.mark.parametrize("row", ROWS, ids=[r.name for r in ROWS])
 def test_condition(row: Row) -> None:
-    verdict = pg.evaluate(platform(**row.spec), row.facts, dry_run=row.dry_run)
+    verdict = pg.evaluate(demo(podGuard=row.spec), row.facts, dry_run=row.dry_run)
     cond = verdict.condition
     assert (cond.type, cond.status, cond.reason) == ("PodGuardReady", row.status, row.reason), cond.message
     assert row.fragment in cond.message
@@ -335,7 +335,10 @@ def test_every_reason_has_a_row() -> None:
 )
 def test_target(requested: str, previous: dict[str, Any] | None, hand_made_denies: bool, expected: str) -> None:
     status = {"podGuard": previous} if previous else None
-    assert pg.target(platform(status, enforcement=requested), hand_made_denies=hand_made_denies) == expected
+    assert (
+        pg.target(demo(status=status, podGuard={"enforcement": requested}), hand_made_denies=hand_made_denies)
+        == expected
+    )
 
 
 @pytest.mark.parametrize(
@@ -350,7 +353,7 @@ def test_target(requested: str, previous: dict[str, Any] | None, hand_made_denie
     ],
 )
 def test_wants_check(requested: str, changes: dict[str, Any], expected: bool) -> None:
-    assert pg.wants_check(platform(enforcement=requested), facts("Warn", **changes)) is expected
+    assert pg.wants_check(demo(podGuard={"enforcement": requested}), facts("Warn", **changes)) is expected
 
 
 def test_promotes_only_a_clean_check_and_never_in_a_dry_run() -> None:
@@ -365,7 +368,7 @@ def test_promotes_only_a_clean_check_and_never_in_a_dry_run() -> None:
 
 def test_promotion_is_enforcing_with_an_event_and_the_check_recorded() -> None:
     passed = facts("Deny", check=StagedCheck(checked=2), promoted=True, applied=Applied(objects=objects(), written=2))
-    verdict = pg.evaluate(platform(), passed, dry_run=False)
+    verdict = pg.evaluate(demo(), passed, dry_run=False)
     assert verdict.condition.reason == reasons.PodGuard.ENFORCING
     assert "Staged enforcement found no pod that would be denied." in verdict.condition.message
     assert verdict.requeue_after == pg.TYPE_CHECK_REQUEUE_SECONDS  # written: pick up type checking
@@ -390,9 +393,9 @@ def test_promotion_is_enforcing_with_an_event_and_the_check_recorded() -> None:
 
 def test_no_event_when_the_promotion_failed() -> None:
     failed = facts("Deny", promoted=True, applied=Applied(errors=("x",)))
-    assert pg.evaluate(platform(), failed, dry_run=False).events == []
+    assert pg.evaluate(demo(), failed, dry_run=False).events == []
     unwritten = facts("Deny", promoted=True, param_written=False, param_error="x")
-    assert pg.evaluate(platform(), unwritten, dry_run=False).events == []
+    assert pg.evaluate(demo(), unwritten, dry_run=False).events == []
 
 
 # ---- status.podGuard ------------------------------------------------------------------------------
@@ -400,7 +403,7 @@ def test_no_event_when_the_promotion_failed() -> None:
 
 def test_section_after_a_check() -> None:
     check = StagedCheck(violators=[(f"ns/p{i}", [f"reason {i}"]) for i in range(7)], unchecked=[("ns/q", "quota")])
-    verdict = pg.evaluate(platform(), facts("Warn", check=check), dry_run=False)
+    verdict = pg.evaluate(demo(), facts("Warn", check=check), dry_run=False)
     assert verdict.sections["podGuard"] == {
         "enforcement": "Warn",
         "requested": "Staged",
@@ -415,7 +418,7 @@ def test_section_after_a_check() -> None:
 
 def test_section_once_promoted_keeps_the_last_check_only_for_staged() -> None:
     previous = {"podGuard": {"enforcement": "Deny", "podsThatWouldBeDenied": 0, "examples": [], "podsNotChecked": 3}}
-    staged = pg.evaluate(platform(previous), facts("Deny"), dry_run=False)
+    staged = pg.evaluate(demo(status=previous), facts("Deny"), dry_run=False)
     assert staged.sections["podGuard"] == {
         "enforcement": "Deny",
         "requested": "Staged",
@@ -423,7 +426,7 @@ def test_section_once_promoted_keeps_the_last_check_only_for_staged() -> None:
         "podsThatWouldBeDenied": 0,
         "examples": [],
     }
-    deny = pg.evaluate(platform(previous, enforcement="Deny"), facts("Deny"), dry_run=False)
+    deny = pg.evaluate(demo(status=previous, podGuard={"enforcement": "Deny"}), facts("Deny"), dry_run=False)
     assert deny.sections["podGuard"] == {"enforcement": "Deny", "requested": "Deny", **PARAM_FIELDS}
 
 
@@ -438,13 +441,13 @@ def test_in_effect_in_a_dry_run_is_what_was_found() -> None:
 def test_a_failed_apply_never_switches_the_parameter_off() -> None:
     """status.podGuard.enforcement is what the shared policies read: it stays the parameter's."""
     failed = facts("Deny", applied=Applied(errors=("x",)))
-    verdict = pg.evaluate(platform(enforcement="Deny"), failed, dry_run=False)
+    verdict = pg.evaluate(demo(podGuard={"enforcement": "Deny"}), failed, dry_run=False)
     assert verdict.condition.status == "False"
     assert verdict.sections["podGuard"]["enforcement"] == "Deny"
 
 
 def test_the_parameter_is_the_owned_namespaces_and_the_valid_repositories() -> None:
-    spec = platform(enforcement="Staged", proxyImageRepositories=["proxyv2", "docker.io/istio/proxyv2"])
+    spec = demo(podGuard={"enforcement": "Staged", "proxyImageRepositories": ["proxyv2", "docker.io/istio/proxyv2"]})
     value = pg.param(spec, "Warn", ["kamiwaza"])
     assert pg.param_fields(value) == {
         "namespaces": ["kamiwaza"],
@@ -457,7 +460,7 @@ def test_the_parameter_is_the_owned_namespaces_and_the_valid_repositories() -> N
 
 def test_type_checking_not_reported_yet_is_noted() -> None:
     pending = facts("Deny", applied=Applied(objects=objects(generation=2, observed=1)))
-    verdict = pg.evaluate(platform(enforcement="Deny"), pending, dry_run=False)
+    verdict = pg.evaluate(demo(podGuard={"enforcement": "Deny"}), pending, dry_run=False)
     assert verdict.condition.reason == reasons.PodGuard.ENFORCING
     assert verdict.condition.message.endswith(" The API server has not reported type checking for the policies yet.")
 
