@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from tests.support import platform, platform_body
+from tests.support import condition, platform, platform_body
 
 from tenant_platform import handlers
 from tenant_platform.api import constants, reasons
@@ -220,9 +220,7 @@ def test_only_a_full_pass_is_faithful(case: str, change: Any) -> None:
 
 
 def _set(status: dict[str, Any], type_: str, value: str, reason: str) -> None:
-    for cond in status["conditions"]:
-        if cond["type"] == type_:
-            cond.update(status=value, reason=str(reason))
+    condition(status, type_).update(status=value, reason=str(reason))
 
 
 # -- wakeup kinds ------------------------------------------------------------------------------------------
