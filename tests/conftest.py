@@ -27,6 +27,7 @@ from tenant_platform.kube import errors as kube_errors
 from tenant_platform.kube.client import Kube
 from tenant_platform.testing import binaries, controlplane, seed
 from tenant_platform.testing.controlplane import ControlPlane
+from tests.support import platform_body
 
 _CLUSTER_FIXTURES = frozenset({"control_plane", "kube_api", "seeded", "admin_kube", "crd", "make_platform"})
 _BIN_DIR = pytest.StashKey[Path | controlplane.ControlPlaneError]()
@@ -144,17 +145,6 @@ def crd(admin_kube: Kube, seeded: ControlPlane) -> Kube:
     return admin_kube
 
 
-def tenant_platform(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
-    """A TenantPlatform body with a unique domain; ``spec`` overrides (snake or camel keys as in YAML)."""
-    body: dict[str, Any] = {
-        "apiVersion": "tenancy.dev/v1alpha1",
-        "kind": "TenantPlatform",
-        "metadata": {"name": name},
-        "spec": {"namespace": namespace, "domain": f"{name}.example.com", **spec},
-    }
-    return body
-
-
 @pytest.fixture
 def make_platform(crd: Kube) -> Iterator[Callable[..., dict[str, Any]]]:
     """Create TenantPlatforms through the real API (CRD defaults applied); deleted after the test.
@@ -164,7 +154,7 @@ def make_platform(crd: Kube) -> Iterator[Callable[..., dict[str, Any]]]:
     created: list[str] = []
 
     def make(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
-        obj = crd.create(tenant_platform(name, namespace, **spec))
+        obj = crd.create(platform_body(name, namespace, **spec))
         created.append(name)
         return obj
 

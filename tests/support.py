@@ -1,15 +1,107 @@
-"""Small helpers shared by the integration and e2e tests.
+"""Small helpers shared by the tests (unit, integration, e2e).
 
-``wait_for`` is tenant_platform.testing.wait's, the one polling helper (the benchmarks and the
-demo use it too).
+- ``platform_body`` / ``platform``: a TenantPlatform object (a dict, as the API server takes it)
+  or model, from spec fields.
+- ``condition`` / ``find_condition``: a condition of a status (the camelCase dicts in
+  ``status.conditions``); ``sole_condition``: the one condition a step reported (StepResult).
+- ``wait_for`` is tenant_platform.testing.wait's, the one polling helper (the benchmarks and the
+  demo use it too).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
+from tenant_platform.api import constants
+from tenant_platform.api.models import TenantPlatform
+from tenant_platform.framework.base import StepResult
 from tenant_platform.kube.client import Kube
 from tenant_platform.testing.wait import wait_for
 
-__all__ = ["create_namespace", "wait_for"]
+__all__ = [
+    "condition",
+    "create_namespace",
+    "find_condition",
+    "platform",
+    "platform_body",
+    "sole_condition",
+    "wait_for",
+]
+
+
+def platform_body(
+    name: str,
+    namespace: str | None = None,
+    *,
+    uid: str | None = None,
+    generation: int | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    status: Mapping[str, Any] | None = None,
+    **spec: Any,
+) -> dict[str, Any]:
+    """A TenantPlatform object: ``spec.namespace`` is ``namespace`` (default: ``name``),
+    ``spec.domain`` ``<name>.example.com`` unless ``domain=`` is given, then the other ``spec``
+    fields (camelCase, as in YAML). ``metadata`` holds the name, the ``uid`` and ``generation``
+    when given and the other ``metadata`` fields (annotations, finalizers, deletionTimestamp);
+    ``status`` is there only when given."""
+    meta: dict[str, Any] = {"name": name}
+    if uid is not None:
+        meta["uid"] = uid
+    if generation is not None:
+        meta["generation"] = generation
+    meta.update(metadata or {})
+    body: dict[str, Any] = {
+        "apiVersion": constants.API_VERSION,
+        "kind": constants.KIND,
+        "metadata": meta,
+        "spec": {"namespace": namespace or name, "domain": f"{name}.example.com", **spec},
+    }
+    if status is not None:
+        body["status"] = dict(status)
+    return body
+
+
+def platform(
+    name: str,
+    namespace: str | None = None,
+    *,
+    uid: str | None = None,
+    generation: int | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    status: Mapping[str, Any] | None = None,
+    **spec: Any,
+) -> TenantPlatform:
+    """The TenantPlatform model of ``platform_body(...)`` (same arguments)."""
+    body = platform_body(name, namespace, uid=uid, generation=generation, metadata=metadata, status=status, **spec)
+    return TenantPlatform.from_body(body)
+
+
+def find_condition(status: Mapping[str, Any] | None, type_: str) -> dict[str, Any] | None:
+    """The condition of type ``type_`` in a status (the dict itself, not a copy), or None when the
+    status (or its conditions) is missing or has none of that type."""
+    for cond in (status or {}).get("conditions") or []:
+        if cond["type"] == type_:
+            found: dict[str, Any] = cond
+            return found
+    return None
+
+
+def condition(status: Mapping[str, Any] | None, type_: str) -> dict[str, Any]:
+    """The condition of type ``type_`` in a status; an AssertionError naming the conditions there
+    when it has none of that type."""
+    found = find_condition(status, type_)
+    assert found is not None, f"no {type_} condition in {(status or {}).get('conditions')}"
+    return found
+
+
+def sole_condition(result: StepResult, type_: str | None = None) -> tuple[str, str, str]:
+    """The one condition a step reported, as (status, reason, message); an AssertionError when it
+    reported another number of them, or (``type_`` given) one of another type."""
+    assert len(result.conditions) == 1, result.conditions
+    (cond,) = result.conditions
+    assert type_ is None or cond.type == type_, cond
+    return cond.status, cond.reason, cond.message
 
 
 def create_namespace(kube: Kube, name: str, *, wait_sa: bool = False, adoptable_by: str | None = None) -> None:

@@ -8,13 +8,14 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from tests.e2e.conftest import wait_for
+from tests.e2e.conftest import POLL
 from tests.e2e.test_operator import delete_and_wait, ready, sample
 
 from tenant_platform.kube.cache import RBAC_SETTLE_SECONDS
 from tenant_platform.kube.client import Kube
 from tenant_platform.testing.controlplane import ControlPlane
 from tenant_platform.testing.operator import REPO, RunningOperator, apply_file, start_operator
+from tenant_platform.testing.wait import wait_for
 
 RBAC = "rbac.authorization.k8s.io/v1"
 
@@ -35,13 +36,14 @@ def test_child_deleted_by_hand_is_recreated_from_the_watch_event(
 ) -> None:
     crd.apply(sample(unique_name, unique_name))
     try:
-        wait_for(lambda: ready(crd, unique_name), timeout=120, what="Ready")
+        wait_for(lambda: ready(crd, unique_name), "Ready", 120, interval=POLL)
         crd.delete(RBAC, "RoleBinding", "installer-admin", unique_name)
         # The drift timer is an hour away: only the child's watch event can bring it back.
         wait_for(
             lambda: crd.get(RBAC, "RoleBinding", "installer-admin", unique_name),
-            timeout=60,
-            what="the RoleBinding recreated",
+            "the RoleBinding recreated",
+            60,
+            interval=POLL,
         )
     finally:
         delete_and_wait(crd, unique_name)
@@ -60,11 +62,12 @@ def test_with_every_secret_watchable_a_deleted_edge_secret_is_reissued_from_the_
     body = sample(unique_name, unique_name)  # a self-signed edge certificate (deploy/samples)
     crd.apply(body)
     try:
-        wait_for(lambda: ready(crd, unique_name), timeout=120, what="Ready")
+        wait_for(lambda: ready(crd, unique_name), "Ready", 120, interval=POLL)
         wait_for(
             lambda: "watching Secrets cluster-wide" in slow_drift_operator.log(),
-            timeout=30,
-            what="the cluster-wide Secret informers started",
+            "the cluster-wide Secret informers started",
+            30,
+            interval=POLL,
         )
         namespace = body["spec"]["gateway"]["namespace"]
         first = crd.get("v1", "Secret", secret, namespace)
@@ -76,8 +79,9 @@ def test_with_every_secret_watchable_a_deleted_edge_secret_is_reissued_from_the_
                 (crd.get("v1", "Secret", secret, namespace) or {}).get("metadata", {}).get("uid")
                 not in (None, first["metadata"]["uid"])
             ),
-            timeout=60,
-            what="the edge Secret issued again",
+            "the edge Secret issued again",
+            60,
+            interval=POLL,
         )
     finally:
         delete_and_wait(crd, unique_name)

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from tests.e2e.conftest import wait_for
+from tests.e2e.conftest import POLL
 from tests.e2e.test_operator import delete_and_wait, explain, ready, sample
 
 from tenant_platform.api import constants
@@ -24,6 +24,7 @@ from tenant_platform.kube.lease import micro_time
 from tenant_platform.main import LEASE_NAME
 from tenant_platform.testing.controlplane import ControlPlane
 from tenant_platform.testing.operator import OPERATOR_NAMESPACE, REPO, RunningOperator, apply_file, start_operator
+from tenant_platform.testing.wait import wait_for
 
 LEASE = ("coordination.k8s.io/v1", "Lease", LEASE_NAME, OPERATOR_NAMESPACE)
 ELECTION = {
@@ -144,7 +145,9 @@ def test_standby_writes_nothing_then_the_survivor_takes_over_and_reconciles(
     name = unique_name
     # Both processes are up and standing by behind a leader that is not them.
     for op in operators:
-        wait_for(lambda op=op: op.health()[1].get("holder") == "fake-leader", what="standby sees the holder")
+        wait_for(
+            lambda op=op: op.health()[1].get("holder") == "fake-leader", "standby sees the holder", 90, interval=POLL
+        )
     crd.apply(sample(name, name))
 
     # -- a window of standing by: the API server counts no write by either operator ------------
@@ -184,12 +187,12 @@ def test_standby_writes_nothing_then_the_survivor_takes_over_and_reconciles(
 
     # -- the leader dies: one of the two takes over within the lease duration and reconciles ----
     died = fake.die()
-    wait_for(lambda: holder(crd) in by_name, timeout=30, what="a takeover")
+    wait_for(lambda: holder(crd) in by_name, "a takeover", 30, interval=POLL)
     takeover = time.monotonic() - died
     assert takeover < 4 + 3, takeover
     leader = by_name[holder(crd)]
     standby = next(op for op in operators if op is not leader)
-    wait_for(lambda: ready(crd, name), timeout=120, what=f"{name} Ready", context=lambda: explain(crd, name, leader))
+    wait_for(lambda: ready(crd, name), f"{name} Ready", 120, interval=POLL, context=lambda: explain(crd, name, leader))
     assert leader.health()[1]["role"] == "leader" and leader_gauge(leader) == 1
     status, report = standby.health()
     assert (status, report["role"]) == (200, "standby") and leader_gauge(standby) == 0
@@ -200,17 +203,18 @@ def test_standby_writes_nothing_then_the_survivor_takes_over_and_reconciles(
     # -- SIGKILL the leader: the standby takes over and reconciles a change made afterwards ------
     leader.process.send_signal(signal.SIGKILL)
     leader.process.wait(10)
-    wait_for(lambda: holder(crd) == standby_name(by_name, standby), timeout=30, what="the standby takes over")
+    wait_for(lambda: holder(crd) == standby_name(by_name, standby), "the standby takes over", 30, interval=POLL)
     # How long it took is measured by benchmarks/faults.py (docs/reliability.md), not asserted here.
     crd.merge_patch(constants.API_VERSION, constants.KIND, name, {"spec": {"additionalNamespaces": [f"{name}-late"]}})
     wait_for(
         lambda: crd.get("v1", "Namespace", f"{name}-late") is not None,
-        timeout=60,
-        what="the change reconciled",
+        "the change reconciled",
+        60,
+        interval=POLL,
         context=lambda: explain(crd, name, standby),
     )
     wait_for(
-        lambda: ready(crd, name), timeout=120, what=f"{name} Ready again", context=lambda: explain(crd, name, standby)
+        lambda: ready(crd, name), f"{name} Ready again", 120, interval=POLL, context=lambda: explain(crd, name, standby)
     )
     delete_and_wait(crd, name)
 

@@ -11,13 +11,15 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from tests.e2e.conftest import wait_for
+from tests.e2e.conftest import POLL
+from tests.support import find_condition
 
 from tenant_platform.api import constants
 from tenant_platform.kube.client import Kube
 from tenant_platform.testing import manifests
 from tenant_platform.testing.controlplane import ControlPlane
 from tenant_platform.testing.operator import RunningOperator
+from tenant_platform.testing.wait import wait_for
 
 SAMPLE = Path(__file__).resolve().parents[2] / "deploy" / "samples" / "tenantplatform.yaml"
 
@@ -35,18 +37,10 @@ def sample(name: str, namespace: str, **overrides: Any) -> dict[str, Any]:
     return body
 
 
-def condition(kube: Kube, name: str, type_: str) -> dict[str, Any] | None:
-    body = kube.get(constants.API_VERSION, constants.KIND, name) or {}
-    for cond in (body.get("status") or {}).get("conditions") or []:
-        if cond["type"] == type_:
-            return dict(cond)
-    return None
-
-
 def ready(kube: Kube, name: str) -> bool:
     body = kube.get(constants.API_VERSION, constants.KIND, name) or {}
     status = body.get("status") or {}
-    cond = condition(kube, name, "Ready")
+    cond = find_condition(status, "Ready")
     return bool(
         cond and cond["status"] == "True" and status.get("observedGeneration") == body["metadata"]["generation"]
     )
@@ -59,7 +53,12 @@ def explain(kube: Kube, name: str, operator: RunningOperator) -> str:
 
 def delete_and_wait(kube: Kube, name: str) -> None:
     kube.delete(constants.API_VERSION, constants.KIND, name)
-    wait_for(lambda: kube.get(constants.API_VERSION, constants.KIND, name) is None, what=f"{name} to be deleted")
+    wait_for(
+        lambda: kube.get(constants.API_VERSION, constants.KIND, name) is None,
+        f"{name} to be deleted",
+        90,
+        interval=POLL,
+    )
 
 
 def test_sample_reaches_ready_and_repairs_drift(
@@ -67,7 +66,9 @@ def test_sample_reaches_ready_and_repairs_drift(
 ) -> None:
     name = ns = unique_name
     crd.apply(sample(name, ns))
-    wait_for(lambda: ready(crd, name), timeout=120, what=f"{name} Ready", context=lambda: explain(crd, name, operator))
+    wait_for(
+        lambda: ready(crd, name), f"{name} Ready", 120, interval=POLL, context=lambda: explain(crd, name, operator)
+    )
     # kubectl wait understands our conditions.
     control_plane.kubectl("wait", "--for=condition=Ready", f"tp/{name}", "--timeout=30s")
 
@@ -76,14 +77,18 @@ def test_sample_reaches_ready_and_repairs_drift(
     crd.merge_patch("v1", "Namespace", ns, {"metadata": {"labels": {"pod-security.kubernetes.io/warn": "privileged"}}})
     wait_for(
         lambda: crd.get("rbac.authorization.k8s.io/v1", "RoleBinding", "installer-admin", ns),
-        what="RoleBinding restored",
+        "RoleBinding restored",
+        90,
+        interval=POLL,
     )
     wait_for(
         lambda: (
             crd.get("v1", "Namespace", ns)["metadata"]["labels"]["pod-security.kubernetes.io/warn"]  # type: ignore[index]
             == "restricted"
         ),
-        what="namespace label restored",
+        "namespace label restored",
+        90,
+        interval=POLL,
     )
 
     # Delete with Retain: the namespace and data in it survive; our labels go.
@@ -104,13 +109,23 @@ def test_conflicting_platform_changes_nothing(operator: RunningOperator, crd: Ku
     first, second = f"{unique_name}-a", f"{unique_name}-b"
     crd.apply(sample(first, unique_name))
     wait_for(
-        lambda: ready(crd, first), timeout=120, what=f"{first} Ready", context=lambda: explain(crd, first, operator)
+        lambda: ready(crd, first), f"{first} Ready", 120, interval=POLL, context=lambda: explain(crd, first, operator)
     )
     before = crd.get("v1", "Namespace", unique_name)
     crd.apply(sample(second, unique_name, podSecurity={"warn": "baseline", "audit": "baseline"}))
     got = wait_for(
-        lambda: (c := condition(crd, second, "NamespacesReady")) and c["reason"] == "Conflict" and c,
-        what="Conflict on the second platform",
+        lambda: (
+            (
+                c := find_condition(
+                    (crd.get(constants.API_VERSION, constants.KIND, second) or {}).get("status"), "NamespacesReady"
+                )
+            )
+            and c["reason"] == "Conflict"
+            and c
+        ),
+        "Conflict on the second platform",
+        90,
+        interval=POLL,
     )
     assert first in got["message"]
     after = crd.get("v1", "Namespace", unique_name)
@@ -122,16 +137,22 @@ def test_conflicting_platform_changes_nothing(operator: RunningOperator, crd: Ku
 def test_delete_policy_terminates_namespaces(operator: RunningOperator, crd: Kube, unique_name: str) -> None:
     crd.apply(sample(unique_name, unique_name, deletionPolicy="Delete"))
     wait_for(
-        lambda: ready(crd, unique_name), timeout=120, what="Ready", context=lambda: explain(crd, unique_name, operator)
+        lambda: ready(crd, unique_name),
+        "Ready",
+        120,
+        interval=POLL,
+        context=lambda: explain(crd, unique_name, operator),
     )
     delete_and_wait(crd, unique_name)
-    wait_for(lambda: crd.get("v1", "Namespace", unique_name) is None, timeout=90, what="namespace terminated")
-    wait_for(lambda: crd.get("v1", "Namespace", f"{unique_name}-ext") is None, timeout=90, what="extra ns terminated")
+    wait_for(lambda: crd.get("v1", "Namespace", unique_name) is None, "namespace terminated", 90, interval=POLL)
+    wait_for(lambda: crd.get("v1", "Namespace", f"{unique_name}-ext") is None, "extra ns terminated", 90, interval=POLL)
 
 
 def test_installer_kubeconfig_secret_is_usable(operator: RunningOperator, crd: Kube, unique_name: str) -> None:
     crd.apply(sample(unique_name, unique_name))
-    secret = wait_for(lambda: crd.get("v1", "Secret", "installer-kubeconfig", unique_name), what="kubeconfig Secret")
+    secret = wait_for(
+        lambda: crd.get("v1", "Secret", "installer-kubeconfig", unique_name), "kubeconfig Secret", 90, interval=POLL
+    )
     token = yaml.safe_load(base64.b64decode(secret["data"]["kubeconfig"]))["users"][0]["user"]["token"]
     assert token and token not in operator.log()
     delete_and_wait(crd, unique_name)
@@ -150,7 +171,11 @@ def test_gpu_labels_and_live_capacity(operator: RunningOperator, crd: Kube, uniq
     through the watches and the debounced refresher, without a spec change."""
     crd.apply(sample(unique_name, unique_name))
     wait_for(
-        lambda: ready(crd, unique_name), timeout=120, what="Ready", context=lambda: explain(crd, unique_name, operator)
+        lambda: ready(crd, unique_name),
+        "Ready",
+        120,
+        interval=POLL,
+        context=lambda: explain(crd, unique_name, operator),
     )
     node = crd.get("v1", "Node", "gpu-node-1")
     assert node is not None and node["metadata"]["labels"].get("gpu") == "on"
@@ -166,7 +191,9 @@ def test_gpu_labels_and_live_capacity(operator: RunningOperator, crd: Kube, uniq
     )
     wait_for(
         lambda: _gpu_used(crd, unique_name, "gpu-node-1") == before + 4096,
-        what="the allocation in status.gpu",
+        "the allocation in status.gpu",
+        90,
+        interval=POLL,
         context=lambda: explain(crd, unique_name, operator),
     )
     # No kubelet confirms a graceful deletion here, and HAMi counts terminating pods: delete at once.
@@ -175,5 +202,5 @@ def test_gpu_labels_and_live_capacity(operator: RunningOperator, crd: Kube, uniq
         crd.path("v1", "Pod", f"{unique_name}-train", unique_name),
         body={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0},
     )
-    wait_for(lambda: _gpu_used(crd, unique_name, "gpu-node-1") == before, what="the allocation released")
+    wait_for(lambda: _gpu_used(crd, unique_name, "gpu-node-1") == before, "the allocation released", 90, interval=POLL)
     delete_and_wait(crd, unique_name)

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.e2e.conftest import wait_for
+from tests.e2e.conftest import POLL
 from tests.e2e.test_operator import explain, ready, sample
 
 from tenant_platform.api import constants
 from tenant_platform.kube.client import Kube
 from tenant_platform.testing.controlplane import ControlPlane
 from tenant_platform.testing.operator import start_operator
+from tenant_platform.testing.wait import wait_for
 
 
 def test_more_platforms_than_worker_threads(
@@ -35,13 +36,19 @@ def test_more_platforms_than_worker_threads(
         for name in names:
             wait_for(
                 lambda n=name: ready(crd, n),
-                timeout=180,
-                what=f"{name} Ready",
+                f"{name} Ready",
+                180,
+                interval=POLL,
                 context=lambda n=name: explain(crd, n, running),
             )
     finally:
         for name in names:
             crd.delete(constants.API_VERSION, constants.KIND, name)
         for name in names:
-            wait_for(lambda n=name: crd.get(constants.API_VERSION, constants.KIND, n) is None, what=f"{name} deleted")
+            wait_for(
+                lambda n=name: crd.get(constants.API_VERSION, constants.KIND, n) is None,
+                f"{name} deleted",
+                90,
+                interval=POLL,
+            )
         running.stop()

@@ -43,17 +43,8 @@ def create_namespace(kube: Kube, name: str, *, adoptable_by: str | None = None) 
     support.create_namespace(kube, name, wait_sa=True, adoptable_by=adoptable_by or name)
 
 
-def platform_body(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": constants.API_VERSION,
-        "kind": constants.KIND,
-        "metadata": {"name": name},
-        "spec": {"namespace": namespace, "domain": f"{name}.example.com", **spec},
-    }
-
-
 def create_platform(kube: Kube, name: str, namespace: str, **spec: Any) -> dict[str, Any]:
-    return kube.create(platform_body(name, namespace, **spec))
+    return kube.create(support.platform_body(name, namespace, **spec))
 
 
 def get_platform(kube: Kube, name: str) -> dict[str, Any]:
@@ -94,13 +85,6 @@ def run_step(
     )
     result: StepResult = reconcile_step(step, ctx)
     return result
-
-
-def condition(status: dict[str, Any], type_: str) -> dict[str, Any]:
-    for cond in status.get("conditions") or []:
-        if cond["type"] == type_:
-            return dict(cond)
-    raise AssertionError(f"no {type_} condition in {status.get('conditions')}")
 
 
 def dockerconfigjson(auths: dict[str, Any]) -> str:

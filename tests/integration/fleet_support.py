@@ -66,9 +66,3 @@ def passes(kube: Kube, name: str, settings: Settings = SETTINGS) -> dict[str, An
     fresh = kube.get(constants.API_VERSION, constants.KIND, name)
     assert fresh is not None
     return dict(fresh["status"])
-
-
-def cond(status: dict[str, Any], type_: str) -> dict[str, Any]:
-    found = [c for c in status.get("conditions", []) if c["type"] == type_]
-    assert found, f"no {type_} in {status.get('conditions')}"
-    return found[0]

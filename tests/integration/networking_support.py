@@ -6,23 +6,12 @@ import contextlib
 from datetime import UTC, datetime
 from typing import Any
 
-from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.config import Settings
 from tenant_platform.framework.base import StepContext, StepResult
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube
 from tenant_platform.testing.steps import reconcile_step
-
-
-def body(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
-    """A TenantPlatform body (not created in the API) with a unique domain."""
-    return {
-        "apiVersion": constants.API_VERSION,
-        "kind": constants.KIND,
-        "metadata": {"name": name},
-        "spec": {"namespace": namespace, "domain": f"{name}.example.com", **spec},
-    }
 
 
 def context(
@@ -45,11 +34,6 @@ def context(
 def run(step: Any, kube: Kube, platform_body: dict[str, Any], **kwargs: Any) -> StepResult:
     result: StepResult = reconcile_step(step, context(kube, platform_body, **kwargs))
     return result
-
-
-def only(result: StepResult) -> tuple[str, str, str]:
-    (cond,) = result.conditions
-    return cond.status, cond.reason, cond.message
 
 
 def delete_namespace(kube: Kube, name: str) -> None:

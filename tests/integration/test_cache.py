@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from benchmarks import apimetrics
-from tests.support import create_namespace
+from tests.support import condition, create_namespace
 
 from tenant_platform import gpuwatch, main, reconcile
 from tenant_platform.api import constants
@@ -94,10 +94,6 @@ def run(kube: Kube, name: str) -> reconcile.Outcome:
     return reconcile.run(body, kube=kube, settings=SETTINGS, now=NOW, observed=observed)
 
 
-def cond(status: dict[str, Any], type_: str) -> dict[str, Any]:
-    return next(c for c in status.get("conditions", []) if c["type"] == type_)
-
-
 def guard_type_checked(kube: Kube) -> bool:
     """Whether the shared pod guard policies' current generation has been type-checked (by the
     kube-controller-manager's policy status controller, on its own time): until then PodGuardReady
@@ -120,7 +116,7 @@ def converge(kube: Kube, name: str) -> reconcile.Outcome:
         ):
             return outcome
         time.sleep(0.5)
-    raise AssertionError(f"never converged: {cond(outcome.status, 'Ready')}")
+    raise AssertionError(f"never converged: {condition(outcome.status, 'Ready')}")
 
 
 @pytest.fixture(scope="module")
@@ -270,7 +266,7 @@ def test_access_review_answers_are_dropped_when_rbac_changes(
 ) -> None:
     make_platform(unique_name, unique_name, mesh={"sidecarStyle": "Native"})
     outcome = converge(cached, unique_name)
-    assert cond(outcome.status, constants.INSTALLER_READY)["status"] == "True"
+    assert condition(outcome.status, constants.INSTALLER_READY)["status"] == "True"
     time.sleep(2.5)  # past the settle window after the RBAC writes of converging
     run(cached, unique_name)
     reviews = cached.stats()["reviews"]
@@ -324,7 +320,7 @@ def test_a_hand_made_trust_config_map_is_still_seen(
     wait_for(lambda: names.get(unique_name, trust) is not None, "the hand-made ConfigMap in the names scope", 30)
     for _ in range(3):
         outcome = run(cached, unique_name)
-    edge = cond(outcome.status, constants.EDGE_CERTIFICATE_READY)
+    edge = condition(outcome.status, constants.EDGE_CERTIFICATE_READY)
     assert edge["reason"] == Common.CONFLICT, edge
     live = crd.get("v1", "ConfigMap", trust, unique_name)
     assert live is not None and live["data"] == {"ca-certificates.crt": "by hand"}
@@ -340,7 +336,7 @@ def test_a_hand_made_trust_config_map_is_still_seen(
     wait_for(lambda: cached.get("v1", "ConfigMap", trust, unique_name) is not None, "read", 5)
     for _ in range(3):
         outcome = run(cached, unique_name)
-    edge = cond(outcome.status, constants.EDGE_CERTIFICATE_READY)
+    edge = condition(outcome.status, constants.EDGE_CERTIFICATE_READY)
     assert edge["status"] == "True", edge
     live = crd.get("v1", "ConfigMap", trust, unique_name)
     assert live is not None and live["metadata"]["labels"][constants.LABEL_PLATFORM] == unique_name

@@ -21,7 +21,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
-from facts_support import b64, install_crd, kube_for, platform_body
+from facts_support import b64, install_crd, kube_for
+from tests.support import platform_body
 
 from tenant_platform import preflight
 from tenant_platform.api import constants

@@ -9,8 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tests.conftest import tenant_platform
-from tests.support import create_namespace
+from tests.support import create_namespace, platform_body
 from tests.unit.test_domains import TABLE as DOMAINS
 
 from tenant_platform.api import constants, domains
@@ -104,7 +103,7 @@ def _create(kube: Kube, body: dict[str, Any]) -> None:
 def test_invalid_spec_rejected_naming_the_field(
     crd: Kube, unique_name: str, spec: dict[str, Any], expected: str
 ) -> None:
-    body = tenant_platform(unique_name, unique_name)
+    body = platform_body(unique_name, unique_name)
     overrides = {k: v for k, v in spec.items()}
     if overrides.get("additionalNamespaces") == ["{ns}"]:
         overrides["additionalNamespaces"] = [unique_name]
@@ -116,7 +115,7 @@ def test_invalid_spec_rejected_naming_the_field(
 
 @pytest.mark.parametrize("missing", ["namespace", "domain"])
 def test_required_fields(crd: Kube, unique_name: str, missing: str) -> None:
-    body = tenant_platform(unique_name, unique_name)
+    body = platform_body(unique_name, unique_name)
     del body["spec"][missing]
     with pytest.raises(errors.Invalid) as caught:
         _create(crd, body)
@@ -159,7 +158,7 @@ def test_reserved_domains_are_rejected_as_api_domains_says(
     crd: Kube, unique_name: str, domain: str, kind: str | None
 ) -> None:
     """The CRD's CEL on spec.domain and api/domains.reserved agree on every row of the unit table."""
-    body = tenant_platform(unique_name, unique_name)
+    body = platform_body(unique_name, unique_name)
     body["spec"]["domain"] = domain
     assert (domains.reserved(domain) is not None) == (kind is not None)
     if kind is None:

@@ -12,6 +12,7 @@ from typing import Any
 
 import kopf
 import pytest
+from tests.support import condition
 
 from tenant_platform import handlers, reconcile
 from tenant_platform.api import constants
@@ -80,7 +81,7 @@ def test_blocked_cleanup_is_reported_then_given_up(
     with pytest.raises(kopf.TemporaryError):
         handlers.on_delete(body=body, name=unique_name, logger=logging.getLogger("test"))
     status = crd.get(constants.API_VERSION, constants.KIND, unique_name)["status"]  # type: ignore[index]
-    ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+    ready = condition(status, "Ready")
     assert (ready["status"], ready["reason"]) == ("False", "DeletionBlocked")
     assert "blocked: the CoreDNS ConfigMap is locked by a test" in ready["message"]
     assert not warnings_about(crd, unique_name)

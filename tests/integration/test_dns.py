@@ -14,8 +14,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from networking_support import body, context, delete_namespace, only, run, writes
-from tests.support import create_namespace
+from networking_support import context, delete_namespace, run, writes
+from tests.support import create_namespace, platform_body, sole_condition
 
 from tenant_platform import reconcile
 from tenant_platform.api import constants
@@ -143,11 +143,11 @@ def running_pod(kube: Kube, namespace: str, started: datetime) -> None:
 def test_corefile_edit_is_idempotent_coexists_and_is_removed_cleanly(
     kube: Kube, real_coredns: str, unique_name: str
 ) -> None:
-    a = body(f"{unique_name}-a", "ns-a")
-    b = body(f"{unique_name}-b", "ns-b")
+    a = platform_body(f"{unique_name}-a", "ns-a")
+    b = platform_body(f"{unique_name}-b", "ns-b")
 
     before = writes(kube)
-    status, reason, message = only(run(dns.STEP, kube, a))
+    status, reason, message = sole_condition(run(dns.STEP, kube, a))
     assert (status, reason) == ("True", DNS.CONFIGURED), message
     assert "No CoreDNS pod is running" in message  # honest: nothing to ask on this control plane
     assert writes(kube) == before + 1
@@ -160,11 +160,11 @@ def test_corefile_edit_is_idempotent_coexists_and_is_removed_cleanly(
     # Repeated reconciles: zero writes.
     before = writes(kube)
     for _ in range(3):
-        assert only(run(dns.STEP, kube, a))[0] == "True"
+        assert sole_condition(run(dns.STEP, kube, a))[0] == "True"
     assert writes(kube) == before
 
     # A second platform coexists.
-    assert only(run(dns.STEP, kube, b))[0] == "True"
+    assert sole_condition(run(dns.STEP, kube, b))[0] == "True"
     text = corefile_of(kube)
     assert corefile.platforms(text)[-2:] == [a["metadata"]["name"], b["metadata"]["name"]]
     before = writes(kube)
@@ -256,7 +256,7 @@ def test_concurrent_edit_is_retried_and_kept(
     assert isinstance(racing, RacingKube)
     racing.other = kube
     racing.conflicts = []
-    status, reason, message = only(run(step, racing, body(unique_name, unique_name)))
+    status, reason, message = sole_condition(run(step, racing, platform_body(unique_name, unique_name)))
     assert (status, reason) == ("True", DNS.CONFIGURED), message
     assert len(racing.conflicts) == 1 and racing.conflicts[0].status == 409
     assert racing.counter.by_verb.get("PUT") == 2
@@ -274,9 +274,9 @@ def test_k3s_style_cluster_uses_coredns_custom(
         custom={"someone.override": "log\n"},
     )
     ns = step.target.namespace
-    platform = body(unique_name, unique_name)
+    platform = platform_body(unique_name, unique_name)
     result = run(step, kube, platform)
-    status, reason, message = only(result)
+    status, reason, message = sole_condition(result)
     assert (status, reason) == ("True", DNS.CONFIGURED), message
     assert "imports CoreDNS overrides" in message
     assert result.recorded["dns"]["mode"] == Mode.IMPORT
@@ -303,7 +303,7 @@ def test_k3s_style_cluster_without_the_custom_configmap_gets_it_created(
         {"name": "custom-config-volume", "configMap": {"name": "coredns-custom", "optional": True}}
     ]
     kube.replace(live)
-    assert only(run(step, kube, body(unique_name, unique_name)))[0] == "True"
+    assert sole_condition(run(step, kube, platform_body(unique_name, unique_name)))[0] == "True"
     custom = kube.get("v1", "ConfigMap", "coredns-custom", step.target.namespace)
     assert list(custom["data"]) == [f"tenant-platform-{unique_name}.override"]
 
@@ -312,10 +312,10 @@ def test_k0s_style_cluster_is_not_edited_and_gets_the_patch(
     kube: Kube, scratch: Callable[..., dns.DnsStep], unique_name: str
 ) -> None:
     step = scratch(labels={"k0s.k0sproject.io/stack": "coredns"})
-    platform = body(unique_name, unique_name)
+    platform = platform_body(unique_name, unique_name)
     before = writes(kube)
     result = run(step, kube, platform)
-    status, reason, message = only(result)
+    status, reason, message = sole_condition(result)
     assert (status, reason) == ("False", DNS.MANAGED_BY_DISTRIBUTION)
     assert writes(kube) == before
     assert corefile_of(kube, step.target.namespace) == STOCK_COREFILE
@@ -331,7 +331,7 @@ def test_stale_coredns_pods_are_detected(kube: Kube, scratch: Callable[..., dns.
     step = scratch(STOCK_COREFILE.replace("    reload\n", ""))
     ns = step.target.namespace
     running_pod(kube, ns, datetime.now(UTC) - timedelta(hours=1))
-    status, reason, message = only(run(step, kube, body(unique_name, unique_name)))
+    status, reason, message = sole_condition(run(step, kube, platform_body(unique_name, unique_name)))
     assert (status, reason) == ("False", DNS.RELOAD_PLUGIN_MISSING), message
     assert "rollout restart" in message
 
@@ -339,12 +339,15 @@ def test_stale_coredns_pods_are_detected(kube: Kube, scratch: Callable[..., dns.
     live = kube.get("v1", "ConfigMap", "coredns", ns)
     live["data"]["Corefile"] = corefile.remove_block(STOCK_COREFILE, unique_name)
     kube.replace(live)
-    result = run(step, kube, body(unique_name, unique_name))
-    status, reason, _ = only(result)
+    result = run(step, kube, platform_body(unique_name, unique_name))
+    status, reason, _ = sole_condition(result)
     assert (status, reason) == ("False", DNS.RELOAD_PENDING)
     assert result.progressing and result.requeue_after is not None
     later = datetime.now(UTC) + timedelta(minutes=5)
-    assert only(run(step, kube, body(unique_name, unique_name), now=later))[:2] == ("True", DNS.CONFIGURED)
+    assert sole_condition(run(step, kube, platform_body(unique_name, unique_name), now=later))[:2] == (
+        "True",
+        DNS.CONFIGURED,
+    )
 
 
 def test_corefile_without_kubernetes_plugin_is_refused(
@@ -353,7 +356,7 @@ def test_corefile_without_kubernetes_plugin_is_refused(
     text = ".:53 {\n    forward . /etc/resolv.conf\n}\n"
     step = scratch(text)
     before = writes(kube)
-    status, reason, message = only(run(step, kube, body(unique_name, unique_name)))
+    status, reason, message = sole_condition(run(step, kube, platform_body(unique_name, unique_name)))
     assert (status, reason) == ("False", DNS.COREFILE_UNSUPPORTED)
     assert "kubernetes plugin" in message
     assert writes(kube) == before
@@ -362,7 +365,7 @@ def test_corefile_without_kubernetes_plugin_is_refused(
 def test_dry_run_reports_without_writing(kube: Kube, scratch: Callable[..., dns.DnsStep], unique_name: str) -> None:
     step = scratch()
     before = writes(kube)
-    status, reason, _ = only(run(step, kube, body(unique_name, unique_name), dry_run=True))
+    status, reason, _ = sole_condition(run(step, kube, platform_body(unique_name, unique_name), dry_run=True))
     assert (status, reason) == ("False", DNS.WOULD_CONFIGURE)
     assert writes(kube) == before
 
@@ -372,18 +375,20 @@ def test_disabled_and_external_remove_our_rewrite(
 ) -> None:
     step = scratch()
     ns = step.target.namespace
-    assert only(run(step, kube, body(unique_name, unique_name)))[0] == "True"
+    assert sole_condition(run(step, kube, platform_body(unique_name, unique_name)))[0] == "True"
     assert corefile.block_for(corefile_of(kube, ns), unique_name) is not None
 
-    status, reason, message = only(run(step, kube, body(unique_name, unique_name, dns={"management": "Disabled"})))
+    status, reason, message = sole_condition(
+        run(step, kube, platform_body(unique_name, unique_name, dns={"management": "Disabled"}))
+    )
     assert (status, reason) == ("True", Common.DISABLED)
     assert "Removed the CoreDNS rewrite" in message
     assert corefile_of(kube, ns) == STOCK_COREFILE
 
 
 def test_external_dns_is_verified_only_in_cluster(kube: Kube, unique_name: str) -> None:
-    platform = body(unique_name, unique_name, dns={"management": "External"})
-    status, reason, _ = only(run(dns.STEP, kube, platform))
+    platform = platform_body(unique_name, unique_name, dns={"management": "External"})
+    status, reason, _ = sole_condition(run(dns.STEP, kube, platform))
     assert (status, reason) == ("Unknown", DNS.NOT_VERIFIABLE)
 
     cluster_ip = kube.get("v1", "Service", "istio-ingressgateway", "istio-system")["spec"]["clusterIP"]
@@ -392,12 +397,12 @@ def test_external_dns_is_verified_only_in_cluster(kube: Kube, unique_name: str) 
 
     for answer, expected in (("gateway", DNS.RESOLVES), ("elsewhere", DNS.RESOLVES_ELSEWHERE)):
         step = dns.DnsStep(resolver=lambda _host, a=answer: answers[a])
-        assert only(run(step, kube, platform, settings=in_cluster))[1] == expected
+        assert sole_condition(run(step, kube, platform, settings=in_cluster))[1] == expected
 
     def fail(host: str) -> list[str]:
         raise OSError(f"Name or service not known: {host}")
 
-    status, reason, _ = only(run(dns.DnsStep(resolver=fail), kube, platform, settings=in_cluster))
+    status, reason, _ = sole_condition(run(dns.DnsStep(resolver=fail), kube, platform, settings=in_cluster))
     assert (status, reason) == ("False", DNS.DOES_NOT_RESOLVE)
 
 
@@ -422,12 +427,12 @@ def test_k0s_cluster_with_the_patch_applied_is_ready(
 ) -> None:
     """k0s labels its CoreDNS objects and the ClusterConfig patch left the checklist's line in the
     live Corefile: DNSReady True, nothing written."""
-    platform = body(unique_name, unique_name)
+    platform = platform_body(unique_name, unique_name)
     text = with_line(platform)
     step = scratch(text, labels={"k0s.k0sproject.io/stack": "coredns"})
     before = writes(kube)
     result = run(step, kube, platform)
-    status, reason, message = only(result)
+    status, reason, message = sole_condition(result)
     assert (status, reason) == ("True", DNS.REWRITE_FOUND), message
     assert writes(kube) == before
     assert corefile_of(kube, step.target.namespace) == text
@@ -437,13 +442,13 @@ def test_k0s_cluster_with_the_patch_applied_is_ready(
 def test_checklist_line_is_never_doubled(kube: Kube, scratch: Callable[..., dns.DnsStep], unique_name: str) -> None:
     """A generic cluster with the checklist's bare line, not opted in: True, one rewrite of the
     domain, nothing written; a block of ours left beside it earlier is removed."""
-    platform = body(unique_name, unique_name)
+    platform = platform_body(unique_name, unique_name)
     domain = platform["spec"]["domain"]
     text = with_line(platform)
     step = scratch(text)
     ns = step.target.namespace
     before = writes(kube)
-    status, reason, message = only(run(step, kube, platform))
+    status, reason, message = sole_condition(run(step, kube, platform))
     assert (status, reason) == ("True", DNS.REWRITE_FOUND), message
     assert f"tenancy.dev/adoptable-by={unique_name}" in message
     assert writes(kube) == before
@@ -453,14 +458,14 @@ def test_checklist_line_is_never_doubled(kube: Kube, scratch: Callable[..., dns.
     live["data"]["Corefile"] = corefile.upsert_block(text, unique_name, domain, HOST)
     kube.replace(live)
     result = run(step, kube, platform)
-    assert only(result)[:2] == ("True", DNS.REWRITE_FOUND)
+    assert sole_condition(result)[:2] == ("True", DNS.REWRITE_FOUND)
     assert corefile_of(kube, ns) == text, "only the hand-made line is left"
     assert [e[1] for e in result.events] == ["CorefileUpdated"]
 
 
 def test_rke2_helmchartconfig_result_is_ready(kube: Kube, unique_name: str) -> None:
     """RKE2: no coredns ConfigMap; the chart's ConfigMap holds the rewrite the HelmChartConfig added."""
-    platform = body(unique_name, unique_name)
+    platform = platform_body(unique_name, unique_name)
     ns = f"{unique_name}-dns"
     create_namespace(kube, ns)
     try:
@@ -472,7 +477,7 @@ def test_rke2_helmchartconfig_result_is_ready(kube: Kube, unique_name: str) -> N
             "data": {"Corefile": STOCK_COREFILE},
         }
         kube.create(cm)
-        status, reason, message = only(run(step, kube, platform))
+        status, reason, message = sole_condition(run(step, kube, platform))
         assert (status, reason) == ("False", DNS.MANAGED_BY_DISTRIBUTION)
         assert "Helm replaces a list value whole" in message
 
@@ -480,7 +485,7 @@ def test_rke2_helmchartconfig_result_is_ready(kube: Kube, unique_name: str) -> N
         live["data"]["Corefile"] = with_line(platform)
         kube.replace(live)
         before = writes(kube)
-        status, reason, message = only(run(step, kube, platform))
+        status, reason, message = sole_condition(run(step, kube, platform))
         assert (status, reason) == ("True", DNS.REWRITE_FOUND), message
         assert writes(kube) == before
     finally:
@@ -490,10 +495,10 @@ def test_rke2_helmchartconfig_result_is_ready(kube: Kube, unique_name: str) -> N
 def test_an_import_key_of_the_admin_is_never_doubled(
     kube: Kube, scratch: Callable[..., dns.DnsStep], unique_name: str
 ) -> None:
-    platform = body(unique_name, unique_name)
+    platform = platform_body(unique_name, unique_name)
     step = scratch(K3S_COREFILE, custom={"kamiwaza.override": checklist_line(platform).strip() + "\n"})
     before = writes(kube)
-    status, reason, message = only(run(step, kube, platform))
+    status, reason, message = sole_condition(run(step, kube, platform))
     assert (status, reason) == ("True", DNS.REWRITE_FOUND), message
     assert writes(kube) == before
     custom = kube.get("v1", "ConfigMap", "coredns-custom", step.target.namespace)["data"]
@@ -503,11 +508,11 @@ def test_an_import_key_of_the_admin_is_never_doubled(
 def test_kamaji_addon_is_not_fought(kube: Kube, scratch: Callable[..., dns.DnsStep], unique_name: str) -> None:
     """Kamaji's CoreDNS add-on writes its Corefile back (clastix/kamaji#742): no durable way, said in
     the condition; the operator writes nothing, pass after pass (no write loop)."""
-    platform = body(unique_name, unique_name)
+    platform = platform_body(unique_name, unique_name)
     step = scratch(labels={"kamaji.clastix.io/project": "kamaji"})
     before = writes(kube)
     for _ in range(2):
-        status, reason, message = only(run(step, kube, platform))
+        status, reason, message = sole_condition(run(step, kube, platform))
         assert (status, reason) == ("False", DNS.MANAGED_BY_DISTRIBUTION), message
         assert "no durable way" in message and "clastix/kamaji#742" in message
     assert writes(kube) == before
@@ -517,7 +522,7 @@ def test_kamaji_addon_is_not_fought(kube: Kube, scratch: Callable[..., dns.DnsSt
 def test_external_counts_external_ips_and_load_balancer_names(kube: Kube, unique_name: str) -> None:
     """The checklist exposes the gateway Service with externalIPs (a node address), or a cloud load
     balancer publishes a host name: a resolver answering with those is the gateway."""
-    platform = body(unique_name, unique_name, dns={"management": "External"})
+    platform = platform_body(unique_name, unique_name, dns={"management": "External"})
     ns = f"{unique_name}-gw"
     create_namespace(kube, ns)
     try:
@@ -546,7 +551,7 @@ def test_external_counts_external_ips_and_load_balancer_names(kube: Kube, unique
         for answer in ("node", "lb"):
             table = {platform["spec"]["domain"]: answers[answer], "lb-1.example.net": ["198.51.100.7"]}
             step = dns.DnsStep(resolver=lambda host, t=table: t[host])
-            status, reason, message = only(run(step, kube, platform, settings=Settings(in_cluster=True)))
+            status, reason, message = sole_condition(run(step, kube, platform, settings=Settings(in_cluster=True)))
             assert (status, reason) == ("True", DNS.RESOLVES), (answer, message)
     finally:
         delete_namespace(kube, ns)

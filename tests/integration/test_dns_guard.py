@@ -11,8 +11,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from networking_support import only, run, writes
+from networking_support import run, writes
 from test_dns import K3S_COREFILE, RacingKube, corefile_of, scratch  # noqa: F401 (scratch is a fixture)
+from tests.support import sole_condition
 
 from tenant_platform.api.reasons import DNS
 from tenant_platform.concerns.dns import step as dns
@@ -55,24 +56,24 @@ def test_a_second_platform_with_the_first_ones_domain_never_changes_the_dns(
     for management in ("CoreDNS", "External", "Disabled"):
         second["spec"]["dns"] = {"management": management}
         before = writes(kube)
-        status, reason, message = only(run(step, kube, second))
+        status, reason, message = sole_condition(run(step, kube, second))
         assert (status, reason) == ("False", DNS.DOMAIN_HELD_BY_ANOTHER_PLATFORM), message
         assert f"TenantPlatform {first['metadata']['name']} was created earlier" in message
         assert writes(kube) == before and snapshot(kube, ns) == untouched
 
-    assert only(run(step, kube, first))[:2] == ("True", DNS.CONFIGURED)
+    assert sole_condition(run(step, kube, first))[:2] == ("True", DNS.CONFIGURED)
     written = snapshot(kube, ns)
     assert written != untouched
 
     # Once the first's rewrite is in place, that is what holds it.
     second["spec"]["dns"] = {"management": "CoreDNS"}
     before = writes(kube)
-    status, reason, message = only(run(step, kube, second))
+    status, reason, message = sole_condition(run(step, kube, second))
     assert (status, reason) == ("False", DNS.DOMAIN_HELD_BY_ANOTHER_PLATFORM), message
     assert f"TenantPlatform {first['metadata']['name']} already rewrites {domain}" in message
     assert writes(kube) == before and snapshot(kube, ns) == written
     # The first platform is not disturbed by the second one's claim.
-    assert only(run(step, kube, first))[:2] == ("True", DNS.CONFIGURED)
+    assert sole_condition(run(step, kube, first))[:2] == ("True", DNS.CONFIGURED)
     assert snapshot(kube, ns) == written
 
 
@@ -94,7 +95,7 @@ def test_the_guard_runs_again_on_a_retry_of_the_corefile_edit(
     racing.other = kube
     racing.conflicts = []
     racing.race = lambda text: corefile.upsert_block(text, "intruder", domain, HOST)  # type: ignore[attr-defined]
-    status, reason, message = only(run(step, racing, platform))
+    status, reason, message = sole_condition(run(step, racing, platform))
     assert len(racing.conflicts) == 1  # our first PUT lost the race
     assert (status, reason) == ("False", DNS.DOMAIN_HELD_BY_ANOTHER_PLATFORM), message
     assert "TenantPlatform intruder already rewrites" in message
@@ -116,7 +117,7 @@ def test_a_domain_inside_the_cluster_zone_is_refused(
     platform = make_platform(unique_name, unique_name, domain=f"api.{unique_name}.corp.k8s")
     untouched = snapshot(kube, ns)
     before = writes(kube)
-    status, reason, message = only(run(step, kube, platform))
+    status, reason, message = sole_condition(run(step, kube, platform))
     assert (status, reason) == ("False", DNS.RESERVED_DOMAIN), message
     assert "inside corp.k8s" in message
     assert writes(kube) == before and snapshot(kube, ns) == untouched

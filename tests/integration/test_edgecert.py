@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 from cryptography import x509
-from networking_support import body, context, delete_namespace, only, run, writes
-from tests.support import create_namespace
+from networking_support import context, delete_namespace, run, writes
+from tests.support import create_namespace, platform_body, sole_condition
 
 from tenant_platform import metrics
 from tenant_platform.api import constants
@@ -49,7 +49,7 @@ def spaces(kube: Kube, unique_name: str) -> Iterator[tuple[str, str]]:
 
 def platform_for(name: str, spaces: tuple[str, str], **edge: Any) -> dict[str, Any]:
     tenant, gw = spaces
-    return body(
+    return platform_body(
         name,
         tenant,
         gateway={"namespace": gw, "name": name},
@@ -128,7 +128,7 @@ def test_certificate_cases(kube: Kube, unique_name: str, spaces: tuple[str, str]
     kube.create(secret)
 
     result = run(edgecert.STEP, kube, platform, now=NOW)
-    status, reason, message = only(result)
+    status, reason, message = sole_condition(result)
     assert reason == expected["reason"], message
     assert status == ("True" if reason == Reason.VALID else "False")
     recorded = result.recorded["edgeCertificate"]
@@ -150,7 +150,7 @@ def test_certificate_cases(kube: Kube, unique_name: str, spaces: tuple[str, str]
 
 def test_missing_and_wrong_type(kube: Kube, unique_name: str, spaces: tuple[str, str]) -> None:
     platform = platform_for(unique_name, spaces)
-    assert only(run(edgecert.STEP, kube, platform, now=NOW))[1] == Reason.SECRET_NOT_FOUND
+    assert sole_condition(run(edgecert.STEP, kube, platform, now=NOW))[1] == Reason.SECRET_NOT_FOUND
     kube.create(
         {
             "apiVersion": "v1",
@@ -160,7 +160,7 @@ def test_missing_and_wrong_type(kube: Kube, unique_name: str, spaces: tuple[str,
             "data": {"tls.crt": base64.b64encode(b"x").decode()},
         }
     )
-    status, reason, message = only(run(edgecert.STEP, kube, platform, now=NOW))
+    status, reason, message = sole_condition(run(edgecert.STEP, kube, platform, now=NOW))
     assert (status, reason) == ("False", Reason.WRONG_SECRET_TYPE)
     assert "kubernetes.io/tls" in message
 
@@ -178,7 +178,7 @@ def test_self_signed_issuance_and_renewal_with_injected_clock(
     domain = platform["spec"]["domain"]
 
     result = run(edgecert.STEP, kube, platform, now=NOW)
-    status, reason, message = only(result)
+    status, reason, message = sole_condition(result)
     assert (status, reason) == ("True", Reason.VALID), message
     assert "issued a self-signed certificate (SecretNotFound)" in message
     secret = kube.get("v1", "Secret", SECRET, gw)
@@ -204,13 +204,13 @@ def test_self_signed_issuance_and_renewal_with_injected_clock(
 
     # Same clock: nothing to do, nothing written.
     before = writes(kube)
-    assert only(run(edgecert.STEP, kube, platform, now=NOW + timedelta(days=1)))[0] == "True"
+    assert sole_condition(run(edgecert.STEP, kube, platform, now=NOW + timedelta(days=1)))[0] == "True"
     assert writes(kube) == before
 
     # Sixty-one days later the certificate is within renewBefore (30 days): re-issued.
     later = NOW + timedelta(days=61)
     result = run(edgecert.STEP, kube, platform, now=later)
-    status, reason, message = only(result)
+    status, reason, message = sole_condition(result)
     assert (status, reason) == ("True", Reason.VALID), message
     assert "issued a self-signed certificate (ExpiringSoon)" in message
     renewed = x509.load_pem_x509_certificate(base64.b64decode(kube.get("v1", "Secret", SECRET, gw)["data"]["tls.crt"]))
@@ -231,7 +231,7 @@ def test_self_signed_never_overwrites_a_secret_that_is_not_ours(
     )
     secret = factory.tls_secret(SECRET, spaces[1], chain=[expired.cert], key=expired.key)
     kube.create(secret)
-    status, reason, message = only(run(edgecert.STEP, kube, platform, now=NOW))
+    status, reason, message = sole_condition(run(edgecert.STEP, kube, platform, now=NOW))
     assert (status, reason) == ("False", Common.CONFLICT)
     assert "expired" in message and "lacks our labels" in message
     assert kube.get("v1", "Secret", SECRET, spaces[1])["data"] == secret["data"]
@@ -244,7 +244,7 @@ def test_publicly_trusted_chain_publishes_nothing_and_prunes_the_old_bundle(
     domain = platform["spec"]["domain"]
     leaf = leaf_for(domain)
     kube.create(factory.tls_secret(SECRET, spaces[1], chain=[leaf.cert], key=leaf.key))
-    assert only(run(edgecert.STEP, kube, platform, now=NOW))[1] == Reason.VALID
+    assert sole_condition(run(edgecert.STEP, kube, platform, now=NOW))[1] == Reason.VALID
     assert trust_map(kube, platform) is not None
 
     # Replace it with a certificate from an intermediate whose root is not sent along.
@@ -256,7 +256,7 @@ def test_publicly_trusted_chain_publishes_nothing_and_prunes_the_old_bundle(
     live["data"] = replacement["data"]
     kube.replace(live)
     result = run(edgecert.STEP, kube, platform, now=NOW)
-    status, reason, message = only(result)
+    status, reason, message = sole_condition(result)
     assert (status, reason) == ("True", Reason.VALID)
     assert "assumed to be publicly trusted" in message
     assert result.recorded["edgeCertificate"]["publiclyTrusted"] is True
@@ -266,7 +266,7 @@ def test_publicly_trusted_chain_publishes_nothing_and_prunes_the_old_bundle(
 def test_dry_run_never_issues(kube: Kube, unique_name: str, spaces: tuple[str, str]) -> None:
     platform = platform_for(unique_name, spaces, issuer="SelfSigned")
     before = writes(kube)
-    status, reason, message = only(run(edgecert.STEP, kube, platform, now=NOW, dry_run=True))
+    status, reason, message = sole_condition(run(edgecert.STEP, kube, platform, now=NOW, dry_run=True))
     assert (status, reason) == ("False", "WouldIssue")
     assert "would issue" in message and Reason.SECRET_NOT_FOUND in message
     assert writes(kube) == before
@@ -291,7 +291,7 @@ def test_issuance_is_conditional_on_the_secret_as_read(
     stale = edgecert.gather(context(kube, platform, now=NOW))
     verdict = edgecert.edgecert.plan(TenantPlatform.from_body(platform), stale, now=NOW)
     assert verdict.issue is not None and stale.secret is None
-    only(run(edgecert.STEP, kube, platform, now=NOW))
+    sole_condition(run(edgecert.STEP, kube, platform, now=NOW))
     first = kube.get("v1", "Secret", SECRET, gw)
     assert first is not None
     assert edgecert.STEP._issue(context(kube, platform, now=NOW), stale, verdict.issue) is None
@@ -299,7 +299,7 @@ def test_issuance_is_conditional_on_the_secret_as_read(
 
     # Repeated (the status write lost): nothing issued, nothing written.
     before = writes(kube)
-    status, _, message = only(run(edgecert.STEP, kube, platform, now=NOW))
+    status, _, message = sole_condition(run(edgecert.STEP, kube, platform, now=NOW))
     assert status == "True" and "issued" not in message
     assert writes(kube) == before
 
@@ -308,7 +308,7 @@ def test_issuance_is_conditional_on_the_secret_as_read(
     stale = edgecert.gather(context(kube, platform, now=later))
     verdict = edgecert.edgecert.plan(TenantPlatform.from_body(platform), stale, now=later)
     assert verdict.issue is not None and verdict.issue.because == Reason.EXPIRING_SOON
-    only(run(edgecert.STEP, kube, platform, now=later))
+    sole_condition(run(edgecert.STEP, kube, platform, now=later))
     renewed = kube.get("v1", "Secret", SECRET, gw)
     assert renewed is not None and renewed["data"] != first["data"]
     assert edgecert.STEP._issue(context(kube, platform, now=later), stale, verdict.issue) is None

@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 import yaml
-from fleet_support import SETTINGS, admin, cond, passes, put_secret, tenant_servers
+from fleet_support import SETTINGS, admin, passes, put_secret, tenant_servers
+from tests.support import condition
 
 from tenant_platform import reconcile
 from tenant_platform.api import constants
@@ -60,7 +61,7 @@ def test_each_platform_prepares_its_own_tenant(
     make_platform(f"{unique_name}-b", ns_b, target={"kamaji": {"namespace": SECRETS_NS, "tenantControlPlane": "lab-b"}})
     for name, tenant, namespace in ((f"{unique_name}-a", a, ns_a), (f"{unique_name}-b", b, ns_b)):
         status = passes(crd, name)
-        reached = cond(status, constants.TARGET_REACHABLE)
+        reached = condition(status, constants.TARGET_REACHABLE)
         assert (reached["status"], reached["reason"]) == ("True", "Reachable"), reached
         kube = admin(tenant)
         kube_system = kube.get("v1", "Namespace", "kube-system")
@@ -71,9 +72,13 @@ def test_each_platform_prepares_its_own_tenant(
             "version": kube.server_version()[2],
             "clusterUid": kube_system["metadata"]["uid"],
         }
-        assert cond(status, constants.NAMESPACES_READY)["status"] == "True", cond(status, constants.NAMESPACES_READY)
-        assert cond(status, constants.DNS_READY)["status"] == "True", cond(status, constants.DNS_READY)
-        assert cond(status, constants.POD_GUARD_READY)["reason"] != "APIError", cond(status, constants.POD_GUARD_READY)
+        assert condition(status, constants.NAMESPACES_READY)["status"] == "True", condition(
+            status, constants.NAMESPACES_READY
+        )
+        assert condition(status, constants.DNS_READY)["status"] == "True", condition(status, constants.DNS_READY)
+        assert condition(status, constants.POD_GUARD_READY)["reason"] != "APIError", condition(
+            status, constants.POD_GUARD_READY
+        )
         # In the tenant: the namespace, the Corefile rewrite, the pod guard policies; no ownerReference
         # to a TenantPlatform that does not exist there.
         ns = kube.get("v1", "Namespace", namespace)
@@ -115,17 +120,17 @@ def test_unreachable_tenant_keeps_the_last_verdict(
     target = {"kubeconfigSecret": {"namespace": SECRETS_NS, "name": f"{unique_name}-kc"}}
     make_platform(unique_name, unique_name, target=target)
     before = passes(crd, unique_name)
-    assert cond(before, constants.TARGET_REACHABLE)["status"] == "True"
+    assert condition(before, constants.TARGET_REACHABLE)["status"] == "True"
     b.stop()
     try:
         status = passes(crd, unique_name)
-        reached = cond(status, constants.TARGET_REACHABLE)
+        reached = condition(status, constants.TARGET_REACHABLE)
         assert (reached["status"], reached["reason"]) == ("False", "Unreachable"), reached
         assert b.server in reached["message"]
-        ready = cond(status, constants.READY)
+        ready = condition(status, constants.READY)
         assert ready["status"] == "False" and "TargetReachable" in ready["message"], ready
         # What the last pass that reached the target said is kept (no step ran).
-        assert cond(status, constants.NAMESPACES_READY) == cond(before, constants.NAMESPACES_READY)
+        assert condition(status, constants.NAMESPACES_READY) == condition(before, constants.NAMESPACES_READY)
         assert status["recorded"] == before["recorded"]
         # Cleanup cannot run in a cluster it does not reach: the deletion waits (and says why).
         body = crd.get(constants.API_VERSION, constants.KIND, unique_name)
@@ -134,7 +139,7 @@ def test_unreachable_tenant_keeps_the_last_verdict(
         assert not blocked.finished and "did not answer" in blocked.message
     finally:
         b.start()
-    assert cond(passes(crd, unique_name), constants.TARGET_REACHABLE)["status"] == "True"
+    assert condition(passes(crd, unique_name), constants.TARGET_REACHABLE)["status"] == "True"
 
 
 def token_for(kube: Kube, namespace: str, account: str) -> str:
@@ -158,7 +163,7 @@ def test_identity_without_rights_bad_token_and_rotation(
     make_platform(unique_name, unique_name, target={"kubeconfigSecret": {"namespace": SECRETS_NS, "name": secret}})
 
     status = passes(crd, unique_name)
-    reached = cond(status, constants.TARGET_REACHABLE)
+    reached = condition(status, constants.TARGET_REACHABLE)
     assert (reached["status"], reached["reason"]) == ("False", "Unauthorized"), reached
     assert "(403)" in reached["message"]
     assert tenant.get("v1", "Namespace", unique_name) is None  # nothing was attempted
@@ -166,13 +171,13 @@ def test_identity_without_rights_bad_token_and_rotation(
     # A token the tenant did not issue (another tenant's): 401.
     foreign = token_for(admin(tenants["lab-b"]), "fleet-idents", "nobody")
     put_secret(crd, SECRETS_NS, secret, {"value": a.kubeconfig_for_token(foreign)})
-    reached = cond(passes(crd, unique_name), constants.TARGET_REACHABLE)
+    reached = condition(passes(crd, unique_name), constants.TARGET_REACHABLE)
     assert (reached["reason"], "(401)" in reached["message"]) == ("Unauthorized", True), reached
 
     # Rotation to the admin identity: used on the very next pass, no restart.
     put_secret(crd, SECRETS_NS, secret, {"value": a.kubeconfig_bytes()})
     status = passes(crd, unique_name)
-    assert cond(status, constants.TARGET_REACHABLE)["status"] == "True"
+    assert condition(status, constants.TARGET_REACHABLE)["status"] == "True"
     assert tenant.get("v1", "Namespace", unique_name) is not None
 
     # Rotation to another cluster's kubeconfig behind the same Secret: the recorded identity says so.
@@ -189,10 +194,10 @@ def test_secret_key_kubeconfig_and_version_refusals(
     a = tenants["lab-a"]
     secret = f"{unique_name}-kc"
     make_platform(unique_name, unique_name, target={"kubeconfigSecret": {"namespace": SECRETS_NS, "name": secret}})
-    assert cond(passes(crd, unique_name), constants.TARGET_REACHABLE)["reason"] == "SecretNotFound"
+    assert condition(passes(crd, unique_name), constants.TARGET_REACHABLE)["reason"] == "SecretNotFound"
 
     put_secret(crd, SECRETS_NS, secret, {"other": b"x"})
-    reached = cond(passes(crd, unique_name), constants.TARGET_REACHABLE)
+    reached = condition(passes(crd, unique_name), constants.TARGET_REACHABLE)
     assert reached["reason"] == "KeyMissing" and "other" in reached["message"]
 
     # The Secret's writer asks the operator to run a command: refused, never run.
@@ -211,13 +216,13 @@ def test_secret_key_kubeconfig_and_version_refusals(
         }
     ]
     put_secret(crd, SECRETS_NS, secret, {"value": yaml.safe_dump(doc).encode()})
-    reached = cond(passes(crd, unique_name), constants.TARGET_REACHABLE)
+    reached = condition(passes(crd, unique_name), constants.TARGET_REACHABLE)
     assert reached["reason"] == "InvalidKubeconfig" and "exec" in reached["message"], reached
     assert not marker.exists()
     # ... or to send the operator's own files to a server of its choice.
     doc["users"] = [{"name": "user", "user": {"tokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token"}}]
     put_secret(crd, SECRETS_NS, secret, {"value": yaml.safe_dump(doc).encode()})
-    assert cond(passes(crd, unique_name), constants.TARGET_REACHABLE)["reason"] == "InvalidKubeconfig"
+    assert condition(passes(crd, unique_name), constants.TARGET_REACHABLE)["reason"] == "InvalidKubeconfig"
 
     # The version floor, judged against the real server's /version.
     put_secret(crd, SECRETS_NS, secret, {"value": a.kubeconfig_bytes()})

@@ -22,8 +22,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from fleet_support import SETTINGS, admin, cond, passes, put_secret, tenant_servers
-from tests.support import shared_label_holders
+from fleet_support import SETTINGS, admin, passes, put_secret, tenant_servers
+from tests.support import condition, shared_label_holders
 
 from tenant_platform import reconcile
 from tenant_platform.api import constants
@@ -201,11 +201,11 @@ def test_deleting_a_target_platform_leaves_nothing_of_it_in_the_target(
     def prepared(name: str) -> dict[str, Any] | None:
         status = passes(crd, name)
         ready = (constants.NAMESPACES_READY, constants.EDGE_CERTIFICATE_READY)
-        return status if all(cond(status, t)["status"] == "True" for t in ready) else None
+        return status if all(condition(status, t)["status"] == "True" for t in ready) else None
 
     for name in (first, second):
         status = wait_for(lambda name=name: prepared(name), timeout=60, what=f"{name} prepared in the tenant")
-        assert cond(status, constants.TARGET_REACHABLE)["status"] == "True"
+        assert condition(status, constants.TARGET_REACHABLE)["status"] == "True"
     # What the first platform wrote in the tenant: outside its namespace (the Gateway, the
     # certificate Secret, the pod guard), inside it, the Corefile rewrite and GPU node labels.
     before = ours(kube, first)
@@ -327,7 +327,7 @@ def test_unreachable_target_blocks_deletion_then_gives_up_naming_what_is_left(
     # Within the deadline: blocked, Ready False DeletionBlocked says why; the finalizer stays.
     blocked = reconcile.cleanup(body, kube=crd, settings=SETTINGS, now=started + timedelta(seconds=5))
     assert not blocked.finished and not blocked.gave_up
-    ready = cond(blocked.status or {}, constants.READY)
+    ready = condition(blocked.status or {}, constants.READY)
     assert (ready["status"], ready["reason"]) == ("False", "DeletionBlocked"), ready
     assert "target" in ready["message"]
     # Past it: released, with a warning event naming the cluster and what may be left there.

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from fleet_support import admin, put_secret, tenant_servers
+from tests.support import condition
 
 from tenant_platform import reconcile
 from tenant_platform.api import constants, reasons
@@ -92,10 +93,6 @@ def requests(tenant: TenantAPIServer, resource: str, verb: str, dry_run: str = "
     return total
 
 
-def gpu_ready(status: dict[str, Any]) -> dict[str, Any]:
-    return next(c for c in status["conditions"] if c["type"] == constants.GPU_READY)
-
-
 def test_gpu_health_runs_against_each_target(
     crd: Kube, make_platform: Any, unique_name: str, tenants: dict[str, TenantAPIServer]
 ) -> None:
@@ -145,13 +142,15 @@ def test_gpu_health_runs_against_each_target(
         status_local = run(local, None)
 
         # X: the webhook its API server cannot reach, named, in that platform's GPUReady only.
-        cond = gpu_ready(status_x)
+        cond = condition(status_x, constants.GPU_READY)
         assert (cond["status"], cond["reason"]) == ("False", reasons.GPU.WEBHOOK_UNREACHABLE), cond
         assert f'cannot call webhook "{WEBHOOK}"' in cond["message"]
         assert "hami-scheduler.kube-system.svc" in cond["message"]
         assert status_x["gpu"]["health"]["webhook"]["outcome"] == "unreachable"
         for other in (status_y, status_local):
-            assert gpu_ready(other)["reason"] != reasons.GPU.WEBHOOK_UNREACHABLE, gpu_ready(other)
+            assert condition(other, constants.GPU_READY)["reason"] != reasons.GPU.WEBHOOK_UNREACHABLE, condition(
+                other, constants.GPU_READY
+            )
             assert other["gpu"]["health"]["webhook"]["outcome"] != "unreachable", other["gpu"]["health"]
         # The webhook configuration exists only in X, and X's API server counted the dry run.
         for elsewhere in (crd, admin(y)):
@@ -166,7 +165,7 @@ def test_gpu_health_runs_against_each_target(
         before = {r: requests(x, r, "LIST") for r in ("daemonsets", "deployments", "runtimeclasses")}
         hits = cache.hits
         again = run(px)
-        assert gpu_ready(again)["reason"] == reasons.GPU.WEBHOOK_UNREACHABLE
+        assert condition(again, constants.GPU_READY)["reason"] == reasons.GPU.WEBHOOK_UNREACHABLE
         assert {r: requests(x, r, "LIST") for r in before} == before
         # (The mesh step's own dry-run pod is refused by the same webhook on each pass, so X's
         # dry-run count is not the measure here: the GPU verdict's time is.)

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 import yaml
-from networking_support import body, delete_namespace, only, run, writes
-from tests.support import create_namespace
+from networking_support import delete_namespace, run, writes
+from tests.support import create_namespace, platform_body, sole_condition
 
 from tenant_platform.api import constants, reasons
 from tenant_platform.api.reasons import Gateway as Reason
@@ -71,7 +71,7 @@ def test_managed_gateway_is_created_restored_after_edit_and_idle_when_unchanged(
     platform = make_platform(unique_name, unique_name, gateway={"name": unique_name})
     domain = platform["spec"]["domain"]
 
-    status, reason, message = only(run(gateway.STEP, kube, platform))
+    status, reason, message = sole_condition(run(gateway.STEP, kube, platform))
     assert (status, reason) == ("True", Reason.PROGRAMMED), message
 
     live = kube.get(*GW, unique_name, ISTIO)
@@ -88,7 +88,7 @@ def test_managed_gateway_is_created_restored_after_edit_and_idle_when_unchanged(
 
     # A no-op resync writes nothing.
     before = writes(kube)
-    assert only(run(gateway.STEP, kube, platform))[0] == "True"
+    assert sole_condition(run(gateway.STEP, kube, platform))[0] == "True"
     assert writes(kube) == before
 
     # A manual edit (as another field manager) is repaired on the next pass.
@@ -99,14 +99,14 @@ def test_managed_gateway_is_created_restored_after_edit_and_idle_when_unchanged(
         namespace=ISTIO,
     )
     assert kube.get(*GW, unique_name, ISTIO)["spec"]["servers"][0]["hosts"] == ["evil.example.com"]
-    assert only(run(gateway.STEP, kube, platform))[0] == "True"
+    assert sole_condition(run(gateway.STEP, kube, platform))[0] == "True"
     assert kube.get(*GW, unique_name, ISTIO)["spec"]["servers"][0]["hosts"] == [f"{unique_name}/{domain}"]
 
     # Renamed in the spec: the new one is created and ours under the old name pruned.
     renamed = f"{unique_name}-v2"
     gateways.append(renamed)
     platform["spec"]["gateway"]["name"] = renamed
-    assert only(run(gateway.STEP, kube, platform))[0] == "True"
+    assert sole_condition(run(gateway.STEP, kube, platform))[0] == "True"
     assert kube.get(*GW, renamed, ISTIO) is not None
     assert kube.get(*GW, unique_name, ISTIO) is None
 
@@ -131,22 +131,22 @@ def test_a_second_platform_with_the_same_domain_gets_no_gateway(
     b = make_platform(second, second, domain=domain, gateway={"name": second})
 
     before = writes(as_operator)
-    status, reason, message = only(run(gateway.STEP, as_operator, b))
+    status, reason, message = sole_condition(run(gateway.STEP, as_operator, b))
     assert (status, reason) == ("False", Reason.DOMAIN_HELD_BY_ANOTHER_PLATFORM), message
     assert f"TenantPlatform {first} was created earlier with spec.domain {domain}" in message
     assert writes(as_operator) == before
     assert kube.get(*GW, second, ISTIO) is None
 
-    assert only(run(gateway.STEP, as_operator, a))[:2] == ("True", Reason.PROGRAMMED)
+    assert sole_condition(run(gateway.STEP, as_operator, a))[:2] == ("True", Reason.PROGRAMMED)
     before = writes(as_operator)
-    status, reason, message = only(run(gateway.STEP, as_operator, b))
+    status, reason, message = sole_condition(run(gateway.STEP, as_operator, b))
     assert (status, reason) == ("False", Reason.DOMAIN_HELD_BY_ANOTHER_PLATFORM), message
     assert f"already served by TenantPlatform {first} with Gateway {ISTIO}/{first}" in message
     assert writes(as_operator) == before
     assert kube.get(*GW, second, ISTIO) is None
     # External mode does not lift it: the domain is a's.
     b["spec"]["gateway"]["management"] = "External"
-    assert only(run(gateway.STEP, as_operator, b))[1] == Reason.DOMAIN_HELD_BY_ANOTHER_PLATFORM
+    assert sole_condition(run(gateway.STEP, as_operator, b))[1] == Reason.DOMAIN_HELD_BY_ANOTHER_PLATFORM
 
     # What is in place keeps the domain: a's Gateway moves to another domain, then a platform
     # named to sort first (an earlier claim when created in the same second) cannot take it back.
@@ -154,15 +154,15 @@ def test_a_second_platform_with_the_same_domain_gets_no_gateway(
     a["spec"]["domain"] = f"{first}.example.com"
     kube.merge_patch(constants.API_VERSION, constants.KIND, first, {"spec": {"domain": a["spec"]["domain"]}})
     b["spec"]["gateway"]["management"] = "Managed"
-    assert only(run(gateway.STEP, as_operator, a))[:2] == ("True", Reason.PROGRAMMED)
-    assert only(run(gateway.STEP, as_operator, b))[:2] == ("True", Reason.PROGRAMMED)
+    assert sole_condition(run(gateway.STEP, as_operator, a))[:2] == ("True", Reason.PROGRAMMED)
+    assert sole_condition(run(gateway.STEP, as_operator, b))[:2] == ("True", Reason.PROGRAMMED)
     gateways.append(other)
     zero = make_platform(other, other, domain=domain, gateway={"name": other})
-    status, reason, message = only(run(gateway.STEP, as_operator, zero))
+    status, reason, message = sole_condition(run(gateway.STEP, as_operator, zero))
     assert (status, reason) == ("False", Reason.DOMAIN_HELD_BY_ANOTHER_PLATFORM), message
     assert f"already served by TenantPlatform {second}" in message
     assert kube.get(*GW, other, ISTIO) is None
-    assert only(run(gateway.STEP, as_operator, b))[:2] == ("True", Reason.PROGRAMMED)
+    assert sole_condition(run(gateway.STEP, as_operator, b))[:2] == ("True", Reason.PROGRAMMED)
 
 
 def test_a_virtualservice_from_another_namespace_does_not_bind_the_domain(
@@ -183,7 +183,7 @@ def test_a_virtualservice_from_another_namespace_does_not_bind_the_domain(
     attacker_ns = f"{unique_name}-x"
     platform = make_platform(unique_name, unique_name, gateway={"name": unique_name})
     domain = platform["spec"]["domain"]
-    assert only(run(gateway.STEP, kube, platform))[:2] == ("True", Reason.PROGRAMMED)
+    assert sole_condition(run(gateway.STEP, kube, platform))[:2] == ("True", Reason.PROGRAMMED)
     for ns in (unique_name, attacker_ns):
         create_namespace(kube, ns)
     try:
@@ -278,7 +278,7 @@ def test_istioctl_analyze_binds_only_the_tenants_route(
     attacker_ns = f"{unique_name}-x"
     platform = make_platform(unique_name, unique_name, gateway={"name": unique_name})
     domain = platform["spec"]["domain"]
-    assert only(run(gateway.STEP, kube, platform))[:2] == ("True", Reason.PROGRAMMED)
+    assert sole_condition(run(gateway.STEP, kube, platform))[:2] == ("True", Reason.PROGRAMMED)
     for ns in (unique_name, attacker_ns):
         create_namespace(kube, ns)
     try:
@@ -327,8 +327,10 @@ def virtual_service(namespace: str, host: str, gateway_ref: str) -> dict[str, An
 
 def test_dry_run_reports_without_writing(kube: Kube, unique_name: str) -> None:
     before = writes(kube)
-    result = run(gateway.STEP, kube, body(unique_name, unique_name, gateway={"name": unique_name}), dry_run=True)
-    assert only(result)[:2] == ("False", Reason.WOULD_APPLY)
+    result = run(
+        gateway.STEP, kube, platform_body(unique_name, unique_name, gateway={"name": unique_name}), dry_run=True
+    )
+    assert sole_condition(result)[:2] == ("False", Reason.WOULD_APPLY)
     assert writes(kube) == before
     assert kube.get(*GW, unique_name, ISTIO) is None
 
@@ -338,8 +340,8 @@ def test_managed_gateway_never_overwrites_one_that_is_not_ours(
 ) -> None:
     gateways.append(unique_name)
     kube.create(external_gateway(unique_name, ["someone.example.com"]))
-    status, reason, message = only(
-        run(gateway.STEP, kube, body(unique_name, unique_name, gateway={"name": unique_name}))
+    status, reason, message = sole_condition(
+        run(gateway.STEP, kube, platform_body(unique_name, unique_name, gateway={"name": unique_name}))
     )
     assert (status, reason) == ("False", reasons.Common.CONFLICT)
     assert "lacks our labels" in message
@@ -348,16 +350,16 @@ def test_managed_gateway_never_overwrites_one_that_is_not_ours(
 
 def test_external_gateway_whose_hosts_miss_the_domain(kube: Kube, unique_name: str, gateways: list[str]) -> None:
     spec = {"gateway": {"name": unique_name, "management": "External"}}
-    platform = body(unique_name, unique_name, **spec)
+    platform = platform_body(unique_name, unique_name, **spec)
     domain = platform["spec"]["domain"]
 
-    status, reason, message = only(run(gateway.STEP, kube, platform))
+    status, reason, message = sole_condition(run(gateway.STEP, kube, platform))
     assert (status, reason) == ("False", "GatewayNotFound"), message
 
     gateways.append(unique_name)
     kube.create(external_gateway(unique_name, ["other.example.com"]))
     before = writes(kube)
-    status, reason, message = only(run(gateway.STEP, kube, platform))
+    status, reason, message = sole_condition(run(gateway.STEP, kube, platform))
     assert (status, reason) == ("False", "HostsMissDomain")
     assert "other.example.com" in message and domain in message
     assert writes(kube) == before  # External never writes
@@ -372,7 +374,7 @@ def test_external_gateway_whose_hosts_miss_the_domain(kube: Kube, unique_name: s
     )
     before = writes(kube)
     result = run(gateway.STEP, kube, platform)
-    status, reason, message = only(result)
+    status, reason, message = sole_condition(result)
     assert (status, reason) == ("True", Reason.VERIFIED), message
     assert f"Hardening recommended: Gateway {ISTIO}/{unique_name}'s hosts ['*.example.com']" in message
     assert f"{unique_name}/{domain}" in message
@@ -386,7 +388,7 @@ def test_external_gateway_whose_hosts_miss_the_domain(kube: Kube, unique_name: s
         namespace=ISTIO,
     )
     kube.json_patch(*GW, unique_name, [{"op": "remove", "path": "/spec/servers/0/tls/credentialName"}], namespace=ISTIO)
-    assert only(run(gateway.STEP, kube, platform))[1] == "NoCredential"
+    assert sole_condition(run(gateway.STEP, kube, platform))[1] == "NoCredential"
 
     kube.json_patch(
         *GW,
@@ -395,7 +397,7 @@ def test_external_gateway_whose_hosts_miss_the_domain(kube: Kube, unique_name: s
         namespace=ISTIO,
     )
     result = run(gateway.STEP, kube, platform)
-    status, reason, message = only(result)
+    status, reason, message = sole_condition(result)
     assert (status, reason) == ("True", Reason.VERIFIED), message
     assert "port 80" in message  # only a note
     assert result.recorded["gateway"] == {
@@ -411,12 +413,12 @@ def test_external_gateway_whose_hosts_miss_the_domain(kube: Kube, unique_name: s
 
 def test_gateway_service_must_exist(kube: Kube, unique_name: str, gateways: list[str]) -> None:
     gateways.append(unique_name)
-    platform = body(
+    platform = platform_body(
         unique_name,
         unique_name,
         gateway={"name": unique_name, "serviceHost": "missing-gw.istio-system.svc.cluster.local"},
     )
-    status, reason, message = only(run(gateway.STEP, kube, platform))
+    status, reason, message = sole_condition(run(gateway.STEP, kube, platform))
     assert (status, reason) == ("False", Reason.GATEWAY_SERVICE_NOT_FOUND)
     assert "istio-system/missing-gw" in message
 
@@ -427,8 +429,8 @@ def test_gateway_service_must_exist(kube: Kube, unique_name: str, gateways: list
 @pytest.fixture
 def tenant(kube: Kube, unique_name: str) -> Iterator[dict[str, Any]]:
     """A platform whose namespace and installer identity exist (namespaces + installer steps run)."""
-    platform = body(unique_name, unique_name, mesh={"sidecarStyle": "Native"})
-    assert only(run(namespaces.STEP, kube, platform))[0] == "True"
+    platform = platform_body(unique_name, unique_name, mesh={"sidecarStyle": "Native"})
+    assert sole_condition(run(namespaces.STEP, kube, platform))[0] == "True"
     create_namespace(kube, unique_name, wait_sa=True)
     run(installer.STEP, kube, platform)
     yield platform
@@ -437,7 +439,7 @@ def tenant(kube: Kube, unique_name: str) -> Iterator[dict[str, Any]]:
 
 def test_mesh_ready_with_explicit_sidecar_style(kube: Kube, tenant: dict[str, Any]) -> None:
     result = run(mesh.STEP, kube, tenant)
-    status, reason, message = only(result)
+    status, reason, message = sole_condition(result)
     assert (status, reason) == ("True", reasons.Mesh.MESH_AVAILABLE), message
     assert result.recorded == {"sidecarStyle": "Native"}
 
@@ -446,7 +448,7 @@ def test_auto_sidecar_style_without_an_injector_does_not_guess(kube: Kube, tenan
     tenant["spec"]["mesh"] = {"sidecarStyle": "Auto"}
     before = writes(kube)
     result = run(mesh.STEP, kube, tenant)
-    status, reason, message = only(result)
+    status, reason, message = sole_condition(result)
     assert (status, reason) == ("False", reasons.Mesh.SIDECAR_STYLE_UNKNOWN), message
     assert "spec.mesh.sidecarStyle" in message
     assert result.recorded == {"sidecarStyle": "Unknown"}
@@ -455,8 +457,8 @@ def test_auto_sidecar_style_without_an_injector_does_not_guess(kube: Kube, tenan
 
 
 def test_mesh_reports_missing_istiod_and_installer_rights(kube: Kube, unique_name: str) -> None:
-    platform = body(unique_name, unique_name, mesh={"namespace": unique_name, "sidecarStyle": "Classic"})
-    status, reason, message = only(run(mesh.STEP, kube, platform))
+    platform = platform_body(unique_name, unique_name, mesh={"namespace": unique_name, "sidecarStyle": "Classic"})
+    status, reason, message = sole_condition(run(mesh.STEP, kube, platform))
     assert (status, reason) == ("False", reasons.Mesh.ISTIOD_NOT_FOUND)
     assert f"namespace {unique_name}" in message
     # No installer RBAC exists for this platform either: named, resource by resource.
@@ -467,13 +469,13 @@ def test_the_checklists_gateway_with_plain_hosts_is_verified(kube: Kube, unique_
     """The Gateway exactly as the checklist writes it (plain hosts: the domain, port 443 with the edge
     certificate and port 80), verified: GatewayReady True with a Warning event and the hardening in
     the condition, not False DomainOpenToAllNamespaces; nothing written."""
-    platform = body(unique_name, unique_name, gateway={"name": unique_name, "management": "External"})
+    platform = platform_body(unique_name, unique_name, gateway={"name": unique_name, "management": "External"})
     domain = platform["spec"]["domain"]
     gateways.append(unique_name)
     kube.create(external_gateway(unique_name, [domain]))
     before = writes(kube)
     result = run(gateway.STEP, kube, platform)
-    status, reason, message = only(result)
+    status, reason, message = sole_condition(result)
     assert (status, reason) == ("True", Reason.VERIFIED), message
     assert f"list it as {unique_name}/{domain} instead" in message
     (event,) = result.events

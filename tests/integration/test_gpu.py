@@ -13,13 +13,14 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.support import condition, platform, platform_body, sole_condition
 
 from tenant_platform import metrics, reconcile
 from tenant_platform.api import constants
@@ -154,7 +155,7 @@ class World:
         if self._namespace_ready:
             return
         self.kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.namespace}})
-        wait_until(lambda: self.kube.get("v1", "ServiceAccount", "default", self.namespace), "default ServiceAccount")
+        wait_for(lambda: self.kube.get("v1", "ServiceAccount", "default", self.namespace), "default ServiceAccount", 60)
         self._namespace_ready = True
 
     def labels(self, node: str) -> dict[str, str]:
@@ -237,21 +238,10 @@ def world(kube: Kube, crd: Kube, unique_name: str) -> Iterator[World]:
         w.teardown()
 
 
-def platform(name: str, **gpu_spec: Any) -> TenantPlatform:
-    spec = {"namespace": f"{name}-ns", "domain": f"{name}.example.com", "gpu": gpu_spec}
-    _BODIES[name] = {
-        "apiVersion": constants.API_VERSION,
-        "kind": constants.KIND,
-        "metadata": {"name": name},
-        "spec": spec,
-    }
-    return TenantPlatform.from_body(
-        {"metadata": {"name": name, "uid": str(uuid.uuid4()), "generation": 1}, "spec": spec}
-    )
-
-
-def wait_until(probe: Callable[[], Any], what: str, timeout: float = 60) -> Any:
-    return wait_for(probe, what, timeout)
+def gpu_platform(name: str, **gpu_spec: Any) -> TenantPlatform:
+    """A platform with this spec.gpu, in namespace <name>-ns; World.declare applies its body."""
+    _BODIES[name] = platform_body(name, f"{name}-ns", gpu=gpu_spec)
+    return platform(name, f"{name}-ns", uid=str(uuid.uuid4()), generation=1, gpu=gpu_spec)
 
 
 def register(*cards: dict[str, Any]) -> str:
@@ -269,12 +259,6 @@ def a100(card_id: str, index: int = 0, *, healthy: bool = True) -> dict[str, Any
     if healthy:
         entry["health"] = True
     return entry
-
-
-def condition(result: StepResult) -> tuple[str, str, str]:
-    [cond] = result.conditions
-    assert cond.type == constants.GPU_READY
-    return cond.status, cond.reason, cond.message
 
 
 def owners(kube: Kube, node: str) -> dict[str, set[str]]:
@@ -334,7 +318,7 @@ def test_status_gpu_is_exactly_what_the_cluster_holds(world: World) -> None:
     world.pod("on-bad-card", node_b, f"{b1},NVIDIA,1000,10:;")
     world.pod("mig", node_c, f"{c0}[1g.5gb-0],NVIDIA,5000,0:;")
 
-    p = platform(f"{u}-p", hami={"configMapNamespace": f"{u}-no-hami"})
+    p = gpu_platform(f"{u}-p", hami={"configMapNamespace": f"{u}-no-hami"})
     result = world.run(p)
     status = result.status["gpu"]
     unparseable = status["nodes"][4].get("unparseable", "")
@@ -455,7 +439,7 @@ def test_status_gpu_is_exactly_what_the_cluster_holds(world: World) -> None:
         {"name": node_d, "model": "", "cards": 0},
         {"name": node_e, "model": "", "cards": 0},
     ]
-    state, reason, message = condition(result)
+    state, reason, message = sole_condition(result, constants.GPU_READY)
     assert (state, reason) == ("False", "UnparseableAnnotation")
     assert f"{node_e} (invalid JSON" in message
     assert f"Labelled GPU node(s) {node_d} register no devices" in message
@@ -526,7 +510,7 @@ def test_healthy_cluster_reports_ready_and_writes_the_printer_column(
         assert live is not None
         assert live["status"]["gpu"]["summary"] == "1 cards / 61440 MiB free"
         assert live["status"]["recorded"]["gpuNodes"] == [{"name": node, "model": A100, "cards": 1}]
-        ready = next(c for c in live["status"]["conditions"] if c["type"] == constants.GPU_READY)
+        ready = condition(live["status"], constants.GPU_READY)
         assert (ready["status"], ready["reason"]) == ("True", "GPUNodesReady")
         column = control_plane.kubectl("get", "tenantplatform", name, "-o", "custom-columns=GPUS:.status.gpu.summary")
         assert "1 cards / 61440 MiB free" in column.stdout
@@ -563,7 +547,9 @@ def test_names_from_hami_configmap(world: World) -> None:
             }
         )
         node = world.node("renamed", gpus=4, resource="example.com/vgpu")
-        p = platform(f"{u}-p", hami={"configMapNamespace": namespace}, nodeLabels={"labels": {"hami.io/vgpu": "on"}})
+        p = gpu_platform(
+            f"{u}-p", hami={"configMapNamespace": namespace}, nodeLabels={"labels": {"hami.io/vgpu": "on"}}
+        )
         result = world.run(p)
         status = result.status["gpu"]
         assert status["resourceNames"]["count"] == "example.com/vgpu"
@@ -572,7 +558,7 @@ def test_names_from_hami_configmap(world: World) -> None:
         assert result.recorded["gpuResourceNames"]["cores"] == "example.com/vgpu-cores"
         assert world.labels(node)["hami.io/vgpu"] == "on"
         # Registered nothing yet (labelled, no register annotation): that is the message.
-        assert condition(result)[1] == "NoDevicesRegistered"
+        assert sole_condition(result, constants.GPU_READY)[1] == "NoDevicesRegistered"
         world.cleanup(p)
     finally:
         world.kube.delete("v1", "Namespace", namespace)
@@ -587,11 +573,11 @@ def test_labels_appear_are_restored_and_only_ours_are_removed(world: World) -> N
     gpu_node = world.node("gpu", labels={"nvidia.com/gpu.present": "true"})
     world.person_sets_label(gpu_node, "team", "ml")
     cpu_node = world.node("cpu")
-    p = platform(f"{u}-p", hami={"enabled": False})  # labels only: no device plugin runs here
+    p = gpu_platform(f"{u}-p", hami={"enabled": False})  # labels only: no device plugin runs here
     manager = "tenant-platform-operator/labels/gpu=on"  # shared by every platform wanting gpu=on
 
     result = world.run(p)
-    assert condition(result)[:2] == ("True", "GPUNodesReady")
+    assert sole_condition(result, constants.GPU_READY)[:2] == ("True", "GPUNodesReady")
     labels = world.labels(gpu_node)
     assert (labels["gpu"], labels["team"], labels["nvidia.com/gpu.present"]) == ("on", "ml", "true")
     assert owners(world.kube, gpu_node)[manager] == {"gpu"}
@@ -618,7 +604,7 @@ def test_labels_appear_are_restored_and_only_ours_are_removed(world: World) -> N
     result = world.run(p)
     assert "gpu" not in world.labels(gpu_node)
     assert world.labels(gpu_node)["team"] == "ml"
-    assert condition(result)[1] == "NoGPUNodes"
+    assert sole_condition(result, constants.GPU_READY)[1] == "NoGPUNodes"
     world.person_sets_label(gpu_node, "nvidia.com/gpu.present", "true")
     world.run(p)
     assert world.labels(gpu_node)["gpu"] == "on"
@@ -638,7 +624,7 @@ def test_label_a_person_or_another_platform_also_set_survives_our_cleanup(world:
     preset = world.node("preset", labels={"nvidia.com/gpu.present": "true"})
     world.person_sets_label(preset, "gpu", "on")  # set by hand before the operator came
     shared = world.node("shared", labels={"feature.node.kubernetes.io/pci-10de.present": "true"})
-    first, second = platform(f"{u}-one"), platform(f"{u}-two")
+    first, second = gpu_platform(f"{u}-one"), gpu_platform(f"{u}-two")
     world.run(first)
     world.run(second)
     # One field manager holds the label for both platforms (not one per platform).
@@ -656,16 +642,16 @@ def test_label_a_person_or_another_platform_also_set_survives_our_cleanup(world:
 def test_two_platforms_wanting_different_values_conflict_and_neither_overwrites(world: World) -> None:
     u = world.prefix
     node = world.node("gpu", labels={"nvidia.com/gpu.present": "true"})
-    holder = platform(f"{u}-holder", hami={"enabled": False})
-    rival = platform(f"{u}-rival", nodeLabels={"labels": {"gpu": "yes", "tier": "gold"}}, hami={"enabled": False})
+    holder = gpu_platform(f"{u}-holder", hami={"enabled": False})
+    rival = gpu_platform(f"{u}-rival", nodeLabels={"labels": {"gpu": "yes", "tier": "gold"}}, hami={"enabled": False})
     stale_view = world.snapshot()  # taken before the holder labels the node
 
-    assert condition(world.run(holder))[0] == "True"
+    assert sole_condition(world.run(holder), constants.GPU_READY)[0] == "True"
 
     # The rival's snapshot does not know the holder yet: the API server's 409 tells it.
     world.declare(rival)
     raced = reconcile_step(gpu.STEP, world.context(rival, observed=stale_view))
-    state, reason, message = condition(raced)
+    state, reason, message = sole_condition(raced, constants.GPU_READY)
     assert (state, reason) == ("False", "Conflict")
     assert f"Node {node}: label gpu is held by TenantPlatform {holder.name}" in message
     assert world.labels(node)["gpu"] == "on"
@@ -673,16 +659,16 @@ def test_two_platforms_wanting_different_values_conflict_and_neither_overwrites(
 
     # With a fresh snapshot the conflict is known up front and costs no write.
     writes = world.kube.counter.snapshot()[1]
-    state, reason, message = condition(world.run(rival))
+    state, reason, message = sole_condition(world.run(rival), constants.GPU_READY)
     assert (state, reason) == ("False", "Conflict")
     assert f"label gpu=on is held by TenantPlatform {holder.name}; this platform wants gpu=yes" in message
     assert world.kube.counter.snapshot()[1] == writes
-    assert condition(world.run(holder))[:2] == ("True", "GPUNodesReady")
+    assert sole_condition(world.run(holder), constants.GPU_READY)[:2] == ("True", "GPUNodesReady")
     assert world.labels(node)["gpu"] == "on"
 
     # The holder goes away: the rival's value is applied on its next pass.
     world.cleanup(holder)
-    assert condition(world.run(rival))[0] == "True"
+    assert sole_condition(world.run(rival), constants.GPU_READY)[0] == "True"
     assert world.labels(node)["gpu"] == "yes"
     world.cleanup(rival)
     assert {"gpu", "tier"}.isdisjoint(world.labels(node))
@@ -691,11 +677,11 @@ def test_two_platforms_wanting_different_values_conflict_and_neither_overwrites(
 def test_dry_run_writes_nothing_and_says_what_it_would_do(world: World) -> None:
     u = world.prefix
     node = world.node("gpu", labels={"nvidia.com/gpu.present": "true"})
-    p = platform(f"{u}-p")
+    p = gpu_platform(f"{u}-p")
     writes = world.kube.counter.snapshot()[1]
     result = world.run(p, dry_run=True)
     assert world.kube.counter.snapshot()[1] == writes
-    state, reason, message = condition(result)
+    state, reason, message = sole_condition(result, constants.GPU_READY)
     assert (state, reason) == ("False", "LabelsPending")
     assert f"{node}: set gpu=on" in message
     assert "gpu" not in world.labels(node)
@@ -710,12 +696,12 @@ def test_dry_run_writes_nothing_and_says_what_it_would_do(world: World) -> None:
 def test_disabled_releases_labels(world: World) -> None:
     u = world.prefix
     node = world.node("gpu", labels={"nvidia.com/gpu.present": "true"})
-    p = platform(f"{u}-p")
+    p = gpu_platform(f"{u}-p")
     world.run(p)
     assert world.labels(node)["gpu"] == "on"
-    off = platform(f"{u}-p", nodeLabels={"enabled": False}, hami={"enabled": False})
+    off = gpu_platform(f"{u}-p", nodeLabels={"enabled": False}, hami={"enabled": False})
     result = world.run(off)
-    assert condition(result)[:2] == ("True", "Disabled")
+    assert sole_condition(result, constants.GPU_READY)[:2] == ("True", "Disabled")
     assert result.status == {"gpu": {"summary": "disabled"}}
     assert "gpu" not in world.labels(node)
 
@@ -730,13 +716,13 @@ def test_many_platforms_share_one_field_manager_per_label_value(world: World) ->
     first platform writes; the label goes with the last platform that wants it."""
     u = world.prefix
     nodes = [world.node(f"g{i}", labels={"nvidia.com/gpu.present": "true"}) for i in range(2)]
-    platforms = [platform(f"{u}-p{i}", hami={"enabled": False}) for i in range(12)]
+    platforms = [gpu_platform(f"{u}-p{i}", hami={"enabled": False}) for i in range(12)]
     writes = world.kube.counter.snapshot()[1]
     world.run(platforms[0])
     assert world.kube.counter.snapshot()[1] - writes == 2  # one apply per node
     for p in platforms[1:]:
         before = world.kube.counter.snapshot()[1]
-        assert condition(world.run(p))[:2] == ("True", "GPUNodesReady")
+        assert sole_condition(world.run(p), constants.GPU_READY)[:2] == ("True", "GPUNodesReady")
         assert world.kube.counter.snapshot()[1] == before  # held already: nothing to write
     for node in nodes:
         assert ours(world.kube, node) == {"tenant-platform-operator/labels/gpu=on": {"gpu"}}
@@ -754,7 +740,10 @@ def test_a_live_platform_not_seen_yet_keeps_the_label_at_anothers_deletion(world
     counts as wanting its labels everywhere, so another platform's deletion leaves them."""
     u = world.prefix
     node = world.node("gpu", labels={"nvidia.com/gpu.present": "true"})
-    first, later = platform(f"{u}-first", hami={"enabled": False}), platform(f"{u}-later", hami={"enabled": False})
+    first, later = (
+        gpu_platform(f"{u}-first", hami={"enabled": False}),
+        gpu_platform(f"{u}-later", hami={"enabled": False}),
+    )
     world.run(first)
     world.declare(later)  # exists, no pass yet
     world.cleanup(first)
@@ -770,7 +759,10 @@ def test_earlier_per_platform_managers_are_handed_over_and_released(world: World
     manager is left to that platform's own pass."""
     u = world.prefix
     node = world.node("gpu", labels={"nvidia.com/gpu.present": "true"})
-    first, second = platform(f"{u}-first", hami={"enabled": False}), platform(f"{u}-second", hami={"enabled": False})
+    first, second = (
+        gpu_platform(f"{u}-first", hami={"enabled": False}),
+        gpu_platform(f"{u}-second", hami={"enabled": False}),
+    )
     world.declare(second)
     for name in (first.name, second.name, f"{u}-gone"):
         world.kube.apply(
@@ -781,7 +773,7 @@ def test_earlier_per_platform_managers_are_handed_over_and_released(world: World
         f"tenant-platform-operator/{n}" for n in (first.name, second.name, f"{u}-gone")
     }
 
-    assert condition(world.run(first))[:2] == ("True", "GPUNodesReady")
+    assert sole_condition(world.run(first), constants.GPU_READY)[:2] == ("True", "GPUNodesReady")
     assert ours(world.kube, node) == {
         "tenant-platform-operator/labels/gpu=on": {"gpu"},
         f"tenant-platform-operator/{second.name}": {"gpu"},
@@ -804,7 +796,7 @@ def test_a_deleted_platforms_earlier_manager_is_handed_to_a_platform_that_wants_
         {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node, "labels": {"gpu": "on", "tier": "x"}}},
         field_manager=f"tenant-platform-operator/{u}-gone",
     )
-    p = platform(f"{u}-p", hami={"enabled": False})
+    p = gpu_platform(f"{u}-p", hami={"enabled": False})
     world.run(p)
     assert ours(world.kube, node) == {"tenant-platform-operator/labels/gpu=on": {"gpu"}}
     labels = world.labels(node)
@@ -832,9 +824,9 @@ def test_stale_locks_show_in_gpu_ready(world: World) -> None:
     world.annotate(dangling, {"hami.io/mutex.lock": lock(timedelta(minutes=1), "gone")})
     world.annotate(active, {"hami.io/mutex.lock": lock(timedelta(minutes=1), "binding")})
 
-    p = platform(f"{u}-p")
+    p = gpu_platform(f"{u}-p")
     result = world.run(p, now=now)
-    state, reason, message = condition(result)
+    state, reason, message = sole_condition(result, constants.GPU_READY)
     assert (state, reason) == ("False", "StaleNodeLock")
     assert f"{expired} (expired:" in message
     assert f"{dangling} (dangling:" in message
@@ -858,12 +850,12 @@ def test_stale_locks_show_in_gpu_ready(world: World) -> None:
 
     # Four minutes later, the active lock expired too.
     later = world.run(p, now=now + timedelta(minutes=4, seconds=30))
-    assert f"{active} (expired:" in condition(later)[2]
+    assert f"{active} (expired:" in sole_condition(later, constants.GPU_READY)[2]
 
     # HAMi (or a person) releases the locks: GPUReady recovers.
     for name in (expired, dangling, active):
         world.annotate(name, {"hami.io/mutex.lock": None})
-    assert condition(world.run(p, now=now))[:2] == ("True", "GPUNodesReady")
+    assert sole_condition(world.run(p, now=now), constants.GPU_READY)[:2] == ("True", "GPUNodesReady")
     world.cleanup(p)
     metrics.forget_platform(p.name)
 
@@ -871,10 +863,10 @@ def test_stale_locks_show_in_gpu_ready(world: World) -> None:
 def test_a_node_deleted_under_a_stale_snapshot_is_not_recreated(world: World) -> None:
     u = world.prefix
     node = world.node("gone", labels={"nvidia.com/gpu.present": "true"})
-    p = platform(f"{u}-p", hami={"enabled": False})
+    p = gpu_platform(f"{u}-p", hami={"enabled": False})
     stale = world.snapshot()
     world.kube.delete("v1", "Node", node)
-    wait_until(lambda: world.kube.get("v1", "Node", node) is None, "node deletion")
+    wait_for(lambda: world.kube.get("v1", "Node", node) is None, "node deletion", 60)
     world.declare(p)
     result = reconcile_step(gpu.STEP, world.context(p, observed=stale))
     assert not result.failed
@@ -901,21 +893,21 @@ def test_watches_keep_the_snapshot_current(world: World) -> None:
         u = world.prefix
         card = f"GPU-{u}-0"
         node = world.node("w", annotations={"hami.io/node-nvidia-register": register(a100(card))}, gpus=10)
-        wait_until(lambda: node in snapshot.view().nodes, "the node in the snapshot")
+        wait_for(lambda: node in snapshot.view().nodes, "the node in the snapshot", 60)
         world.pod("p", node, f"{card},NVIDIA,1000,10:;")
-        wait_until(lambda: snapshot.view().pod(world.namespace, "p") is not None, "the pod in the snapshot")
+        wait_for(lambda: snapshot.view().pod(world.namespace, "p") is not None, "the pod in the snapshot", 60)
         # Ended pods leave (the field selector turns the update into a DELETED event).
         world.kube.merge_patch(
             "v1", "Pod", "p", {"status": {"phase": "Succeeded"}}, namespace=world.namespace, subresource="status"
         )
-        wait_until(lambda: snapshot.view().pod(world.namespace, "p") is None, "the ended pod to leave")
+        wait_for(lambda: snapshot.view().pod(world.namespace, "p") is None, "the ended pod to leave", 60)
         # Our label shows up with its field manager, a heartbeat-only change does not count.
-        world.run(platform(f"{u}-p", hami={"enabled": False}))
-        wait_until(lambda: "gpu" in snapshot.view().nodes[node].label_holders, "our label's manager")
+        world.run(gpu_platform(f"{u}-p", hami={"enabled": False}))
+        wait_for(lambda: "gpu" in snapshot.view().nodes[node].label_holders, "our label's manager", 60)
         world.kube.delete("v1", "Node", node)
-        wait_until(lambda: node not in snapshot.view().nodes, "the deleted node to leave")
+        wait_for(lambda: node not in snapshot.view().nodes, "the deleted node to leave", 60)
         # Watches time out server-side after 5 s and resume from their resourceVersion.
-        wait_until(lambda: all(r.watches >= 2 for r in watches.reflectors), "a resumed watch", timeout=30)
+        wait_for(lambda: all(r.watches >= 2 for r in watches.reflectors), "a resumed watch", 30)
         assert all(r.lists == 1 for r in watches.reflectors)
     finally:
         watches.stop()

@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from tests.support import platform, sole_condition
 
 from tenant_platform.api import reasons
 from tenant_platform.api.models import TenantPlatform
@@ -116,22 +117,6 @@ def world(kube: Kube, unique_name: str) -> Iterator[tuple[World, list[TenantPlat
         w.teardown(platforms)
 
 
-def platform(name: str, namespace: str, platforms: list[TenantPlatform], **gpu_spec: Any) -> TenantPlatform:
-    p = TenantPlatform.from_body(
-        {
-            "metadata": {"name": name, "uid": str(uuid.uuid4()), "generation": 1},
-            "spec": {"namespace": namespace, "domain": f"{name}.example.com", "gpu": gpu_spec},
-        }
-    )
-    platforms.append(p)
-    return p
-
-
-def condition(result: StepResult) -> tuple[str, str, str]:
-    [cond] = result.conditions
-    return cond.status, cond.reason, cond.message
-
-
 def daemonset(
     name: str, namespace: str, *, image: str, node_selector: dict[str, str], component: str = ""
 ) -> dict[str, Any]:
@@ -180,9 +165,16 @@ def test_gpu_nodes_found_by_runtime_handler_runtime_class_and_spec_selector(
     )
     w.track("node.k8s.io/v1", "RuntimeClass", f"{u}-nvidia")
     selector = {"matchExpressions": [{"key": f"{u}-tier", "operator": "In", "values": ["a100", "h100"]}]}
-    p = platform(f"{u}-p", f"{u}-ns", platforms, nodeSelector=selector, hami={"enabled": False})
+    p = platform(
+        f"{u}-p",
+        f"{u}-ns",
+        uid=str(uuid.uuid4()),
+        generation=1,
+        gpu={"nodeSelector": selector, "hami": {"enabled": False}},
+    )
+    platforms.append(p)
     result = w.run(p)
-    status, reason, message = condition(result)
+    status, reason, message = sole_condition(result)
     assert (status, reason) == ("True", reasons.GPU.READY), message
     assert "3 GPU node(s), 3 labelled" in message
     for name in (handler, by_class, by_spec):
@@ -257,9 +249,12 @@ def test_hami_not_ready_and_two_device_plugins_on_one_node(world: tuple[World, l
             node_selector={"test": u},
         )
     )
-    p = platform(f"{u}-p", f"{u}-tenant", platforms, hami={"configMapNamespace": hami_ns})
+    p = platform(
+        f"{u}-p", f"{u}-tenant", uid=str(uuid.uuid4()), generation=1, gpu={"hami": {"configMapNamespace": hami_ns}}
+    )
+    platforms.append(p)
     result = w.run(p)  # labels the node: HAMi's DaemonSet now selects it
-    assert "runs on no node yet" in condition(result)[2]  # no controller has counted it yet
+    assert "runs on no node yet" in sole_condition(result)[2]  # no controller has counted it yet
     # What the deployment and daemonset controllers would write: nothing ready (no kubelet).
     w.kube.merge_patch(
         "apps/v1", "Deployment", "hami-scheduler", {"status": {"replicas": 1}}, namespace=hami_ns, subresource="status"
@@ -285,7 +280,7 @@ def test_hami_not_ready_and_two_device_plugins_on_one_node(world: tuple[World, l
             }
         )
     result = w.run(p)
-    status, reason, message = condition(result)
+    status, reason, message = sole_condition(result)
     # The scheduler never becomes ready (no kubelet): the most urgent problem wins the reason,
     # every other one is named in the message.
     assert (status, reason) == ("False", reasons.GPU.HAMI_SCHEDULER_NOT_READY), message
@@ -353,9 +348,10 @@ def test_unreachable_webhook_fails_gpu_ready_naming_it(world: tuple[World, list[
     )
     w.track("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration", f"{u}-hami-webhook")
     w.node("gpu", labels={"nvidia.com/gpu.present": "true"})
-    p = platform(f"{u}-p", tenant, platforms, hami={"configMapNamespace": hami_ns})
+    p = platform(f"{u}-p", tenant, uid=str(uuid.uuid4()), generation=1, gpu={"hami": {"configMapNamespace": hami_ns}})
+    platforms.append(p)
     result = w.run(p)
-    status, reason, message = condition(result)
+    status, reason, message = sole_condition(result)
     assert (status, reason) == ("False", reasons.GPU.WEBHOOK_UNREACHABLE), message
     assert f'cannot call webhook "{webhook}"' in message
     assert f"hami-scheduler.{hami_ns}.svc" in message
@@ -370,29 +366,29 @@ def test_unreachable_webhook_fails_gpu_ready_naming_it(world: tuple[World, list[
 
     sent = dry_runs()
     kept = w.run(p)
-    assert condition(kept)[:2] == ("False", reasons.GPU.WEBHOOK_UNREACHABLE)
+    assert sole_condition(kept)[:2] == ("False", reasons.GPU.WEBHOOK_UNREACHABLE)
     assert kept.status["gpu"]["health"]["webhook"]["checkedAt"] == probe["checkedAt"]
     assert dry_runs() == sent
     # An input changed (the tenant namespace): checked again, still unreachable.
     w.kube.merge_patch("v1", "Namespace", tenant, {"metadata": {"labels": {f"{u}-touched": "yes"}}})
     again = w.run(p)
-    assert condition(again)[:2] == ("False", reasons.GPU.WEBHOOK_UNREACHABLE)
+    assert sole_condition(again)[:2] == ("False", reasons.GPU.WEBHOOK_UNREACHABLE)
     assert dry_runs() == sent + 1
 
     # The webhook gone (a MutatingWebhookConfiguration the operator may not watch, so seen at the
     # next interval: here forced with an interval of 0): the dry run passes, and nobody gave the
     # pod HAMi's scheduler (a note).
     w.kube.delete("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration", f"{u}-hami-webhook")
-    assert condition(w.run(p))[1] == reasons.GPU.WEBHOOK_UNREACHABLE  # the kept verdict
+    assert sole_condition(w.run(p))[1] == reasons.GPU.WEBHOOK_UNREACHABLE  # the kept verdict
     every_pass = Settings(webhook_probe_interval=0)
 
     def recovered() -> StepResult | None:
         again = w.run(p, settings=every_pass)
-        return again if condition(again)[1] != reasons.GPU.WEBHOOK_UNREACHABLE else None
+        return again if sole_condition(again)[1] != reasons.GPU.WEBHOOK_UNREACHABLE else None
 
     after = wait_for(recovered, "the webhook configuration to be gone from the API server's cache", 30)
     assert after.status["gpu"]["health"]["webhook"]["outcome"] == "unmutated"
-    assert "No webhook gave the dry-run GPU pod" in condition(after)[2]
+    assert "No webhook gave the dry-run GPU pod" in sole_condition(after)[2]
 
 
 # -- as the operator's own identity ------------------------------------------------------------------------
@@ -409,7 +405,8 @@ def test_the_operator_identity_may_do_every_read_and_the_dry_run(
     tenant = w.namespace(f"{u}-tenant", labels={"tenancy.dev/tenant-platform": f"{u}-p"})
     hami_ns = w.namespace(f"{u}-hami")
     w.node("gpu", handlers=["nvidia"])
-    p = platform(f"{u}-p", tenant, platforms, hami={"configMapNamespace": hami_ns})
+    p = platform(f"{u}-p", tenant, uid=str(uuid.uuid4()), generation=1, gpu={"hami": {"configMapNamespace": hami_ns}})
+    platforms.append(p)
     result = w.run(p, kube=as_operator)
     health = result.status["gpu"]["health"]
     assert not any(n.startswith("Could not") for n in health.get("notes", [])), health

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from tests.support import condition
 
 from tenant_platform import gpuwatch, main, reconcile, scheduler
 from tenant_platform.api import constants
@@ -93,17 +94,13 @@ def run(kube: Kube, name: str, only: frozenset[str] | None = None) -> reconcile.
     return reconcile.run(body, kube=kube, settings=SETTINGS, now=NOW, observed=snapshot(kube), only=only)
 
 
-def cond(status: dict[str, Any], type_: str) -> dict[str, Any]:
-    return next(c for c in status.get("conditions", []) if c["type"] == type_)
-
-
 def converge(kube: Kube, name: str) -> reconcile.Outcome:
     for _ in range(30):
         outcome = run(kube, name)
-        if cond(outcome.status, constants.RECONCILING)["status"] == "False" and not outcome.status_written:
+        if condition(outcome.status, constants.RECONCILING)["status"] == "False" and not outcome.status_written:
             return outcome
         time.sleep(0.5)
-    raise AssertionError(f"never converged: {cond(outcome.status, constants.READY)}")
+    raise AssertionError(f"never converged: {condition(outcome.status, constants.READY)}")
 
 
 def requests(counter: RequestCounter) -> Counter[tuple[str, str]]:
@@ -164,8 +161,8 @@ def test_an_allocation_change_makes_one_status_write_and_touches_nothing_else(
     used = after["gpu"]["total"]["memoryMiB"]["used"]
     assert used == before_full[on]["gpu"]["total"]["memoryMiB"]["used"] + 4096
     for type_ in set(constants.CONCERN_TYPES) - {constants.GPU_READY}:
-        assert cond(after, type_) == cond(before_full[on], type_), type_
-    assert cond(after, constants.READY)["status"] == "True"
+        assert condition(after, type_) == condition(before_full[on], type_), type_
+    assert condition(after, constants.READY)["status"] == "True"
     assert after["observedGeneration"] == before_full[on]["observedGeneration"]
 
     # Nothing changed since: the same partial pass writes nothing.

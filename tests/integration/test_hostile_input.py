@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 import yaml
-from tests.support import create_namespace
+from tests.support import condition, create_namespace
 
 from tenant_platform import metrics, reconcile
 from tenant_platform.api import constants
@@ -194,10 +194,6 @@ def scene(
         s.teardown()
 
 
-def gpu_ready(status: dict[str, Any]) -> dict[str, Any]:
-    return next(c for c in status["conditions"] if c["type"] == constants.GPU_READY)
-
-
 def test_hostile_pods_in_another_namespace_leave_the_platform_gpu_ready(scene: Scene) -> None:
     scene.admin.create(
         {
@@ -221,7 +217,7 @@ def test_hostile_pods_in_another_namespace_leave_the_platform_gpu_ready(scene: S
 
     assert outcome.status_written
     status = scene.live()["status"]
-    ready = gpu_ready(status)
+    ready = condition(status, constants.GPU_READY)
     assert (ready["status"], ready["reason"]) == ("True", "GPUNodesReady"), ready
     assert f"{len(HOSTILE)} HAMi pod(s) ignored" in ready["message"]
     assert len(ready["message"]) < 2048
@@ -251,7 +247,7 @@ def test_eight_pods_with_200_kb_annotations_do_not_stop_status_writes(scene: Sce
     assert outcome.status_written
     status = scene.live()["status"]
     assert len(json.dumps(status)) < 32 * 1024, len(json.dumps(status))
-    ready = gpu_ready(status)
+    ready = condition(status, constants.GPU_READY)
     assert (ready["status"], ready["reason"]) == ("True", "GPUNodesReady"), ready
     assert status["gpu"]["ignoredPods"] == 8
     assert "over the 65536 HAMi ever writes" in status["gpu"]["nodes"][0]["ignoredPods"][0]

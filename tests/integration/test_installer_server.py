@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
+from tests.support import condition
 
 from tenant_platform import reconcile
 from tenant_platform.api import constants
@@ -86,7 +87,7 @@ def test_server_from_cluster_info_then_spec_then_operator(
     }
     installer = outcome.status["recorded"]["installer"]
     assert (installer["kubeconfigServer"], installer["kubeconfigServerSource"]) == (PUBLISHED, "ClusterInfo")
-    ready = next(c for c in outcome.status["conditions"] if c["type"] == "InstallerReady")
+    ready = condition(outcome.status, "InstallerReady")
     assert f"names server {PUBLISHED} (from ConfigMap kube-public/cluster-info)" in ready["message"]
     values = crd.get("v1", "ConfigMap", f"{unique_name}-install-values", ns)
     assert values is not None

@@ -10,8 +10,9 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from facts_support import kube_for, platform_body, run_step
+from facts_support import kube_for, run_step
 from tests import support
+from tests.support import platform_body
 
 from tenant_platform.concerns.installer import manifests as render_installer
 from tenant_platform.concerns.installer import step as installer

@@ -15,6 +15,7 @@ from typing import Any
 import kubernetes.client
 import pytest
 import yaml
+from tests.support import condition
 
 from tenant_platform import reconcile
 from tenant_platform.api import constants
@@ -39,10 +40,6 @@ def fresh(kube: Kube, name: str) -> dict[str, Any]:
 
 def run(kube: Kube, name: str) -> reconcile.Outcome:
     return reconcile.run(fresh(kube, name), kube=kube, settings=SETTINGS, now=NOW)
-
-
-def cond(outcome: reconcile.Outcome, type_: str) -> dict[str, Any]:
-    return next(c for c in outcome.status["conditions"] if c["type"] == type_)
 
 
 def cluster_admin_binding(kube: Kube, name: str, namespace: str) -> None:
@@ -74,7 +71,7 @@ def test_existing_service_account_without_our_claim_is_never_taken(
         assert sa_before is not None
         make_platform(unique_name, unique_name, installer={"kubeconfigSecret": {"enabled": True}})
         outcome = run(crd, unique_name)
-        installer = cond(outcome, "InstallerReady")
+        installer = condition(outcome.status, "InstallerReady")
         assert (installer["status"], installer["reason"]) == ("False", "Conflict"), installer
         assert f"ServiceAccount {unique_name}/{SA} (not created by the operator)" in installer["message"]
         assert not any(e[1] == "TokenMinted" for e in outcome.events)
@@ -93,13 +90,13 @@ def test_no_token_while_the_installer_holds_too_much_and_ours_is_deleted(
 ) -> None:
     make_platform(unique_name, unique_name, installer={"kubeconfigSecret": {"enabled": True}})
     first = run(crd, unique_name)
-    assert cond(first, "InstallerReady")["status"] == "True"
+    assert condition(first.status, "InstallerReady")["status"] == "True"
     assert crd.get("v1", "Secret", SECRET, unique_name) is not None
     # Someone binds our installer ServiceAccount to cluster-admin.
     cluster_admin_binding(crd, unique_name, unique_name)
     try:
         outcome = run(crd, unique_name)
-        installer = cond(outcome, "InstallerReady")
+        installer = condition(outcome.status, "InstallerReady")
         assert (installer["status"], installer["reason"]) == ("False", "ExcessPermissions"), installer
         assert "No kubeconfig token was minted, and ours was deleted." in installer["message"]
         assert not any(e[1] == "TokenMinted" for e in outcome.events)
@@ -108,7 +105,7 @@ def test_no_token_while_the_installer_holds_too_much_and_ours_is_deleted(
         crd.delete("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", unique_name)
     # Once the excess is gone, a fresh token is minted again.
     again = run(crd, unique_name)
-    assert cond(again, "InstallerReady")["status"] == "True"
+    assert condition(again.status, "InstallerReady")["status"] == "True"
     assert any(e[1] == "TokenMinted" for e in again.events)
 
 
@@ -237,7 +234,7 @@ def test_the_checklists_installer_identity_is_taken_over_once_opted_in(
         for o in by_hand
     }
     make_platform(unique_name, unique_name, installer={"serviceAccountName": SA})
-    installer = cond(run(crd, unique_name), "InstallerReady")
+    installer = condition(run(crd, unique_name).status, "InstallerReady")
     assert (installer["status"], installer["reason"]) == ("False", "Conflict"), installer
     assert f"annotate each of those objects tenancy.dev/adoptable-by={unique_name}" in installer["message"]
 
@@ -250,7 +247,7 @@ def test_the_checklists_installer_identity_is_taken_over_once_opted_in(
             {"metadata": {"annotations": {constants.ANNOTATION_ADOPTABLE: f"someone, {unique_name}"}}},
             namespace=unique_name,
         )
-    installer = cond(run(crd, unique_name), "InstallerReady")
+    installer = condition(run(crd, unique_name).status, "InstallerReady")
     assert (installer["status"], installer["reason"]) == ("False", "Conflict"), installer
     assert by_hand[-1]["metadata"]["name"] in installer["message"]
 
@@ -262,7 +259,7 @@ def test_the_checklists_installer_identity_is_taken_over_once_opted_in(
         {"metadata": {"annotations": {constants.ANNOTATION_ADOPTABLE: unique_name}}},
         namespace=unique_name,
     )
-    installer = cond(run(crd, unique_name), "InstallerReady")
+    installer = condition(run(crd, unique_name).status, "InstallerReady")
     assert (installer["status"], installer["reason"]) == ("True", "Reconciled"), installer
     for o in by_hand:
         live = crd.get(o["apiVersion"], o["kind"], o["metadata"]["name"], unique_name)

@@ -9,14 +9,8 @@ from typing import Any
 
 import pytest
 import yaml
-from facts_support import (
-    condition,
-    create_namespace,
-    dockerconfigjson,
-    get_platform,
-    patch_spec,
-    reconcile_once,
-)
+from facts_support import create_namespace, dockerconfigjson, get_platform, patch_spec, reconcile_once
+from tests.support import condition
 
 from tenant_platform import preflight, reconcile
 from tenant_platform.api import constants

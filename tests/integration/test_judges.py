@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 import yaml
+from tests.support import find_condition
 
 from tenant_platform import reconcile
 from tenant_platform.api import constants
@@ -144,13 +145,6 @@ def live(kube: Kube, name: str) -> dict[str, Any]:
     return obj
 
 
-def cond(obj: dict[str, Any], type_: str) -> dict[str, Any]:
-    for c in (obj.get("status") or {}).get("conditions") or []:
-        if c["type"] == type_:
-            return dict(c)
-    return {}
-
-
 def verdict_of(kube: Kube, name: str) -> tuple[Verdict, dict[str, str]]:
     ((verdict, messages),) = judge([live(kube, name)])
     return verdict, messages
@@ -205,6 +199,10 @@ def operator(
         running.stop()
 
 
+def ready(obj: dict[str, Any]) -> bool:
+    return (find_condition(obj.get("status"), "Ready") or {}).get("status") == "True"
+
+
 def await_state(kube: Kube, name: str, operator: RunningOperator, what: str, test: Any) -> dict[str, Any]:
     def check() -> dict[str, Any] | None:
         obj = live(kube, name)
@@ -222,7 +220,7 @@ def await_state(kube: Kube, name: str, operator: RunningOperator, what: str, tes
 def test_live_ready_is_current(operator: RunningOperator, crd: Kube, platforms: list[str], unique_name: str) -> None:
     crd.create(sample(unique_name))
     platforms.append(unique_name)
-    await_state(crd, unique_name, operator, "Ready", lambda o: cond(o, "Ready").get("status") == "True")
+    await_state(crd, unique_name, operator, "Ready", ready)
     verdict, messages = verdict_of(crd, unique_name)
     assert verdict == CURRENT, messages
 
@@ -235,13 +233,13 @@ def test_live_missing_storage_class_waits_then_stalls_then_recovers(
     platforms.append(unique_name)
 
     def waiting(o: dict[str, Any]) -> bool:
-        storage = cond(o, constants.STORAGE_READY)
-        return cond(o, "Reconciling").get("status") == "True" and storage.get("reason") == "StorageClassNotFound"
+        reconciling = find_condition(o.get("status"), "Reconciling") or {}
+        storage = find_condition(o.get("status"), constants.STORAGE_READY) or {}
+        return reconciling.get("status") == "True" and storage.get("reason") == "StorageClassNotFound"
 
     def stalled(o: dict[str, Any]) -> bool:
-        return cond(o, "Stalled").get("status") == "True" and "StorageReady: StorageClassNotFound" in cond(
-            o, "Stalled"
-        ).get("message", "")
+        found = find_condition(o.get("status"), "Stalled") or {}
+        return found.get("status") == "True" and "StorageReady: StorageClassNotFound" in found.get("message", "")
 
     obj = await_state(crd, unique_name, operator, "waiting for the class", waiting)
     ((verdict, messages),) = judge([obj])
@@ -266,7 +264,7 @@ def test_live_missing_storage_class_waits_then_stalls_then_recovers(
         }
     )
     try:
-        await_state(crd, unique_name, operator, "Ready", lambda o: cond(o, "Ready").get("status") == "True")
+        await_state(crd, unique_name, operator, "Ready", ready)
         verdict, messages = verdict_of(crd, unique_name)
         assert verdict == CURRENT, messages
     finally:
@@ -281,7 +279,7 @@ def test_live_paused_is_suspended(operator: RunningOperator, crd: Kube, platform
 
     def paused() -> dict[str, Any] | None:
         obj = live(crd, unique_name)
-        return obj if cond(obj, "Reconciling").get("reason") == "Paused" else None
+        return obj if (find_condition(obj.get("status"), "Reconciling") or {}).get("reason") == "Paused" else None
 
     obj = wait.wait_for(paused, f"{unique_name} paused", 60, interval=0.5)
     ((verdict, messages),) = judge([obj])

@@ -27,12 +27,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
+from tests.support import platform_body
 
 from tenant_platform import metrics, reconcile
 from tenant_platform.api import constants
@@ -76,15 +76,6 @@ class Scrape:
         return [s for s in self.samples if s.name == name]
 
 
-def _platform(name: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": constants.API_VERSION,
-        "kind": constants.KIND,
-        "metadata": {"name": name},
-        "spec": {"namespace": name, "domain": f"{name}.example.com", **spec},
-    }
-
-
 def _no_permissions(crd: Kube, control_plane: ControlPlane, tmp: Path) -> Kube:
     """A client for a ServiceAccount no RBAC binds: every cleanup write is Forbidden."""
     account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "nobody", "namespace": "default"}}
@@ -102,9 +93,9 @@ def scrape(crd: Kube, control_plane: ControlPlane, tmp_path_factory: pytest.Temp
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(metrics, "METRICS", fresh)
         try:
-            crd.create(_platform("scrape-a", edgeCertificate={"issuer": "SelfSigned"}))
-            crd.create(_platform("scrape-b"))
-            crd.create({**_platform("scrape-gone"), "metadata": {"name": "scrape-gone", "finalizers": [HOLD]}})
+            crd.create(platform_body("scrape-a", edgeCertificate={"issuer": "SelfSigned"}))
+            crd.create(platform_body("scrape-b"))
+            crd.create(platform_body("scrape-gone", metadata={"finalizers": [HOLD]}))
             for name in ("scrape-a", "scrape-b"):
                 body = crd.get(constants.API_VERSION, constants.KIND, name)
                 assert body is not None
@@ -264,7 +255,7 @@ def test_scrape_follows_the_conventions(scrape: Scrape) -> None:
     ]
 
 
-def test_gpu_series_are_exported_once_without_platform(scrape: Scrape) -> None:
+def test_gpu_series_are_exported_once_withoutplatform_body(scrape: Scrape) -> None:
     gpu = [s for s in scrape.samples if s.name.startswith("tenant_platform_gpu_")]
     assert gpu, "the seeded GPU nodes must show"
     assert all("platform" not in s.labels for s in gpu)

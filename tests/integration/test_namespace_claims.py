@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import kubernetes.client
+from tests.support import condition
 
 from tenant_platform import reconcile
 from tenant_platform.api import constants
@@ -45,10 +46,6 @@ def fresh(kube: Kube, name: str) -> dict[str, Any]:
 
 def run(kube: Kube, name: str, settings: Settings = SETTINGS) -> reconcile.Outcome:
     return reconcile.run(fresh(kube, name), kube=kube, settings=settings, now=NOW)
-
-
-def cond(outcome: reconcile.Outcome, type_: str) -> dict[str, Any]:
-    return next(c for c in outcome.status["conditions"] if c["type"] == type_)
 
 
 def impersonating(admin: Kube, user: str) -> Kube:
@@ -108,7 +105,7 @@ def test_second_platform_on_a_claimed_namespace_writes_nothing_there(
     first, second = f"{unique_name}-a", f"{unique_name}-b"
     mallory = f"mallory-{unique_name}"
     make_platform(first, first, installer={"kubeconfigSecret": {"enabled": True}})
-    assert cond(run(crd, first), "InstallerReady")["status"] == "True"
+    assert condition(run(crd, first).status, "InstallerReady")["status"] == "True"
     owned_before = contents(crd, first)
     ns_before = namespace_state(crd, first)
     assert ("Secret", "platform-installer-kubeconfig") in owned_before
@@ -121,14 +118,14 @@ def test_second_platform_on_a_claimed_namespace_writes_nothing_there(
     )
     for _ in range(2):
         outcome = run(crd, second)
-    ns_cond = cond(outcome, "NamespacesReady")
+    ns_cond = condition(outcome.status, "NamespacesReady")
     assert (ns_cond["status"], ns_cond["reason"]) == ("False", "Conflict")
     assert f"claimed by TenantPlatform {first}" in ns_cond["message"]
     # The installer finds the first platform's identity and takes nothing (Conflict); the pod guard's
     # write is refused by the write gate (NamespaceNotOwned).
-    installer = cond(outcome, "InstallerReady")
+    installer = condition(outcome.status, "InstallerReady")
     assert (installer["status"], installer["reason"]) == ("False", "Conflict"), installer
-    guard = cond(outcome, "PodGuardReady")
+    guard = condition(outcome.status, "PodGuardReady")
     assert (guard["status"], guard["reason"]) == ("False", "NamespaceNotOwned"), guard
     assert f"{first}: claimed by TenantPlatform {first}" in guard["message"]
     assert not any(e[1] == "TokenMinted" for e in outcome.events), "no token is minted in another's namespace"
@@ -144,7 +141,7 @@ def test_second_platform_on_a_claimed_namespace_writes_nothing_there(
     assert outcome_cleanup.finished, outcome_cleanup.message
     assert contents(crd, first) == owned_before
     assert namespace_state(crd, first) == ns_before
-    assert cond(run(crd, first), "Ready")["status"] in ("True", "False")  # the first one still reconciles
+    assert condition(run(crd, first).status, "Ready")["status"] in ("True", "False")  # the first one still reconciles
     assert contents(crd, first).keys() >= owned_before.keys()
 
 
@@ -163,11 +160,11 @@ def test_operator_and_tool_namespaces_are_never_taken(crd: Kube, make_platform: 
         installer={"subjects": [{"kind": "User", "name": mallory}], "kubeconfigSecret": {"enabled": True}},
     )
     outcome = run(crd, unique_name, settings)
-    ns_cond = cond(outcome, "NamespacesReady")
+    ns_cond = condition(outcome.status, "NamespacesReady")
     assert (ns_cond["status"], ns_cond["reason"]) == ("False", "ProtectedNamespace")
     assert "the operator's own namespace" in ns_cond["message"]
     assert "list of protected namespaces" in ns_cond["message"]
-    assert cond(outcome, "InstallerReady")["reason"] == "NamespaceNotOwned"
+    assert condition(outcome.status, "InstallerReady")["reason"] == "NamespaceNotOwned"
     after = {ns: (namespace_state(crd, ns), contents(crd, ns)) for ns in (operator_ns, tool_ns)}
     assert after == before, "nothing written into a protected namespace"
     for ns in (operator_ns, tool_ns):
@@ -183,7 +180,7 @@ def test_existing_namespace_is_adopted_only_when_an_admin_opted_it_in(
     before = namespace_state(crd, unique_name), contents(crd, unique_name)
     make_platform(unique_name, unique_name)
     outcome = run(crd, unique_name)
-    ns_cond = cond(outcome, "NamespacesReady")
+    ns_cond = condition(outcome.status, "NamespacesReady")
     assert (ns_cond["status"], ns_cond["reason"]) == ("False", "NotAdoptable")
     assert f"tenancy.dev/adoptable-by={unique_name}" in ns_cond["message"]
     assert (namespace_state(crd, unique_name), contents(crd, unique_name)) == before
@@ -193,7 +190,7 @@ def test_existing_namespace_is_adopted_only_when_an_admin_opted_it_in(
         "v1", "Namespace", unique_name, {"metadata": {"annotations": {"tenancy.dev/adoptable-by": unique_name}}}
     )
     outcome = run(crd, unique_name)
-    assert cond(outcome, "NamespacesReady")["status"] == "True"
+    assert condition(outcome.status, "NamespacesReady")["status"] == "True"
     assert namespace_state(crd, unique_name)[1][constants.LABEL_PLATFORM] == unique_name
     assert crd.get("v1", "ServiceAccount", "platform-installer", unique_name) is not None
 
@@ -219,7 +216,7 @@ def test_claim_is_released_when_dropped_from_the_spec_although_status_forgot_it(
     other = f"{unique_name}-o"
     crd.merge_patch("v1", "Namespace", extra, {"metadata": {"annotations": {"tenancy.dev/adoptable-by": other}}})
     make_platform(other, extra)
-    assert cond(run(crd, other), "NamespacesReady")["status"] == "True"
+    assert condition(run(crd, other).status, "NamespacesReady")["status"] == "True"
 
 
 def test_claim_is_released_when_the_platform_is_deleted_although_status_forgot_it(

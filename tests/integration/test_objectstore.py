@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from facts_support import b64, create_namespace, platform_body, run_step
+from facts_support import b64, create_namespace, run_step
+from tests.support import platform_body
 
 from tenant_platform.api import constants
 from tenant_platform.concerns.objectstore import step as objectstore

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
+from tests.support import find_condition
 
 from tenant_platform import reconcile
 from tenant_platform.api import constants
@@ -574,14 +575,14 @@ def test_a_full_pass_as_the_operator_prunes_the_kubeconfig_secret_by_name(
         return reconcile.run(body, kube=as_operator, settings=settings, now=datetime.now(UTC))
 
     def installer_ready() -> bool:
-        found = [c for c in once().status.get("conditions", []) if c["type"] == constants.INSTALLER_READY]
-        return bool(found) and found[0]["status"] == "True"
+        found = find_condition(once().status, constants.INSTALLER_READY)
+        return found is not None and found["status"] == "True"
 
     wait_for(installer_ready, "InstallerReady as the operator", 30, interval=1)
 
     def guard_ready() -> bool:
-        found = [c for c in once().status.get("conditions", []) if c["type"] == constants.POD_GUARD_READY]
-        return bool(found) and found[0]["status"] == "True"
+        found = find_condition(once().status, constants.POD_GUARD_READY)
+        return found is not None and found["status"] == "True"
 
     # The pod guard under the narrowed RBAC: the shared objects applied (or found), the
     # parameter written to status, staged enforcement promoted.

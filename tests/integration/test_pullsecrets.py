@@ -11,16 +11,8 @@ import socket
 from typing import Any
 
 import pytest
-from facts_support import (
-    b64,
-    condition,
-    create_namespace,
-    dockerconfigjson,
-    get_platform,
-    platform_body,
-    reconcile_once,
-    run_step,
-)
+from facts_support import b64, create_namespace, dockerconfigjson, get_platform, reconcile_once, run_step
+from tests.support import condition, platform_body
 
 from tenant_platform.api import constants
 from tenant_platform.concerns.pullsecrets import step as pullsecrets

@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import yaml
+from tests.support import condition
 
 from tenant_platform import reconcile
 from tenant_platform.api import constants
@@ -35,19 +36,13 @@ def run(kube: Kube, name: str, **kwargs: Any) -> reconcile.Outcome:
     return reconcile.run(fresh(kube, name), kube=kube, settings=SETTINGS, now=NOW, **kwargs)
 
 
-def cond(status: dict[str, Any], type_: str) -> dict[str, Any]:
-    found = [c for c in status.get("conditions", []) if c["type"] == type_]
-    assert found, f"no {type_} condition in {status}"
-    return found[0]
-
-
 def test_namespaces_and_installer(crd: Kube, make_platform: Any, unique_name: str, control_plane: ControlPlane) -> None:
     extra = f"{unique_name}-ext"
     make_platform(unique_name, unique_name, additionalNamespaces=[extra])
     outcome = run(crd, unique_name)
     status = fresh(crd, unique_name)["status"]
-    assert cond(status, "NamespacesReady")["status"] == "True", status
-    assert cond(status, "InstallerReady")["status"] == "True", cond(status, "InstallerReady")
+    assert condition(status, "NamespacesReady")["status"] == "True", status
+    assert condition(status, "InstallerReady")["status"] == "True", condition(status, "InstallerReady")
     assert status["observedGeneration"] == 1
     assert outcome.status_written
     for ns in (unique_name, extra):
@@ -89,7 +84,7 @@ def test_no_op_resync_performs_zero_writes(crd: Kube, make_platform: Any, unique
             break
         time.sleep(0.5)
     else:
-        raise AssertionError(f"never converged: {cond(outcome.status, 'Ready')}")
+        raise AssertionError(f"never converged: {condition(outcome.status, 'Ready')}")
     counting = Kube.from_kubeconfig(str(control_plane.kubeconfig_path))
     outcome = run(counting, unique_name)
     reads, writes = counting.counter.snapshot()
@@ -121,7 +116,7 @@ def test_paused_platform_writes_nothing(crd: Kube, make_platform: Any, unique_na
     outcome = reconcile.run(fresh(crd, unique_name), kube=counting, settings=SETTINGS, now=NOW, write_status=False)
     assert counting.counter.snapshot()[1] == 0
     assert crd.get("v1", "Namespace", unique_name) is None
-    assert cond(outcome.status, "Reconciling")["reason"] == "Paused"
+    assert condition(outcome.status, "Reconciling")["reason"] == "Paused"
 
 
 def test_invalid_spec_stalls_naming_the_field(crd: Kube, make_platform: Any, unique_name: str) -> None:
@@ -132,9 +127,9 @@ def test_invalid_spec_stalls_naming_the_field(crd: Kube, make_platform: Any, uni
     body["spec"]["podGuard"]["enforcement"] = "Sometimes"
     outcome = reconcile.run(body, kube=crd, settings=SETTINGS, now=NOW)
     status = fresh(crd, unique_name)["status"]
-    assert cond(status, "Stalled")["status"] == "True"
-    assert cond(status, "Stalled")["reason"] == "InvalidSpec"
-    assert "spec.podGuard.enforcement" in cond(status, "Ready")["message"]
+    assert condition(status, "Stalled")["status"] == "True"
+    assert condition(status, "Stalled")["reason"] == "InvalidSpec"
+    assert "spec.podGuard.enforcement" in condition(status, "Ready")["message"]
     assert crd.get("v1", "Namespace", unique_name) is None, "nothing is written for an invalid spec"
     assert outcome.status_written
 
@@ -150,7 +145,7 @@ def test_second_platform_claiming_a_namespace_conflicts(crd: Kube, make_platform
     assert before and after
     assert after["metadata"]["labels"] == before["metadata"]["labels"]
     assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
-    namespaces = cond(fresh(crd, second)["status"], "NamespacesReady")
+    namespaces = condition(fresh(crd, second)["status"], "NamespacesReady")
     assert (namespaces["status"], namespaces["reason"]) == ("False", "Conflict")
     assert first in namespaces["message"]
 
@@ -188,7 +183,7 @@ def test_namespace_dropped_from_the_spec_is_released(crd: Kube, make_platform: A
     assert fresh(crd, unique_name)["status"]["managed"] == {"namespaces": sorted([unique_name, extra])}
     crd.merge_patch(constants.API_VERSION, constants.KIND, unique_name, {"spec": {"additionalNamespaces": []}})
     outcome = run(crd, unique_name)
-    assert cond(outcome.status, "NamespacesReady")["status"] == "True"
+    assert condition(outcome.status, "NamespacesReady")["status"] == "True"
     status = fresh(crd, unique_name)["status"]
     assert status["managed"] == {"namespaces": [unique_name]}
     live = crd.get("v1", "Namespace", extra)

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 import yaml
-from tests.conftest import tenant_platform
+from tests.support import platform_body
 
 from tenant_platform import cli
 from tenant_platform.api import admission, constants
@@ -189,7 +189,7 @@ CASES = [
 
 
 def body_of(case: Case) -> dict[str, Any]:
-    body = tenant_platform(case.name, NS)
+    body = platform_body(case.name, NS)
     body["spec"]["domain"] = "render-rejects.example.com"
     for key, value in case.spec.items():
         if value is None:
@@ -278,7 +278,7 @@ def test_namespace_change(
 ) -> None:
     """The transition rule: only the API server, which holds the stored object, can refuse it."""
     make_platform(unique_name, unique_name)
-    changed = tenant_platform(unique_name, f"{unique_name}-moved")
+    changed = platform_body(unique_name, f"{unique_name}-moved")
     with pytest.raises(errors.Invalid) as caught:
         server_dry_run(crd, changed)
     assert admission.MSG_NAMESPACE_IMMUTABLE in caught.value.message

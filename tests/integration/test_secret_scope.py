@@ -30,7 +30,7 @@ from tests.integration.test_cache import (  # the operator identity's request co
     start_cache,
     stop_cache,
 )
-from tests.support import create_namespace
+from tests.support import condition, create_namespace
 
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
@@ -179,7 +179,7 @@ def test_an_unlabelled_secret_named_in_the_spec_is_still_read(
     outcome = run(cached, unique_name)
     assert requests(operator_requests) - before == Counter({("get", "secrets"): 1})
     assert outcome.status["conditions"], outcome.status
-    ready = next(c for c in outcome.status["conditions"] if c["type"] == constants.PULL_SECRETS_READY)
+    ready = condition(outcome.status, constants.PULL_SECRETS_READY)
     assert ready["status"] == "True", ready
     early = cached.reusing_secrets(SETTINGS.drift_interval)
     before = requests(operator_requests)

@@ -12,16 +12,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from facts_support import (
-    condition,
-    create_namespace,
-    get_platform,
-    kube_for,
-    patch_spec,
-    platform_body,
-    reconcile_once,
-    run_step,
-)
+from facts_support import create_namespace, get_platform, kube_for, patch_spec, reconcile_once, run_step
+from tests.support import condition, platform_body
 
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform

@@ -21,8 +21,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from networking_support import context, delete_namespace, only, run
-from tests.support import create_namespace
+from networking_support import context, delete_namespace, run
+from tests.support import create_namespace, sole_condition
 
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
@@ -85,7 +85,7 @@ def test_hand_made_gateway_is_left_alone_without_opt_in(
     gateways.append(unique_name)
     platform = make_platform(unique_name, unique_name, gateway={"name": unique_name})
     before = hand_made(crd, unique_name, platform["spec"]["domain"], adopt_for=None)
-    status, reason, message = only(run(gateway.STEP, crd, platform))
+    status, reason, message = sole_condition(run(gateway.STEP, crd, platform))
     assert (status, reason) == ("False", Common.CONFLICT), message
     assert f"annotate it {constants.ANNOTATION_ADOPTABLE}={unique_name}" in message
     after = crd.get(*GW, unique_name, ISTIO)
@@ -100,11 +100,11 @@ def test_opted_in_gateway_is_taken_over_in_place(
     domain = platform["spec"]["domain"]
     # Opted in for another platform: not ours to take.
     hand_made(crd, unique_name, domain, adopt_for="someone-else")
-    assert only(run(gateway.STEP, crd, platform))[1] == Common.CONFLICT
+    assert sole_condition(run(gateway.STEP, crd, platform))[1] == Common.CONFLICT
     crd.delete(*GW, unique_name, ISTIO)
     before = hand_made(crd, unique_name, domain, adopt_for=unique_name)
 
-    status, reason, message = only(run(gateway.STEP, crd, platform))
+    status, reason, message = sole_condition(run(gateway.STEP, crd, platform))
     assert (status, reason) == ("True", Reason.PROGRAMMED), message
     found = [g for g in crd.list(*GW, ISTIO) if g["metadata"]["name"] == unique_name]
     assert len(found) == 1
@@ -116,7 +116,7 @@ def test_opted_in_gateway_is_taken_over_in_place(
     assert https["hosts"] == [f"{unique_name}/{domain}"], "the hand-made '*/' host (open to all namespaces) is gone"
     assert http["tls"] == {"httpsRedirect": True}
     # A resync is idle: ours now.
-    assert only(run(gateway.STEP, crd, platform))[1] == Reason.PROGRAMMED
+    assert sole_condition(run(gateway.STEP, crd, platform))[1] == Reason.PROGRAMMED
 
 
 # ---- the whole hand-prepared cluster ------------------------------------------------------------------
@@ -272,7 +272,7 @@ def test_hand_prepared_cluster_is_taken_over_without_a_gap(
         # Pass 1: ours at Deny from the start (a hand-made binding denies, so Staged does not start
         # at Warn); the hand-made guard is still needed (ours was written in this pass).
         result = reconcile_step(podguard.STEP, context(crd, platform))
-        status, reason, message = only(result)
+        status, reason, message = sole_condition(result)
         assert (status, reason) == ("True", PodGuard.ENFORCING), message
         assert "is still needed" in message
         assert result.status["podGuard"]["enforcement"] == "Deny"
@@ -281,7 +281,7 @@ def test_hand_prepared_cluster_is_taken_over_without_a_gap(
         # the hand-made guard is reported redundant with the command that deletes it; the
         # operator deletes nothing (it may not).
         body = crd.get(constants.API_VERSION, constants.KIND, unique_name)
-        status, reason, message = only(reconcile_step(podguard.PodGuardStep(), context(crd, body)))
+        status, reason, message = sole_condition(reconcile_step(podguard.PodGuardStep(), context(crd, body)))
         assert (status, reason) == ("True", PodGuard.HAND_MADE_GUARD_REDUNDANT), message
         assert f"kubectl delete validatingadmissionpolicybinding {hand_guard[3][1]} {hand_guard[1][1]}" in message
         assert all(crd.get(VAP, kind, name) is not None for kind, name in hand_guard)
@@ -298,16 +298,16 @@ def test_hand_prepared_cluster_is_taken_over_without_a_gap(
     assert {hand_guard[0][1], hand_guard[2][1]} & set(prober.denied_by), "the hand-made guard denied first"
     assert {names.pod_guard, names.exec_guard} <= set(prober.denied_by[-4:]), "ours deny at the end"
     body = crd.get(constants.API_VERSION, constants.KIND, unique_name)
-    status, reason, message = only(reconcile_step(podguard.PodGuardStep(), context(crd, body)))
+    status, reason, message = sole_condition(reconcile_step(podguard.PodGuardStep(), context(crd, body)))
     assert (status, reason) == ("True", PodGuard.ENFORCING), message
     assert "hand-made" not in message
 
     # One Gateway (the same object), one trust ConfigMap (the same object, now ours).
-    assert only(run(gateway.STEP, crd, platform))[1] == "Programmed"
+    assert sole_condition(run(gateway.STEP, crd, platform))[1] == "Programmed"
     assert [g["metadata"]["uid"] for g in crd.list(*GW, ISTIO) if g["metadata"]["name"] == unique_name] == [
         hand_gateway["metadata"]["uid"]
     ]
-    status, reason, message = only(run(edgecert.STEP, crd, platform))
+    status, reason, message = sole_condition(run(edgecert.STEP, crd, platform))
     assert (status, reason) == ("True", "Valid"), message
     trust = [c for c in crd.list("v1", "ConfigMap", tenant) if c["metadata"]["name"] == TRUST]
     assert [c["metadata"]["uid"] for c in trust] == [hand_trust["metadata"]["uid"]]
@@ -318,7 +318,7 @@ def test_hand_prepared_cluster_is_taken_over_without_a_gap(
     step_dns = dns.DnsStep(target=CoreDNSTarget(namespace=dns_ns))
     writes_before = crd.counter.snapshot()[1]
     result = reconcile_step(step_dns, context(crd, platform))
-    assert crd.counter.snapshot()[1] - writes_before == 1, only(result)
+    assert crd.counter.snapshot()[1] - writes_before == 1, sole_condition(result)
     text = crd.get("v1", "ConfigMap", "coredns", dns_ns)["data"]["Corefile"]
     assert text == corefile.upsert_block(STOCK_COREFILE, unique_name, domain, HOST)
     assert sum(1 for x in text.splitlines() if x.strip().startswith(f"rewrite name exact {domain} ")) == 1

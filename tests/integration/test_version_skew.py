@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 import yaml
-from tests.support import live_label_wanters, shared_label_holders
+from tests.support import condition, live_label_wanters, shared_label_holders
 
 from tenant_platform import devmode, metrics, reconcile
 from tenant_platform.api import constants
@@ -95,10 +95,6 @@ def labelled(kube: Kube) -> list[str]:
     return sorted(node for node, managers in shared_label_holders(kube).items() if manager in managers)
 
 
-def cond(status: dict[str, Any], type_: str) -> dict[str, Any]:
-    return next(c for c in status["conditions"] if c["type"] == type_)
-
-
 def test_a_newer_crd_is_reconciled_and_cleaned_up(newer: Kube, coredns: str, unique_name: str) -> None:
     kube = newer
     name = unique_name
@@ -118,9 +114,9 @@ def test_a_newer_crd_is_reconciled_and_cleaned_up(newer: Kube, coredns: str, uni
         reconcile.run(body, kube=kube, settings=SETTINGS, now=datetime.now(UTC))
 
         status = fresh(kube, name)["status"]
-        assert cond(status, "Stalled")["status"] == "False", cond(status, "Stalled")
-        assert cond(status, "NamespacesReady")["status"] == "True"
-        ready = cond(status, "Ready")
+        assert condition(status, "Stalled")["status"] == "False", condition(status, "Stalled")
+        assert condition(status, "NamespacesReady")["status"] == "True"
+        ready = condition(status, "Ready")
         assert "spec.newFeature" in ready["message"] and "spec.gpu.hami.schedulerName" in ready["message"]
         assert status["observedGeneration"] == 1
         # What cleanup must undo is there.
@@ -133,7 +129,7 @@ def test_a_newer_crd_is_reconciled_and_cleaned_up(newer: Kube, coredns: str, uni
         # The newer version's value this operator cannot parse: run says InvalidSpec ...
         kube.merge_patch(constants.API_VERSION, constants.KIND, name, {"spec": {"deletionPolicy": "Archive"}})
         outcome = reconcile.run(fresh(kube, name), kube=kube, settings=SETTINGS, now=datetime.now(UTC))
-        assert cond(outcome.status, "Stalled")["reason"] == "InvalidSpec"
+        assert condition(outcome.status, "Stalled")["reason"] == "InvalidSpec"
 
         # ... but deletion still cleans up everything (deletionPolicy falls back to Retain).
         deleting = copy.deepcopy(fresh(kube, name))

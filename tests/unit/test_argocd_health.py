@@ -16,6 +16,7 @@ import pytest
 import yaml
 from lupa import lua51
 from tests.fixtures.status import update
+from tests.support import condition
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "docs" / "gitops" / "argocd-health.lua"
@@ -61,9 +62,7 @@ def test_health_of_status_fixture(fixture: str, expected: tuple[str, str]) -> No
 def test_stalled_wins_over_ready_true() -> None:
     # Not produced by the operator today, but the order is the contract: Degraded first.
     obj = load("ready")
-    for cond in obj["status"]["conditions"]:
-        if cond["type"] == "Stalled":
-            cond.update(status="True", reason="InvalidSpec", message="spec.domain is invalid.")
+    condition(obj["status"], "Stalled").update(status="True", reason="InvalidSpec", message="spec.domain is invalid.")
     assert health(obj) == ("Degraded", "InvalidSpec: spec.domain is invalid.")
 
 
@@ -84,7 +83,7 @@ def test_status_without_conditions_or_generation() -> None:
 
 def test_condition_without_message() -> None:
     obj = load("waiting")
-    reconciling = next(c for c in obj["status"]["conditions"] if c["type"] == "Reconciling")
+    reconciling = condition(obj["status"], "Reconciling")
     del reconciling["message"]
     assert health(obj) == ("Progressing", "GatewayKindNotServed")
 

@@ -8,8 +8,8 @@ import datetime as dt
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
+from tests.support import platform
 
-from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.reasons import EdgeCertificate as Reason
 from tenant_platform.concerns.edgecert import certs, issuance
 from tenant_platform.concerns.edgecert import manifests as render_certs
@@ -198,10 +198,7 @@ def test_self_signed_names_and_validity() -> None:
 
 
 def test_trust_config_map_render() -> None:
-    platform = TenantPlatform.from_body(
-        {"metadata": {"name": "demo"}, "spec": {"namespace": "kamiwaza", "domain": DOMAIN}}
-    )
-    skeleton = render_certs.render_trust_config_map(platform, None)
+    skeleton = render_certs.render_trust_config_map(platform("demo", "kamiwaza", domain=DOMAIN), None)
     assert skeleton["metadata"] == {
         "name": "kamiwaza-edge-trust",
         "namespace": "kamiwaza",

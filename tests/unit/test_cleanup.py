@@ -13,6 +13,7 @@ from typing import Any, cast
 
 import kopf
 import pytest
+from tests.support import condition, platform_body
 
 from tenant_platform import handlers, metrics, reconcile
 from tenant_platform.api import constants
@@ -62,10 +63,11 @@ class FakeKube:
 
 
 def body(*, deleting_since: datetime | None = NOW, status: dict[str, Any] | None = None, **spec: Any) -> Obj:
-    meta: dict[str, Any] = {"name": "tp", "uid": "u-1", "generation": 3}
-    if deleting_since is not None:
-        meta["deletionTimestamp"] = deleting_since.strftime("%Y-%m-%dT%H:%M:%SZ")
-    return {"metadata": meta, "spec": {"namespace": "tp", "domain": "tp.example.com", **spec}, "status": status or {}}
+    """The TenantPlatform tp, being deleted since ``deleting_since`` (None: not being deleted)."""
+    deleting = (
+        {"deletionTimestamp": deleting_since.strftime("%Y-%m-%dT%H:%M:%SZ")} if deleting_since is not None else {}
+    )
+    return platform_body("tp", uid="u-1", generation=3, metadata=deleting, status=status or {}, **spec)
 
 
 @pytest.fixture
@@ -78,11 +80,6 @@ def fake_steps(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[FakeStep]]:
 
 def cleanup(kube: FakeKube, obj: Obj, *, now: datetime = NOW) -> reconcile.CleanupOutcome:
     return reconcile.cleanup(obj, kube=cast(Kube, kube), settings=Settings(), now=now)
-
-
-def ready(status: dict[str, Any] | None) -> dict[str, Any]:
-    assert status is not None
-    return next(c for c in status["conditions"] if c["type"] == constants.READY)
 
 
 def test_every_step_cleans_up_last_first(fake_steps: list[FakeStep]) -> None:
@@ -103,7 +100,7 @@ def test_a_blocked_step_is_reported_through_the_status_writer(fake_steps: list[F
     assert outcome.message == (
         "Deletion is waiting for cleanup: second: nodes is forbidden; first: the Corefile is locked."
     )
-    cond = ready(outcome.status)
+    cond = condition(outcome.status, constants.READY)
     assert (cond["status"], cond["reason"], cond["message"]) == ("False", "DeletionBlocked", outcome.message)
     assert cond["observedGeneration"] == 3
     assert kube.patches == [("tp", {"status": {"conditions": outcome.status["conditions"]}}, "status")]  # type: ignore[index]

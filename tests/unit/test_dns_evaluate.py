@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any, NamedTuple
 
 import pytest
+from tests.support import platform
 
 from tenant_platform.api import constants
-from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.reasons import DNS, Common
 from tenant_platform.api.status.dns import DnsRecord
 from tenant_platform.concerns.dns import verdict as dns
@@ -32,8 +33,7 @@ HAND_LINE = f"    rewrite name exact {DOMAIN} {HOST}"
 HAND_MADE = STOCK_COREFILE.replace("    kubernetes cluster.local", HAND_LINE + "\n    kubernetes cluster.local", 1)
 
 
-def platform(**spec: Any) -> TenantPlatform:
-    return TenantPlatform.from_body({"metadata": {"name": NAME}, "spec": {"namespace": NAME, "domain": DOMAIN, **spec}})
+demo = partial(platform, NAME, namespace=NAME, domain=DOMAIN)
 
 
 def stamp(changed: datetime | None) -> list[dict[str, Any]]:
@@ -300,7 +300,7 @@ ROWS = [
 
 @pytest.mark.parametrize("row", [pytest.param(row, id=row.name) for row in ROWS])
 def test_reason(row: Row) -> None:
-    plan = dns.plan(platform(**row.spec), row.facts, **{"now": T0, **row.options})
+    plan = dns.plan(demo(**row.spec), row.facts, **{"now": T0, **row.options})
     cond = plan.verdict.condition
     assert (cond.type, cond.status, cond.reason) == (constants.DNS_READY, row.status, row.reason), cond.message
     assert row.fragment in cond.message
@@ -366,7 +366,7 @@ GUARD_ROWS = [
 def test_guard_refuses_in_every_mode(
     management: str, spec: dict[str, Any], facts: DnsFacts, reason: str, fragment: str
 ) -> None:
-    plan = dns.plan(platform(dns={"management": management}, **spec), facts, now=T0)
+    plan = dns.plan(demo(dns={"management": management}, **spec), facts, now=T0)
     cond = plan.verdict.condition
     assert (cond.status, cond.reason) == ("False", reason), cond.message
     assert fragment in cond.message
@@ -378,17 +378,17 @@ def test_a_reserved_domain_loses_the_rewrite_we_wrote_for_it() -> None:
     bad = "kubernetes.default.svc.cluster.local"
     text = corefile.upsert_block(STOCK_COREFILE, NAME, bad, HOST)
     facts = DnsFacts(corefile_cm=coredns_cm(text), custom_cm=custom_cm({OVERRIDE_KEY: OVERRIDE}))
-    plan = dns.plan(platform(domain=bad), facts, now=T0)
+    plan = dns.plan(demo(domain=bad), facts, now=T0)
     assert plan.verdict.condition.reason == DNS.RESERVED_DOMAIN
     assert [type(w) for w in plan.writes] == [CorefileWrite, OverrideWrite]
     assert plan.writes[0].edit(text) == STOCK_COREFILE
     assert "Removed the rewrite" in plan.verdict.condition.message
-    assert dns.plan(platform(domain=bad), facts, now=T0, dry_run=True).writes == []
+    assert dns.plan(demo(domain=bad), facts, now=T0, dry_run=True).writes == []
 
 
 def test_a_held_domain_keeps_the_other_platforms_rewrite_and_writes_nothing() -> None:
     text = corefile.upsert_block(OTHER_BLOCK, NAME, DOMAIN, HOST)  # both rewrite it (written before the guard)
-    plan = dns.plan(platform(), DnsFacts(corefile_cm=coredns_cm(text)), now=T0)
+    plan = dns.plan(demo(), DnsFacts(corefile_cm=coredns_cm(text)), now=T0)
     assert plan.verdict.condition.reason == DNS.DOMAIN_HELD_BY_ANOTHER_PLATFORM
     assert plan.writes == []
 
@@ -417,7 +417,7 @@ def test_a_held_domain_keeps_the_other_platforms_rewrite_and_writes_nothing() ->
     ],
 )
 def test_first_come_first_served(claims: tuple[dnsguard.Claim, ...], corefile_text: str, held: bool) -> None:
-    found = dnsguard.refusal(platform(), corefile_text=corefile_text, custom_data={}, claims=claims)
+    found = dnsguard.refusal(demo(), corefile_text=corefile_text, custom_data={}, claims=claims)
     assert (found is not None) == held, found
 
 
@@ -439,7 +439,7 @@ def test_cluster_zones() -> None:
 
 def test_reload_pending_is_progressing_until_the_grace_ends() -> None:
     facts = DnsFacts(corefile_cm=coredns_cm(changed=T0), pods=STALE)
-    plan = dns.plan(platform(), facts, now=T0 + timedelta(seconds=30))
+    plan = dns.plan(demo(), facts, now=T0 + timedelta(seconds=30))
     assert plan.verdict.progressing and plan.verdict.requeue_after == pytest.approx(120)
 
 
@@ -485,14 +485,14 @@ def test_reload_pending_is_progressing_until_the_grace_ends() -> None:
     ],
 )
 def test_recorded(facts: DnsFacts, recorded: dict[str, Any]) -> None:
-    plan = dns.plan(platform(), facts, now=T0)
+    plan = dns.plan(demo(), facts, now=T0)
     assert plan.verdict.recorded.dump() == {"dns": recorded}
     assert DnsRecord.load(recorded).dump() == recorded
 
 
 def test_corefile_mode_plans_the_block_and_drops_an_old_import_key() -> None:
     facts = DnsFacts(corefile_cm=coredns_cm(STOCK_COREFILE), custom_cm=custom_cm({OVERRIDE_KEY: "x", "a": "b"}))
-    plan = dns.plan(platform(), facts, now=T0)
+    plan = dns.plan(demo(), facts, now=T0)
     upsert, drop = plan.writes
     assert isinstance(upsert, CorefileWrite) and upsert.edit(STOCK_COREFILE) == OURS
     assert upsert.event == (
@@ -511,7 +511,7 @@ def test_import_mode_writes_our_key_then_removes_a_block_we_wrote_before() -> No
         custom_cm=custom_cm({"someone.override": "log\n"}),
         pods=STALE,
     )
-    plan = dns.plan(platform(), facts, now=T0)
+    plan = dns.plan(demo(), facts, now=T0)
     key, block = plan.writes
     wrote = f"Wrote key {OVERRIDE_KEY} of ConfigMap kube-system/coredns-custom."
     assert key == OverrideWrite(OVERRIDE_KEY, OVERRIDE, ("Normal", "CorednsCustomUpdated", wrote))
@@ -523,7 +523,7 @@ def test_import_mode_writes_our_key_then_removes_a_block_we_wrote_before() -> No
 
 def test_nothing_to_write_when_right() -> None:
     facts = DnsFacts(corefile_cm=coredns_cm(changed=T0), pods=[pod(T0 + timedelta(seconds=5))])
-    plan = dns.plan(platform(), facts, now=T0 + timedelta(minutes=1))
+    plan = dns.plan(demo(), facts, now=T0 + timedelta(minutes=1))
     assert not plan.writes and not plan.recheck
     assert "All 1 running CoreDNS pods started after the change" in plan.verdict.condition.message
 
@@ -532,7 +532,7 @@ def test_nothing_to_write_when_right() -> None:
 def test_a_damaged_marker_is_reported_not_guessed(management: str) -> None:
     damaged = OURS.replace("# END", "# BROKEN", 1)
     assert damaged != OURS
-    plan = dns.plan(platform(dns={"management": management}), DnsFacts(corefile_cm=coredns_cm(damaged)), now=T0)
+    plan = dns.plan(demo(dns={"management": management}), DnsFacts(corefile_cm=coredns_cm(damaged)), now=T0)
     assert not plan.writes
     assert (plan.verdict.condition.status, plan.verdict.condition.reason) == ("False", DNS.COREFILE_UNSUPPORTED)
     assert "by hand" in plan.verdict.condition.message and "kube-system/coredns" in plan.verdict.condition.message
@@ -542,19 +542,19 @@ def test_a_damaged_marker_is_reported_not_guessed(management: str) -> None:
 @pytest.mark.parametrize("management", ["Disabled", "External"])
 def test_disabled_and_external_remove_our_rewrite(management: str) -> None:
     facts = DnsFacts(corefile_cm=coredns_cm(), custom_cm=custom_cm({OVERRIDE_KEY: OVERRIDE}))
-    plan = dns.plan(platform(dns={"management": management}), facts, now=T0)
+    plan = dns.plan(demo(dns={"management": management}), facts, now=T0)
     assert plan.writes == [CorefileWrite(NAME, None), OverrideWrite(OVERRIDE_KEY, None)]
     assert not plan.recheck
     assert plan.verdict.condition.message.endswith(" Removed the CoreDNS rewrite the operator had written.")
     assert plan.verdict.recorded.dump() == {"dns": {"management": management}}
 
-    dry = dns.plan(platform(dns={"management": management}), facts, now=T0, dry_run=True)
+    dry = dns.plan(demo(dns={"management": management}), facts, now=T0, dry_run=True)
     assert not dry.writes and "Removed" not in dry.verdict.condition.message
 
 
 def test_dry_run_never_writes() -> None:
     facts = DnsFacts(corefile_cm=coredns_cm(K3S_COREFILE), custom_cm=custom_cm({}), deployment=None, pods=STALE)
-    plan = dns.plan(platform(), facts, now=T0, dry_run=True)
+    plan = dns.plan(demo(), facts, now=T0, dry_run=True)
     assert not plan.writes
     assert plan.verdict.condition.reason == DNS.WOULD_CONFIGURE
     assert "would write key" in plan.verdict.condition.message
@@ -563,8 +563,8 @@ def test_dry_run_never_writes() -> None:
 def test_evaluate_is_the_plans_verdict() -> None:
     for row in ROWS:
         options: dict[str, Any] = {"now": T0, **row.options}
-        assert dns.evaluate(platform(**row.spec), row.facts, **options) == (
-            dns.plan(platform(**row.spec), row.facts, **options).verdict
+        assert dns.evaluate(demo(**row.spec), row.facts, **options) == (
+            dns.plan(demo(**row.spec), row.facts, **options).verdict
         )
 
 
@@ -600,7 +600,7 @@ TAKEOVER_ROWS = [
 def test_a_hand_made_rewrite_to_the_gateway_is_never_doubled(cm: dict[str, Any]) -> None:
     """Not opted in for this platform: no block of ours beside the line (never two rewrites of the
     domain); DNSReady True, and the message names the annotation that hands it over."""
-    plan = dns.plan(platform(), DnsFacts(corefile_cm=cm, pods=STALE), now=T0)
+    plan = dns.plan(demo(), DnsFacts(corefile_cm=cm, pods=STALE), now=T0)
     assert not plan.writes
     cond = plan.verdict.condition
     assert (cond.status, cond.reason) == ("True", DNS.REWRITE_FOUND), cond.message
@@ -608,7 +608,7 @@ def test_a_hand_made_rewrite_to_the_gateway_is_never_doubled(cm: dict[str, Any])
     # Our block left beside it by an earlier version goes, in one write of ours only.
     both = corefile.upsert_block(corefile_text(cm), NAME, DOMAIN, HOST)
     cm = {**cm, "data": {"Corefile": both}}
-    plan = dns.plan(platform(), DnsFacts(corefile_cm=cm, pods=STALE), now=T0)
+    plan = dns.plan(demo(), DnsFacts(corefile_cm=cm, pods=STALE), now=T0)
     (write,) = plan.writes
     assert write == CorefileWrite(NAME, None, event=write.event)
     assert write.edit(both) == corefile_text(opted_in(HAND_MADE, ""))
@@ -619,7 +619,7 @@ def test_a_hand_made_rewrite_to_the_gateway_is_never_doubled(cm: dict[str, Any])
 def test_a_hand_made_rewrite_is_replaced_in_one_write_only_when_opted_in(
     cm: dict[str, Any], takes_over: bool, fragment: str
 ) -> None:
-    plan = dns.plan(platform(), DnsFacts(corefile_cm=cm, pods=STALE), now=T0)
+    plan = dns.plan(demo(), DnsFacts(corefile_cm=cm, pods=STALE), now=T0)
     (write,) = plan.writes
     assert isinstance(write, CorefileWrite) and write.take_over is takes_over
     after = write.edit(corefile_text(cm))
@@ -630,4 +630,4 @@ def test_a_hand_made_rewrite_is_replaced_in_one_write_only_when_opted_in(
     said = plan.verdict.condition.message + " " + write.event[2]
     assert fragment in said, said
     # The guard never calls the hand-made line another platform's.
-    assert dnsguard.refusal(platform(), corefile_text=corefile_text(cm), custom_data={}, claims=()) is None
+    assert dnsguard.refusal(demo(), corefile_text=corefile_text(cm), custom_data={}, claims=()) is None

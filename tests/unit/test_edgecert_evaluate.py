@@ -8,12 +8,13 @@ import datetime as dt
 from collections.abc import Callable
 from copy import deepcopy
 from dataclasses import replace
+from functools import partial
 from typing import Any, NamedTuple
 
 import pytest
+from tests.support import platform
 
 from tenant_platform.api import constants
-from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.reasons import Common
 from tenant_platform.api.reasons import EdgeCertificate as Reason
 from tenant_platform.concerns.edgecert import verdict as edgecert
@@ -26,13 +27,7 @@ SECRET = "kamiwaza-edge-tls"
 TRUST = "kamiwaza-edge-trust"
 
 
-def platform(**edge: Any) -> TenantPlatform:
-    return TenantPlatform.from_body(
-        {
-            "metadata": {"name": "demo"},
-            "spec": {"namespace": "kamiwaza", "domain": DOMAIN, "edgeCertificate": edge},
-        }
-    )
+demo = partial(platform, "demo", namespace="kamiwaza", domain=DOMAIN, edgeCertificate={})
 
 
 def leaf_secret(names: tuple[str, ...] = (DOMAIN,), **dates: dt.datetime) -> dict[str, Any]:
@@ -187,7 +182,9 @@ def test_every_reason_has_a_row() -> None:
 
 @pytest.mark.parametrize("row", ROWS, ids=[row.name for row in ROWS])
 def test_evaluate(row: Row) -> None:
-    plan = edgecert.plan(platform(**row.edge), facts(row.secret(), **row.changes), now=NOW, dry_run=row.dry_run)
+    plan = edgecert.plan(
+        demo(edgeCertificate=row.edge), facts(row.secret(), **row.changes), now=NOW, dry_run=row.dry_run
+    )
     verdict = plan.verdict
     cond = verdict.condition
     expected = (constants.EDGE_CERTIFICATE_READY, row.status, row.reason)
@@ -199,7 +196,7 @@ def test_evaluate(row: Row) -> None:
 
 
 def test_self_signed_issues_for_a_missing_secret_then_reports_the_new_one() -> None:
-    first = edgecert.plan(platform(**SELF_SIGNED), facts(None), now=NOW)
+    first = edgecert.plan(demo(edgeCertificate=SELF_SIGNED), facts(None), now=NOW)
     assert first.issue is not None
     assert (first.issue.because, first.issue.replace) == (Reason.SECRET_NOT_FOUND, False)
     assert first.issue.validity == dt.timedelta(days=90)
@@ -211,7 +208,7 @@ def test_self_signed_issues_for_a_missing_secret_then_reports_the_new_one() -> N
     assert not first.publish
 
     issued = facts(leaf_secret(), secret_owner="demo", issued_for=Reason.SECRET_NOT_FOUND)
-    second = edgecert.plan(platform(**SELF_SIGNED), issued, now=NOW)
+    second = edgecert.plan(demo(edgeCertificate=SELF_SIGNED), issued, now=NOW)
     assert second.issue is None
     assert second.verdict.condition.reason == Reason.VALID
     assert second.verdict.condition.message.endswith("(issued a self-signed certificate (SecretNotFound))")
@@ -225,31 +222,31 @@ def test_evaluate_is_the_plans_verdict() -> None:
     secret = leaf_secret()
     for spec in ({}, SELF_SIGNED):
         for f in (facts(None), facts(secret), facts(secret, namespace_exists=False)):
-            planned = edgecert.plan(platform(**spec), f, now=NOW)
-            assert edgecert.evaluate(platform(**spec), f, now=NOW) == planned.verdict
+            planned = edgecert.plan(demo(edgeCertificate=spec), f, now=NOW)
+            assert edgecert.evaluate(demo(edgeCertificate=spec), f, now=NOW) == planned.verdict
 
 
 def test_never_issues_twice_in_a_pass() -> None:
     expired = leaf_secret(not_before=NOW - dt.timedelta(days=9), not_after=NOW - dt.timedelta(days=1))
     plan = edgecert.plan(
-        platform(**SELF_SIGNED), facts(expired, secret_owner="demo", issued_for=Reason.EXPIRED), now=NOW
+        demo(edgeCertificate=SELF_SIGNED), facts(expired, secret_owner="demo", issued_for=Reason.EXPIRED), now=NOW
     )
     assert plan.issue is None
     assert plan.verdict.condition.reason == Reason.EXPIRED
 
 
 def test_a_secret_of_ours_with_the_wrong_type_is_replaced() -> None:
-    plan = edgecert.plan(platform(**SELF_SIGNED), facts(wrong_type(), secret_owner="demo"), now=NOW)
+    plan = edgecert.plan(demo(edgeCertificate=SELF_SIGNED), facts(wrong_type(), secret_owner="demo"), now=NOW)
     assert plan.issue is not None
     assert (plan.issue.because, plan.issue.replace) == (Reason.WRONG_SECRET_TYPE, True)
     # Not ours: reported, never re-created.
-    other = edgecert.plan(platform(**SELF_SIGNED), facts(wrong_type()), now=NOW)
+    other = edgecert.plan(demo(edgeCertificate=SELF_SIGNED), facts(wrong_type()), now=NOW)
     assert other.issue is None and other.verdict.condition.reason == Reason.WRONG_SECRET_TYPE
 
 
 def test_a_trust_config_map_that_is_not_ours_is_a_conflict() -> None:
     live = {"metadata": {"name": TRUST, "namespace": "kamiwaza"}}
-    plan = edgecert.plan(platform(), facts(leaf_secret(), trust_map=live, trust_map_owner="other"), now=NOW)
+    plan = edgecert.plan(demo(), facts(leaf_secret(), trust_map=live, trust_map_owner="other"), now=NOW)
     verdict = plan.verdict
     assert verdict.condition.reason == Common.CONFLICT
     assert (
@@ -283,7 +280,7 @@ TAKEOVER = [
 def test_a_hand_made_trust_config_map_is_adopted_only_when_opted_in(
     live: dict[str, Any], owner: str, reason: str, published: bool
 ) -> None:
-    plan = edgecert.plan(platform(), facts(leaf_secret(), trust_map=live, trust_map_owner=owner), now=NOW)
+    plan = edgecert.plan(demo(), facts(leaf_secret(), trust_map=live, trust_map_owner=owner), now=NOW)
     verdict = plan.verdict
     assert verdict.condition.reason == reason, verdict.condition.message
     assert plan.publish is published
@@ -295,20 +292,20 @@ def test_a_hand_made_trust_config_map_is_adopted_only_when_opted_in(
 
 
 def test_a_publicly_trusted_chain_prunes_the_bundle_and_a_dry_run_touches_nothing() -> None:
-    plan = edgecert.plan(platform(), facts(publicly_trusted()), now=NOW)
+    plan = edgecert.plan(demo(), facts(publicly_trusted()), now=NOW)
     verdict = plan.verdict
     assert verdict.condition.reason == Reason.VALID
     assert plan.publish and verdict.desired == []
     assert verdict.recorded.dump()["edgeCertificate"]["publiclyTrusted"] is True
     assert "trustConfigMap" not in verdict.recorded.dump()["edgeCertificate"]
 
-    dry = edgecert.plan(platform(), facts(leaf_secret(), namespace_exists=False), now=NOW, dry_run=True)
+    dry = edgecert.plan(demo(), facts(leaf_secret(), namespace_exists=False), now=NOW, dry_run=True)
     assert dry.verdict.condition.reason == Reason.VALID
     assert not dry.publish and dry.verdict.desired == []
 
 
 def test_recorded_facts_and_expiry() -> None:
-    plan = edgecert.plan(platform(), facts(leaf_secret()), now=NOW)
+    plan = edgecert.plan(demo(), facts(leaf_secret()), now=NOW)
     verdict = plan.verdict
     assert verdict.recorded.dump() == {
         "edgeCertificate": {
@@ -328,7 +325,7 @@ def test_recorded_facts_and_expiry() -> None:
     assert plan.expiry_seconds == pytest.approx(90 * 86400)
     assert verdict.requeue_after is None  # the renewal point is weeks away: the drift timer covers it
 
-    missing = edgecert.plan(platform(), facts(None), now=NOW)
+    missing = edgecert.plan(demo(), facts(None), now=NOW)
     assert missing.verdict.recorded.dump() == {
         "edgeCertificate": {"secretName": SECRET, "namespace": GW, "issuerMode": "External"}
     }
@@ -338,7 +335,7 @@ def test_recorded_facts_and_expiry() -> None:
 def test_requeue_at_the_renewal_point_when_it_is_within_the_hour() -> None:
     # renewBefore 720h; the certificate expires 720h and 20 minutes from now.
     soon = leaf_secret(not_after=NOW + dt.timedelta(hours=720, minutes=20))
-    verdict = edgecert.evaluate(platform(), facts(soon), now=NOW)
+    verdict = edgecert.evaluate(demo(), facts(soon), now=NOW)
     assert verdict.condition.is_true
     assert verdict.requeue_after == pytest.approx(20 * 60)
 

@@ -6,26 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from tests.support import platform
 
-from tenant_platform.api.models import TenantPlatform
 from tenant_platform.concerns.target.step import left_behind
 from tenant_platform.targetwatch import target_cache_scopes
 
-
-def platform(**spec: Any) -> TenantPlatform:
-    body = {
-        "apiVersion": "tenancy.dev/v1alpha1",
-        "kind": "TenantPlatform",
-        "metadata": {"name": "lab", "uid": "u"},
-        "spec": {
-            "namespace": "kamiwaza",
-            "domain": "lab.example.com",
-            "target": {"clusterAPI": {"namespace": "capi", "cluster": "lab"}},
-            **spec,
-        },
-        "status": {"recorded": {"target": {"server": "https://10.0.0.1:6443"}}},
-    }
-    return TenantPlatform.from_body(body)
+TARGET = {"clusterAPI": {"namespace": "capi", "cluster": "lab"}}
+RECORDED = {"recorded": {"target": {"server": "https://10.0.0.1:6443"}}}
 
 
 @pytest.mark.parametrize(
@@ -47,7 +34,7 @@ def platform(**spec: Any) -> TenantPlatform:
 def test_left_behind_names_every_kind_a_step_may_have_written(
     spec: dict[str, Any], present: list[str], absent: list[str]
 ) -> None:
-    text = left_behind(platform(**spec))
+    text = left_behind(platform("lab", "kamiwaza", uid="u", status=RECORDED, target=TARGET, **spec))
     for part in present:
         assert part in text, (part, text)
     for part in absent:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import copy
 from dataclasses import replace
+from functools import partial
 from typing import Any, NamedTuple
 
 import pytest
+from tests.support import platform
 
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
@@ -20,15 +22,12 @@ DOMAIN = "kamiwaza.example.com"
 SERVICE = {"metadata": {"name": "istio-ingressgateway"}, "spec": {"ports": [{"port": 80}, {"port": 443}]}}
 
 
-def platform(**spec: Any) -> TenantPlatform:
-    return TenantPlatform.from_body(
-        {"metadata": {"name": "demo"}, "spec": {"namespace": "kamiwaza", "domain": DOMAIN, **spec}}
-    )
+demo = partial(platform, "demo", namespace="kamiwaza", domain=DOMAIN)
 
 
 def gateway(**spec: Any) -> dict[str, Any]:
     """The Gateway as the operator renders it, with ``spec`` fields replaced."""
-    live = copy.deepcopy(render_gateway.render_gateway(platform()))
+    live = copy.deepcopy(render_gateway.render_gateway(demo()))
     live["spec"].update(spec)
     return live
 
@@ -188,50 +187,44 @@ def test_every_reason_has_a_row() -> None:
 
 @pytest.mark.parametrize("row", ROWS, ids=[row.name for row in ROWS])
 def test_evaluate(row: Row) -> None:
-    verdict = check.evaluate(platform(**row.spec), row.facts, dry_run=row.dry_run)
+    verdict = check.evaluate(demo(**row.spec), row.facts, dry_run=row.dry_run)
     cond = verdict.condition
     assert (cond.type, cond.status, cond.reason) == (constants.GATEWAY_READY, row.status, row.reason), cond.message
     assert row.fragment in cond.message
     assert verdict.desired == []  # nothing (more) to write in any of these
-    assert verdict.recorded.dump()["gateway"]["management"] == platform(**row.spec).spec.gateway.management
+    assert verdict.recorded.dump()["gateway"]["management"] == demo(**row.spec).spec.gateway.management
 
 
 def test_managed_wants_the_gateway_then_judges_what_the_api_server_kept() -> None:
-    first = check.evaluate(platform(), facts(live=None, live_owner="", applied=False))
-    assert first.desired == render_gateway.render(platform())
-    assert check.prunes(platform(), first) == ["istio-system"]
+    first = check.evaluate(demo(), facts(live=None, live_owner="", applied=False))
+    assert first.desired == render_gateway.render(demo())
+    assert check.prunes(demo(), first) == ["istio-system"]
     assert first.condition.reason == Reason.PROGRAMMED  # the rendered Gateway, as rendered
     assert first.events == []
 
     # Another field manager's selector label survives the server-side apply: caught on the re-check.
     kept = gateway(selector={"istio": "ingressgateway", "extra": "label"})
-    second = check.evaluate(platform(), facts(live=kept, wrote=True))
+    second = check.evaluate(demo(), facts(live=kept, wrote=True))
     assert second.desired == []
     assert second.condition.reason == Reason.SELECTOR_MISMATCH
     assert second.events == [("Normal", "GatewayApplied", "Applied Gateway istio-system/kamiwaza-gateway.")]
 
 
 def test_a_moved_gateway_prunes_the_previous_namespace_too() -> None:
-    moved = TenantPlatform.from_body(
-        {
-            "metadata": {"name": "demo"},
-            "spec": {"namespace": "kamiwaza", "domain": DOMAIN, "gateway": {"namespace": "gw"}},
-            "status": {"recorded": {"gateway": {"namespace": "istio-system"}}},
-        }
-    )
+    moved = demo(gateway={"namespace": "gw"}, status={"recorded": {"gateway": {"namespace": "istio-system"}}})
     verdict = check.evaluate(moved, facts(live=None, applied=False))
     assert check.prunes(moved, verdict) == ["gw", "istio-system"]
 
 
 def test_conflict_names_the_other_platform() -> None:
-    verdict = check.evaluate(platform(), facts(live_owner="other", applied=False))
+    verdict = check.evaluate(demo(), facts(live_owner="other", applied=False))
     assert verdict.condition.reason == Common.CONFLICT
     assert "belongs to TenantPlatform other" in verdict.condition.message
     assert verdict.desired == []
 
 
 def test_dry_run_verifies_the_live_gateway_and_says_drift_would_be_repaired() -> None:
-    verdict = check.evaluate(platform(), facts(applied=False), dry_run=True)
+    verdict = check.evaluate(demo(), facts(applied=False), dry_run=True)
     assert verdict.desired == []
     assert verdict.condition.reason == Reason.PROGRAMMED
     assert verdict.condition.message.endswith("(dry run: any drift would be repaired on a real reconcile).")
@@ -239,17 +232,17 @@ def test_dry_run_verifies_the_live_gateway_and_says_drift_would_be_repaired() ->
 
 def test_service_without_port_443_and_hosts_that_are_not_services() -> None:
     no_443 = facts(service={"spec": {"ports": [{"port": 80}]}})
-    message = check.evaluate(platform(), no_443).condition.message
+    message = check.evaluate(demo(), no_443).condition.message
     assert message == (
         "The gateway Service istio-system/istio-ingressgateway exposes no port 443 (ports: [80]); HTTPS cannot "
         "reach it."
     )
-    assert check.evaluate(platform(), facts(service_ref=None, service=None)).condition.reason == Reason.PROGRAMMED
+    assert check.evaluate(demo(), facts(service_ref=None, service=None)).condition.reason == Reason.PROGRAMMED
 
 
 def test_missing_port_80_is_a_note_and_the_recorded_coordinates() -> None:
     live = gateway(servers=gateway()["spec"]["servers"][:1])
-    verdict = check.evaluate(platform(**EXTERNAL), facts(live=live, live_owner=""))
+    verdict = check.evaluate(demo(**EXTERNAL), facts(live=live, live_owner=""))
     assert verdict.condition.is_true
     assert "; note: Gateway istio-system/kamiwaza-gateway serves no port 80" in verdict.condition.message
     assert verdict.recorded.dump() == {
@@ -288,10 +281,10 @@ ADOPTION = {
 
 @pytest.mark.parametrize(("live", "owner", "adopted"), ADOPTION.values(), ids=ADOPTION.keys())
 def test_adoption_needs_the_admins_opt_in(live: dict[str, Any], owner: str, adopted: bool) -> None:
-    v = check.evaluate(platform(), facts(live=live, live_owner=owner, applied=False))
+    v = check.evaluate(demo(), facts(live=live, live_owner=owner, applied=False))
     cond = v.conditions[0]
     if adopted:
-        assert v.desired == render_gateway.render(platform())
+        assert v.desired == render_gateway.render(demo())
         assert cond.reason == Reason.PROGRAMMED, cond
     else:
         assert v.desired == []
@@ -341,7 +334,7 @@ def test_one_domain_one_platform(
 ) -> None:
     """The ownership rule DNSReady applies (status/dnsguard.holders), in both modes."""
     for spec in ({}, EXTERNAL):
-        cond = check.evaluate(platform(**spec), facts(claims=claims, serving=serving)).condition
+        cond = check.evaluate(demo(**spec), facts(claims=claims, serving=serving)).condition
         if held:
             assert cond.reason == Reason.DOMAIN_HELD_BY_ANOTHER_PLATFORM, cond.message
             assert held in cond.message
@@ -351,9 +344,9 @@ def test_one_domain_one_platform(
 
 def test_a_held_domain_writes_nothing_even_before_the_apply() -> None:
     verdict = check.evaluate(
-        platform(), facts(live=None, live_owner="", applied=False, claims=(claim("a", EARLIER), claim("demo", LATER)))
+        demo(), facts(live=None, live_owner="", applied=False, claims=(claim("a", EARLIER), claim("demo", LATER)))
     )
-    assert verdict.desired == [] and check.prunes(platform(), verdict) == [] and verdict.events == []
+    assert verdict.desired == [] and check.prunes(demo(), verdict) == [] and verdict.events == []
 
 
 def test_serves_domain_reads_the_dns_name_of_every_host() -> None:
@@ -365,7 +358,7 @@ def test_serves_domain_reads_the_dns_name_of_every_host() -> None:
 def test_plain_hosts_warn_once_when_verified() -> None:
     """External, plain hosts: a Warning event when the hardening note is new, none once status says it."""
     plain = facts(live=gateway(servers=https(hosts=[DOMAIN])), live_owner="")
-    first = check.evaluate(platform(**EXTERNAL), plain)
+    first = check.evaluate(demo(**EXTERNAL), plain)
     assert [(e[0], e[1]) for e in first.events] == [("Warning", "GatewayHostsOpen")]
     assert f"list it as kamiwaza/{DOMAIN}" in first.events[0][2]
     body = {
@@ -376,4 +369,4 @@ def test_plain_hosts_warn_once_when_verified() -> None:
     again = check.evaluate(TenantPlatform.from_body(body), plain)
     assert again.condition == first.condition and again.events == []
     # Namespaced hosts: nothing to harden, no event.
-    assert check.evaluate(platform(**EXTERNAL), facts(live_owner="")).events == []
+    assert check.evaluate(demo(**EXTERNAL), facts(live_owner="")).events == []

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import copy
+from functools import partial
 from typing import Any
 
 import pytest
+from tests.support import platform
 
-from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.reasons import Gateway as Reason
 from tenant_platform.concerns.gateway import manifests as render_gateway
 from tenant_platform.concerns.gateway import verdict as check
@@ -16,15 +17,12 @@ from tenant_platform.core import gatewayservice
 DOMAIN = "kamiwaza.example.com"
 
 
-def platform(**spec: Any) -> TenantPlatform:
-    return TenantPlatform.from_body(
-        {"metadata": {"name": "demo"}, "spec": {"namespace": "kamiwaza", "domain": DOMAIN, **spec}}
-    )
+demo = partial(platform, "demo", namespace="kamiwaza", domain=DOMAIN)
 
 
 def test_render_managed_gateway() -> None:
     gw = render_gateway.render_gateway(
-        platform(gateway={"selector": {"istio": "ingressgateway", "app": "gw"}}, edgeCertificate={"secretName": "edge"})
+        demo(gateway={"selector": {"istio": "ingressgateway", "app": "gw"}}, edgeCertificate={"secretName": "edge"})
     )
     assert gw == {
         "apiVersion": "networking.istio.io/v1",
@@ -49,7 +47,7 @@ def test_render_managed_gateway() -> None:
 
 
 def test_hosts_name_every_tenant_namespace_and_nothing_else() -> None:
-    gw = render_gateway.render_gateway(platform(additionalNamespaces=["kamiwaza-jobs", "kamiwaza-models"]))
+    gw = render_gateway.render_gateway(demo(additionalNamespaces=["kamiwaza-jobs", "kamiwaza-models"]))
     hosts = [f"kamiwaza/{DOMAIN}", f"kamiwaza-jobs/{DOMAIN}", f"kamiwaza-models/{DOMAIN}"]
     assert [server["hosts"] for server in gw["spec"]["servers"]] == [hosts, hosts]
     assert not any(check.open_to_all(h, domain=DOMAIN) for h in hosts)
@@ -76,17 +74,17 @@ def test_a_bare_host_binds_routes_from_any_namespace() -> None:
 
 def test_selector_values_are_escaped() -> None:
     awkward = {"example.com/role": "a: b # {c}", "yes": "no"}
-    gw = render_gateway.render_gateway(platform(gateway={"selector": awkward}))
+    gw = render_gateway.render_gateway(demo(gateway={"selector": awkward}))
     assert gw["spec"]["selector"] == awkward
 
 
 def test_external_renders_nothing() -> None:
-    assert render_gateway.render(platform(gateway={"management": "External"})) == []
-    assert len(render_gateway.render(platform())) == 1
+    assert render_gateway.render(demo(gateway={"management": "External"})) == []
+    assert len(render_gateway.render(demo())) == 1
 
 
 def live_gateway() -> dict[str, Any]:
-    return copy.deepcopy(render_gateway.render_gateway(platform()))
+    return copy.deepcopy(render_gateway.render_gateway(demo()))
 
 
 def verify(live: dict[str, Any] | None, **overrides: Any) -> check.GatewayReport:

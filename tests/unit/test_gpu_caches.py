@@ -24,7 +24,7 @@ import pytest
 from tests.hami_support import Pod, no_owner
 from tests.unit.test_gpu_snapshot import node as node_body
 from tests.unit.test_gpu_snapshot import pod as pod_body
-from tests.unit.test_gpu_verdict import EVALUATE_ROWS, Node, facts, gpu_node, platform
+from tests.unit.test_gpu_verdict import EVALUATE_ROWS, Node, demo, facts, gpu_node
 
 from tenant_platform.concerns.gpu import capacity, health
 from tenant_platform.concerns.gpu.capacity import CapacityCache, NodeCapacity
@@ -347,8 +347,8 @@ def test_evaluate_cold_and_warm_agree(row: tuple[Any, ...]) -> None:
     _, nodes, tweaks, labels, _status, _reason, _fragment, *rest = row
     extra = rest[0] if rest else {}
     clear()
-    cold = outcome(evaluate(platform(**tweaks), facts(*nodes, **extra), labels=labels, now=NOW))
-    warm = outcome(evaluate(platform(**tweaks), facts(*nodes, **extra), labels=labels, now=NOW))
+    cold = outcome(evaluate(demo(gpu=tweaks), facts(*nodes, **extra), labels=labels, now=NOW))
+    warm = outcome(evaluate(demo(gpu=tweaks), facts(*nodes, **extra), labels=labels, now=NOW))
     assert cold == warm
 
 

@@ -7,9 +7,9 @@ import json
 from typing import Any
 
 import pytest
+from tests.support import platform
 from tests.unit.test_gpu_verdict import Node
 
-from tenant_platform.api.models import TenantPlatform
 from tenant_platform.concerns.gpu import health
 from tenant_platform.concerns.gpu.facts import GpuFacts
 from tenant_platform.formats.hami.bounds import MAX_NOTE_CHARS
@@ -43,17 +43,10 @@ def test_an_empty_selector_selects_nothing() -> None:
 
 
 def test_spec_selector_from_the_model() -> None:
-    platform = TenantPlatform.from_body(
-        {
-            "metadata": {"name": "p"},
-            "spec": {
-                "namespace": "p",
-                "domain": "p.example.com",
-                "gpu": {"nodeSelector": {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["a100"]}]}},
-            },
-        }
+    tp = platform(
+        "p", gpu={"nodeSelector": {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["a100"]}]}}
     )
-    selector = health.spec_selector(platform.spec.gpu.node_selector)
+    selector = health.spec_selector(tp.spec.gpu.node_selector)
     assert selector is not None and selector.matches(LABELS)
     assert health.spec_selector(None) is None
 

@@ -10,13 +10,14 @@ import dataclasses
 import json
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 import pytest
 from tests.hami_support import HamiNode, Pod, no_owner
+from tests.support import platform
 
 from tenant_platform.api import reasons
-from tenant_platform.api.models import TenantPlatform
 from tenant_platform.concerns.gpu import capacity, health, verdict
 from tenant_platform.concerns.gpu.capacity import CardState
 from tenant_platform.concerns.gpu.labels import LabelOutcome
@@ -187,14 +188,7 @@ def gpu_node(
     )
 
 
-def platform(**gpu: Any) -> TenantPlatform:
-    body = {
-        "apiVersion": "tenancy.dev/v1alpha1",
-        "kind": "TenantPlatform",
-        "metadata": {"name": "p", "uid": "u"},
-        "spec": {"namespace": "p-ns", "domain": "p.example.com", "gpu": gpu},
-    }
-    return TenantPlatform.from_body(body)
+demo = partial(platform, "p", namespace="p-ns", uid="u", gpu={})
 
 
 def facts(
@@ -414,7 +408,7 @@ EVALUATE_ROWS = [
 @pytest.mark.parametrize("row", [pytest.param(row, id=str(row[0])) for row in EVALUATE_ROWS])
 def test_evaluate(row: tuple[Any, ...]) -> None:
     _, nodes, tweaks, labels, status, reason, fragment, *rest = row
-    decided = verdict.evaluate(platform(**tweaks), facts(*nodes, **(rest[0] if rest else {})), labels=labels, now=NOW)
+    decided = verdict.evaluate(demo(gpu=tweaks), facts(*nodes, **(rest[0] if rest else {})), labels=labels, now=NOW)
     condition = decided.verdict.condition
     assert (condition.type, condition.status, condition.reason) == ("GPUReady", status, reason)
     assert fragment in condition.message
@@ -427,7 +421,7 @@ def test_every_gpu_reason_has_a_row() -> None:
 
 
 def test_disabled_status_is_the_summary_only() -> None:
-    decided = verdict.evaluate(platform(**OFF), facts(gpu_node()), labels=LabelOutcome(), now=NOW)
+    decided = verdict.evaluate(demo(gpu=OFF), facts(gpu_node()), labels=LabelOutcome(), now=NOW)
     assert decided.verdict.sections == {"gpu": {"summary": "disabled"}}
     assert decided.verdict.recorded.dump() == {"gpuNodes": [{"name": "lab", "model": "", "cards": 0}]}
     assert decided.capacities == ()
@@ -435,7 +429,7 @@ def test_disabled_status_is_the_summary_only() -> None:
 
 def test_labels_only_status_and_recorded() -> None:
     node = gpu_node(labels={"gpu": "on", "nvidia.com/gpu.product": "Tesla-T4", "nvidia.com/gpu.count": "2"})
-    decided = verdict.evaluate(platform(hami={"enabled": False}), facts(node), labels=LabelOutcome(), now=NOW)
+    decided = verdict.evaluate(demo(gpu={"hami": {"enabled": False}}), facts(node), labels=LabelOutcome(), now=NOW)
     assert decided.verdict.sections == {
         "gpu": {
             "nodes": [{"name": "lab", "labelled": True, "detectedBy": ["capacity", "register"]}],
@@ -457,7 +451,7 @@ def test_hami_status_and_recorded() -> None:
         names_source="ConfigMap kube-system/hami-scheduler-device",
     )
     applied = LabelOutcome(applied={"lab": {"gpu": "on"}})
-    decided = verdict.evaluate(platform(), gathered, labels=applied, now=NOW)
+    decided = verdict.evaluate(demo(), gathered, labels=applied, now=NOW)
     names = {
         "count": "nvidia.com/gpu",
         "memory": "nvidia.com/gpumem",
@@ -507,7 +501,7 @@ def test_hami_status_and_recorded() -> None:
 def test_requeue_when_an_active_lock_expires() -> None:
     owner = Pod(namespace="ml", name="binding")
     decided = verdict.evaluate(
-        platform(),
+        demo(),
         facts(gpu_node(lock="2025-06-01T08:19:00Z,ml,binding"), pods=(owner,)),
         labels=LabelOutcome(),
         now=NOW,
@@ -518,7 +512,7 @@ def test_requeue_when_an_active_lock_expires() -> None:
 
 def test_before_the_first_listing_an_unseen_lock_owner_is_still_binding() -> None:
     decided = verdict.evaluate(
-        platform(),
+        demo(),
         facts(gpu_node(lock="2025-06-01T08:19:00Z,ml,unseen"), synced=False),
         labels=LabelOutcome(),
         now=NOW,
@@ -534,20 +528,16 @@ def test_before_the_first_listing_the_previous_report_is_kept_for_a_while() -> N
     old_gpu = {"summary": "14 cards / 1000 MiB free", "total": {"nodes": 2}}
     old_recorded = {"domain": "p.example.com", "gpuNodes": [{"name": "a", "model": "L4", "cards": 7}]}
     old_condition = {"type": "GPUReady", "status": "True", "reason": "GPUNodesReady", "message": "2 GPU node(s)."}
-    body = {
-        "metadata": {"name": "p", "uid": "u"},
-        "spec": {"namespace": "p-ns", "domain": "p.example.com"},
-        "status": {"gpu": old_gpu, "recorded": old_recorded, "conditions": [old_condition]},
-    }
+    status = {"gpu": old_gpu, "recorded": old_recorded, "conditions": [old_condition]}
     young = facts(synced=False, stale_since=NOW - timedelta(seconds=20))
-    decided = verdict.evaluate(TenantPlatform.from_body(body), young, labels=LabelOutcome(), now=NOW)
+    decided = verdict.evaluate(platform("p", "p-ns", uid="u", status=status), young, labels=LabelOutcome(), now=NOW)
     condition = decided.verdict.condition
     assert (condition.status, condition.reason, condition.message) == ("True", reasons.GPU.READY, "2 GPU node(s).")
     assert decided.verdict.sections == {"gpu": old_gpu}
     assert decided.verdict.recorded.dump() == {"gpuNodes": old_recorded["gpuNodes"]}
     assert decided.verdict.requeue_after == verdict.UNSYNCED_REQUEUE
     old = facts(synced=False, stale_since=NOW - timedelta(seconds=verdict.STALE_AFTER + 1))
-    decided = verdict.evaluate(TenantPlatform.from_body(body), old, labels=LabelOutcome(), now=NOW)
+    decided = verdict.evaluate(platform("p", "p-ns", uid="u", status=status), old, labels=LabelOutcome(), now=NOW)
     assert decided.verdict.condition.reason == reasons.GPU.SNAPSHOT_NOT_SYNCED
     assert decided.verdict.sections == {"gpu": old_gpu}
 

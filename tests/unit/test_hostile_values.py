@@ -12,9 +12,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from tests.hami_support import HamiPod, no_owner
+from tests.support import platform
 
 from tenant_platform.api import reasons
-from tenant_platform.api.models import TenantPlatform
 from tenant_platform.concerns.gpu import capacity, verdict
 from tenant_platform.concerns.gpu.labels import LabelOutcome
 from tenant_platform.concerns.gpu.verdict import GpuFacts
@@ -269,8 +269,7 @@ def test_status_gpu_stays_small_with_many_worst_case_nodes_and_pods() -> None:
         for name in nodes
     }
     facts = GpuFacts(nodes=nodes, pods_by_node=pods, pod=lambda ns, n: None)  # type: ignore[arg-type]
-    body = {"metadata": {"name": "p"}, "spec": {"namespace": "p", "domain": "p.example.com"}}
-    decided = verdict.evaluate(TenantPlatform.from_body(body), facts, labels=LabelOutcome(), now=NOW)
+    decided = verdict.evaluate(platform("p"), facts, labels=LabelOutcome(), now=NOW)
     size = len(json.dumps(decided.verdict.sections)) + len(json.dumps(decided.verdict.recorded.dump()))
     print("status.gpu + recorded bytes:", size)
     assert size < 450 * 1024, size  # far below etcd's 1.5 MiB request limit

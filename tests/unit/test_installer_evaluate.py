@@ -6,11 +6,12 @@ from __future__ import annotations
 import base64
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 import pytest
+from tests.support import platform
 
-from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.reasons import Common, Installer
 from tenant_platform.concerns.installer import manifests as render_installer
 from tenant_platform.concerns.installer import verdict as evaluate_installer
@@ -21,11 +22,7 @@ USER = "system:serviceaccount:kamiwaza:platform-installer"
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
 
-def platform(**installer: Any) -> TenantPlatform:
-    spec: dict[str, Any] = {"namespace": "kamiwaza", "domain": "kamiwaza.example.com"}
-    if installer:
-        spec["installer"] = installer
-    return TenantPlatform.from_body({"metadata": {"name": NAME, "uid": "u-1"}, "spec": spec})
+demo = partial(platform, NAME, namespace="kamiwaza", uid="u-1", domain="kamiwaza.example.com")
 
 
 def answers(**overrides: bool) -> tuple[Answer, ...]:
@@ -122,7 +119,7 @@ ROWS = {
 
 @pytest.mark.parametrize("row", ROWS.values(), ids=ROWS.keys())
 def test_condition(row: Row) -> None:
-    verdict = evaluate_installer.evaluate(platform(), row.facts, dry_run=row.dry_run)
+    verdict = evaluate_installer.evaluate(demo(), row.facts, dry_run=row.dry_run)
     cond = verdict.condition
     assert (cond.type, cond.status, cond.reason) == ("InstallerReady", row.status, row.reason)
     assert row.message in cond.message
@@ -137,7 +134,7 @@ def test_every_installer_condition_reason_has_a_row() -> None:
 
 def test_recorded_names_the_kubeconfig_secret_and_the_token_renewal_is_asked_for() -> None:
     facts = InstallerFacts(answers=answers(), kubeconfig_secret="platform-installer-kubeconfig", token_requeue=600.0)
-    verdict = evaluate_installer.evaluate(platform(), facts)
+    verdict = evaluate_installer.evaluate(demo(), facts)
     assert verdict.recorded.dump() == {
         "installer": {
             "serviceAccountName": "platform-installer",
@@ -147,7 +144,7 @@ def test_recorded_names_the_kubeconfig_secret_and_the_token_renewal_is_asked_for
     }
     assert list(verdict.recorded.dump()["installer"]) == ["serviceAccountName", "namespace", "kubeconfigSecret"]
     assert verdict.requeue_after == 600.0
-    missing = evaluate_installer.evaluate(platform(), InstallerFacts(answers=answers(nodes=True), token_requeue=5.0))
+    missing = evaluate_installer.evaluate(demo(), InstallerFacts(answers=answers(nodes=True), token_requeue=5.0))
     assert missing.requeue_after == 5.0
 
 
@@ -228,7 +225,7 @@ def test_renewal_requeue_follows_the_lifetime_granted(granted: timedelta, requeu
 
 @pytest.mark.parametrize(("live", "claim", "kept", "requeue"), TOKENS.values(), ids=TOKENS.keys())
 def test_token_plan(live: dict[str, Any] | None, claim: str | None, kept: bool, requeue: float) -> None:
-    p = platform(**TTL_2H)
+    p = demo(installer=TTL_2H)
     plan = evaluate_installer.token_plan(p, live, claim=claim, now=NOW, server=SERVER)
     assert (plan.keep is not None) == kept
     assert plan.requeue_after == requeue
@@ -248,7 +245,7 @@ def test_token_plan(live: dict[str, Any] | None, claim: str | None, kept: bool, 
 
 
 def test_token_minted_event_names_the_secret_not_the_token() -> None:
-    assert evaluate_installer.token_minted(platform(**TTL_2H)) == (
+    assert evaluate_installer.token_minted(demo(installer=TTL_2H)) == (
         "Normal",
         "TokenMinted",
         "Minted a new installer token for Secret kamiwaza/platform-installer-kubeconfig.",
@@ -338,7 +335,7 @@ SERVERS = {
 @pytest.mark.parametrize("row", SERVERS.values(), ids=SERVERS.keys())
 def test_choose_server(row: tuple[str, dict[str, Any] | None, str, str, str, str]) -> None:
     spec_server, info, server, ca, source, note = row
-    p = platform(kubeconfigSecret={"enabled": True, "server": spec_server})
+    p = demo(installer={"kubeconfigSecret": {"enabled": True, "server": spec_server}})
     choice = evaluate_installer.choose_server(p, cluster_info=info, operator_server=OPERATOR, operator_ca="operator CA")
     assert (choice.server, choice.ca_pem, choice.source) == (server, ca, source)
     assert note in choice.note
@@ -349,7 +346,7 @@ def test_choose_server(row: tuple[str, dict[str, Any] | None, str, str, str, str
 
 
 def test_server_recorded_only_with_the_secret() -> None:
-    p = platform(kubeconfigSecret={"enabled": True})
+    p = demo(installer={"kubeconfigSecret": {"enabled": True}})
     choice = evaluate_installer.ServerChoice(SERVER, None, "ClusterInfo")
     with_secret = evaluate_installer.recorded(p, "k", choice).dump()["installer"]
     assert with_secret["kubeconfigServer"] == SERVER  # type: ignore[index]

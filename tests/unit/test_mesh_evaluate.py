@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import pytest
+from tests.support import platform
 
 from tenant_platform.api import reasons
-from tenant_platform.api.models import TenantPlatform
 from tenant_platform.concerns.mesh import verdict as mesh
 from tenant_platform.concerns.mesh.verdict import MeshFacts, StyleProbe
 
@@ -37,9 +38,7 @@ GOOD = MeshFacts(
 )
 
 
-def platform(**mesh_spec: Any) -> TenantPlatform:
-    spec: dict[str, Any] = {"namespace": "kamiwaza", "domain": "kamiwaza.example.com", "mesh": mesh_spec}
-    return TenantPlatform.from_body({"metadata": {"name": "demo", "uid": "u-1"}, "spec": spec})
+demo = partial(platform, "demo", namespace="kamiwaza", uid="u-1", domain="kamiwaza.example.com")
 
 
 @dataclass(frozen=True)
@@ -183,7 +182,7 @@ ROWS = [
 
 @pytest.mark.parametrize("row", ROWS, ids=[r.name for r in ROWS])
 def test_condition(row: Row) -> None:
-    verdict = mesh.evaluate(platform(**row.spec), row.facts)
+    verdict = mesh.evaluate(demo(mesh=row.spec), row.facts)
     cond = verdict.condition
     assert (cond.type, cond.status, cond.reason) == ("MeshReady", row.status, row.reason), cond.message
     assert row.fragment in cond.message
@@ -201,7 +200,7 @@ def test_every_reason_has_a_row() -> None:
 
 def test_every_problem_is_listed_and_the_first_names_the_reason() -> None:
     broken = MeshFacts(deployments=(), served={}, cannot_create=("gateways.x",), namespace_labels=None)
-    cond = mesh.evaluate(platform(sidecarStyle="Auto"), broken).condition
+    cond = mesh.evaluate(demo(mesh={"sidecarStyle": "Auto"}), broken).condition
     assert cond.reason == reasons.Mesh.ISTIOD_NOT_FOUND
     parts = cond.message.split("; ")
     assert parts[0].startswith("no istiod Deployment")
@@ -214,9 +213,9 @@ def test_every_problem_is_listed_and_the_first_names_the_reason() -> None:
 
 def test_istiod_found_by_name_and_default_revision() -> None:
     named = dataclasses.replace(GOOD, deployments=(deployment("istiod-canary"),))
-    assert mesh.evaluate(platform(sidecarStyle="Native"), named).condition.status == "True"
+    assert mesh.evaluate(demo(mesh={"sidecarStyle": "Native"}), named).condition.status == "True"
     default = mesh.evaluate(
-        platform(sidecarStyle="Native", injection={"mode": "Revision", "revision": "default"}), GOOD
+        demo(mesh={"sidecarStyle": "Native", "injection": {"mode": "Revision", "revision": "default"}}), GOOD
     )
     assert default.condition.status == "True"
 

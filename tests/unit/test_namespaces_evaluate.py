@@ -4,12 +4,13 @@ is labelled, adopted, released and remembered in ``status.managed``."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import pytest
+from tests.support import platform
 
 from tenant_platform.api import constants
-from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.reasons import Common, Namespaces
 from tenant_platform.concerns.namespaces import manifests as render_ns
 from tenant_platform.concerns.namespaces import verdict as evaluate_ns
@@ -19,14 +20,12 @@ from tenant_platform.core import ownership
 NAME = "demo"
 
 
-def platform(managed: list[str] | None = None, **spec: Any) -> TenantPlatform:
-    body: dict[str, Any] = {
-        "metadata": {"name": NAME, "uid": "u-1"},
-        "spec": {"namespace": "kamiwaza", "domain": "kamiwaza.example.com", **spec},
-    }
-    if managed is not None:
-        body["status"] = {"managed": {"namespaces": managed}}
-    return TenantPlatform.from_body(body)
+demo = partial(platform, NAME, namespace="kamiwaza", uid="u-1", domain="kamiwaza.example.com")
+
+
+def managed(namespaces: list[str] | None) -> dict[str, Any] | None:
+    """A status that lists ``namespaces`` as managed (None: no status)."""
+    return None if namespaces is None else {"managed": {"namespaces": namespaces}}
 
 
 def ns(
@@ -198,7 +197,7 @@ ROWS = {
 
 @pytest.mark.parametrize("row", ROWS.values(), ids=ROWS.keys())
 def test_condition(row: Row) -> None:
-    p = platform(row.managed, **row.spec)
+    p = demo(status=managed(row.managed), **row.spec)
     verdict = evaluate_ns.evaluate(p, row.facts, dry_run=row.dry_run, failed=row.failed, protection=PROTECTION)
     cond = verdict.condition
     assert (cond.type, cond.status, cond.reason) == ("NamespacesReady", row.status, row.reason)
@@ -217,7 +216,7 @@ def test_every_namespaces_reason_has_a_row() -> None:
 
 
 def test_an_existing_namespace_is_labelled_only_once_claimed_or_opted_in() -> None:
-    p = platform(additionalNamespaces=["plain", "optin", "theirs-optin", "system"])
+    p = demo(additionalNamespaces=["plain", "optin", "theirs-optin", "system"])
     facts = NamespacesFacts(
         (
             ns("kamiwaza", claim=NAME),
@@ -233,7 +232,7 @@ def test_an_existing_namespace_is_labelled_only_once_claimed_or_opted_in() -> No
 
 
 def test_writes_label_created_and_adopted_namespaces_and_release_dropped_ones() -> None:
-    p = platform(["gone", "theirs", "absent"], additionalNamespaces=["adopted", "mine", "claimed", "dying"])
+    p = demo(status=managed(["gone", "theirs", "absent"]), additionalNamespaces=["adopted", "mine", "claimed", "dying"])
     facts = NamespacesFacts(
         (
             ns("kamiwaza", exists=False),
@@ -256,7 +255,7 @@ def test_writes_label_created_and_adopted_namespaces_and_release_dropped_ones() 
 
 
 def test_managed_remembers_what_we_labelled_and_is_not_written_in_a_dry_run() -> None:
-    p = platform(["gone"], additionalNamespaces=["b", "claimed", "dying"])
+    p = demo(status=managed(["gone"]), additionalNamespaces=["b", "claimed", "dying"])
     facts = NamespacesFacts(
         (
             ns("kamiwaza", claim=NAME),
@@ -270,15 +269,15 @@ def test_managed_remembers_what_we_labelled_and_is_not_written_in_a_dry_run() ->
     failed = evaluate_ns.evaluate(p, facts, failed={"b": "no", "gone": "no"})
     assert failed.sections == {"managed": {"namespaces": ["dying", "gone", "kamiwaza"]}}
     assert evaluate_ns.evaluate(p, facts, dry_run=True).sections == {}
-    assert evaluate_ns.evaluate(platform(), NamespacesFacts(())).sections == {"managed": {"namespaces": []}}
+    assert evaluate_ns.evaluate(demo(), NamespacesFacts(())).sections == {"managed": {"namespaces": []}}
 
 
 def test_dropped_names_are_the_managed_ones_the_spec_no_longer_names() -> None:
-    assert evaluate_ns.dropped_names(platform(["kamiwaza", "old"])) == ["old"]
-    assert evaluate_ns.dropped_names(platform()) == []
+    assert evaluate_ns.dropped_names(demo(status=managed(["kamiwaza", "old"]))) == ["old"]
+    assert evaluate_ns.dropped_names(demo()) == []
 
 
 def test_dropped_names_come_from_the_claim_labels_even_when_status_forgot_them() -> None:
     # Killed between labelling "extra" and the first status write: status.managed is empty.
-    assert evaluate_ns.dropped_names(platform(), labelled=["kamiwaza", "extra"]) == ["extra"]
-    assert evaluate_ns.dropped_names(platform(["old"]), labelled=["extra"]) == ["extra", "old"]
+    assert evaluate_ns.dropped_names(demo(), labelled=["kamiwaza", "extra"]) == ["extra"]
+    assert evaluate_ns.dropped_names(demo(status=managed(["old"])), labelled=["extra"]) == ["extra", "old"]

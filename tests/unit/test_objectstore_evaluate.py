@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from tests.support import platform
 
 from tenant_platform.api import reasons
-from tenant_platform.api.models import TenantPlatform
 from tenant_platform.concerns.objectstore import verdict as objectstore
 
 R = reasons.ObjectStore
@@ -29,15 +29,6 @@ RECORDED_S3 = {
     "region": "eu-west-1",
     "credentialsSecret": "s3-creds",
 }
-
-
-def platform(object_store: dict[str, Any] | None) -> TenantPlatform:
-    spec: dict[str, Any] = {"namespace": "ns", "domain": "tp.example.com"}
-    if object_store is not None:
-        spec["objectStore"] = object_store
-    return TenantPlatform.from_body(
-        {"apiVersion": "tenancy.dev/v1alpha1", "kind": "TenantPlatform", "metadata": {"name": "tp"}, "spec": spec}
-    )
 
 
 def creds(**data: str) -> dict[str, Any]:
@@ -119,7 +110,7 @@ ROWS = [
 
 @pytest.mark.parametrize("row", ROWS)
 def test_evaluate(row: Row) -> None:
-    tp = platform(row.spec)
+    tp = platform("tp", "ns", **({} if row.spec is None else {"objectStore": row.spec}))
     assert objectstore.needs_secret(tp.spec.object_store) == row.needs_secret
     verdict = objectstore.evaluate(tp, objectstore.ObjectStoreFacts(secret=row.secret))
     cond = verdict.condition
@@ -132,6 +123,6 @@ def test_evaluate(row: Row) -> None:
 def test_empty_region_is_recorded_and_left_out_of_the_message() -> None:
     spec = {**S3, "s3": {**S3["s3"], "region": ""}}  # type: ignore[dict-item]
     secret = creds(AWS_ACCESS_KEY_ID="a", AWS_SECRET_ACCESS_KEY="b")
-    verdict = objectstore.evaluate(platform(spec), objectstore.ObjectStoreFacts(secret=secret))
+    verdict = objectstore.evaluate(platform("tp", "ns", objectStore=spec), objectstore.ObjectStoreFacts(secret=secret))
     assert verdict.recorded.dump()["objectStore"]["region"] == ""
     assert "region" not in verdict.condition.message

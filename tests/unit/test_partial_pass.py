@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from tests.support import condition, platform, platform_body
 
 from tenant_platform.api import constants, reasons
 from tenant_platform.api.models import TenantPlatform
@@ -165,15 +166,6 @@ def test_scopes_share_equal_node_sets_and_know_nothing_of_a_new_platform() -> No
 # -- what a partial pass keeps --------------------------------------------------------------------------
 
 
-def platform_body() -> dict[str, Any]:
-    return {
-        "apiVersion": constants.API_VERSION,
-        "kind": constants.KIND,
-        "metadata": {"name": "p", "generation": 3, "uid": "u"},
-        "spec": {"namespace": "p", "domain": "p.example.com"},
-    }
-
-
 def healthy(type_: str) -> conditions.Condition:
     reason = {constants.GPU_READY: reasons.GPU.READY}.get(type_, reasons.Common.DISABLED)
     return conditions.true(type_, reason, f"{type_} fine.")
@@ -181,17 +173,17 @@ def healthy(type_: str) -> conditions.Condition:
 
 def full_status() -> dict[str, Any]:
     """A platform after a full pass: every concern True, Ready, sections of several steps."""
-    platform = TenantPlatform.from_body(platform_body())
+    tp = platform("p", uid="u", generation=3)
     results = {t: StepResult(conditions=[healthy(t)]) for t in constants.CONCERN_TYPES}
     results["a"] = StepResult(conditions=[], status={"podGuard": {"mode": "Enforce"}, "checks": {"a": {"ok": True}}})
     results["gpu"] = StepResult(conditions=[], status={"gpu": {"total": {"cards": 8}, "notes": ["old"]}})
     recorded = Recorded(domain="p.example.com", gpuNodes=[{"name": "n1", "model": "T4", "cards": 8}])
-    return pipeline.compute_status(platform, {}, results, recorded, now=T0)
+    return pipeline.compute_status(tp, {}, results, recorded, now=T0)
 
 
 def test_a_partial_pass_keeps_the_other_concerns_and_sections_and_summarises_all() -> None:
     old = full_status()
-    body = {**platform_body(), "status": old}
+    body = platform_body("p", uid="u", generation=3, status=old)
     carried = pipeline.carried_conditions(old, 3, {"gpu"})
     assert carried is not None
     assert {c.type for c in carried} == set(constants.CONCERN_TYPES) - {constants.GPU_READY}
@@ -228,9 +220,7 @@ def test_only_a_full_pass_is_faithful(case: str, change: Any) -> None:
 
 
 def _set(status: dict[str, Any], type_: str, value: str, reason: str) -> None:
-    for cond in status["conditions"]:
-        if cond["type"] == type_:
-            cond.update(status=value, reason=str(reason))
+    condition(status, type_).update(status=value, reason=str(reason))
 
 
 # -- wakeup kinds ------------------------------------------------------------------------------------------

@@ -6,12 +6,13 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 import pytest
+from tests.support import platform
 
 from tenant_platform.api import reasons
-from tenant_platform.api.models import TenantPlatform
 from tenant_platform.concerns.podguard import manifests as render_pg
 from tenant_platform.concerns.podguard import step
 from tenant_platform.concerns.podguard import takeover as tk
@@ -38,15 +39,14 @@ REPOSITORIES = (
 PARAM_FIELDS = {"namespaces": list(NAMESPACES), "proxyImageRepositories": list(REPOSITORIES)}
 
 
-def platform(status: dict[str, Any] | None = None, **pod_guard: Any) -> TenantPlatform:
-    spec: dict[str, Any] = {
-        "namespace": "kamiwaza",
-        "additionalNamespaces": ["kamiwaza-extensions"],
-        "domain": "kamiwaza.example.com",
-    }
-    if pod_guard:
-        spec["podGuard"] = pod_guard
-    return TenantPlatform.from_body({"metadata": {"name": "demo", "uid": "u-1"}, "spec": spec, "status": status})
+demo = partial(
+    platform,
+    "demo",
+    namespace="kamiwaza",
+    uid="u-1",
+    additionalNamespaces=["kamiwaza-extensions"],
+    domain="kamiwaza.example.com",
+)
 
 
 def policy(name: str, *, generation: int = 1, observed: int | None = 1, warnings: tuple[str, ...] = ()) -> pg.Obj:
@@ -306,7 +306,7 @@ ROWS = [
 
 @pytest.mark.parametrize("row", ROWS, ids=[r.name for r in ROWS])
 def test_condition(row: Row) -> None:
-    verdict = pg.evaluate(platform(**row.spec), row.facts, dry_run=row.dry_run)
+    verdict = pg.evaluate(demo(podGuard=row.spec), row.facts, dry_run=row.dry_run)
     cond = verdict.condition
     assert (cond.type, cond.status, cond.reason) == ("PodGuardReady", row.status, row.reason), cond.message
     assert row.fragment in cond.message
@@ -346,7 +346,10 @@ def test_every_reason_has_a_row() -> None:
 )
 def test_target(requested: str, previous: dict[str, Any] | None, hand_made_denies: bool, expected: str) -> None:
     status = {"podGuard": previous} if previous else None
-    assert pg.target(platform(status, enforcement=requested), hand_made_denies=hand_made_denies) == expected
+    assert (
+        pg.target(demo(status=status, podGuard={"enforcement": requested}), hand_made_denies=hand_made_denies)
+        == expected
+    )
 
 
 @pytest.mark.parametrize(
@@ -361,7 +364,7 @@ def test_target(requested: str, previous: dict[str, Any] | None, hand_made_denie
     ],
 )
 def test_wants_check(requested: str, changes: dict[str, Any], expected: bool) -> None:
-    assert pg.wants_check(platform(enforcement=requested), facts("Warn", **changes)) is expected
+    assert pg.wants_check(demo(podGuard={"enforcement": requested}), facts("Warn", **changes)) is expected
 
 
 def test_promotes_only_a_clean_check_and_never_in_a_dry_run() -> None:
@@ -376,7 +379,7 @@ def test_promotes_only_a_clean_check_and_never_in_a_dry_run() -> None:
 
 def test_promotion_is_enforcing_with_an_event_and_the_check_recorded() -> None:
     passed = facts("Deny", check=StagedCheck(checked=2), promoted=True, applied=Applied(objects=objects(), written=2))
-    verdict = pg.evaluate(platform(), passed, dry_run=False)
+    verdict = pg.evaluate(demo(), passed, dry_run=False)
     assert verdict.condition.reason == reasons.PodGuard.ENFORCING
     assert "Staged enforcement found no pod that would be denied." in verdict.condition.message
     assert verdict.requeue_after == pg.TYPE_CHECK_REQUEUE_SECONDS  # written: pick up type checking
@@ -401,9 +404,9 @@ def test_promotion_is_enforcing_with_an_event_and_the_check_recorded() -> None:
 
 def test_no_event_when_the_promotion_failed() -> None:
     failed = facts("Deny", promoted=True, applied=Applied(errors=("x",)))
-    assert pg.evaluate(platform(), failed, dry_run=False).events == []
+    assert pg.evaluate(demo(), failed, dry_run=False).events == []
     unwritten = facts("Deny", promoted=True, param_written=False, param_error="x")
-    assert pg.evaluate(platform(), unwritten, dry_run=False).events == []
+    assert pg.evaluate(demo(), unwritten, dry_run=False).events == []
 
 
 # ---- status.podGuard ------------------------------------------------------------------------------
@@ -411,7 +414,7 @@ def test_no_event_when_the_promotion_failed() -> None:
 
 def test_section_after_a_check() -> None:
     check = StagedCheck(violators=[(f"ns/p{i}", [f"reason {i}"]) for i in range(7)], unchecked=[("ns/q", "quota")])
-    verdict = pg.evaluate(platform(), facts("Warn", check=check), dry_run=False)
+    verdict = pg.evaluate(demo(), facts("Warn", check=check), dry_run=False)
     assert verdict.sections["podGuard"] == {
         "enforcement": "Warn",
         "requested": "Staged",
@@ -426,7 +429,7 @@ def test_section_after_a_check() -> None:
 
 def test_section_once_promoted_keeps_the_last_check_only_for_staged() -> None:
     previous = {"podGuard": {"enforcement": "Deny", "podsThatWouldBeDenied": 0, "examples": [], "podsNotChecked": 3}}
-    staged = pg.evaluate(platform(previous), facts("Deny"), dry_run=False)
+    staged = pg.evaluate(demo(status=previous), facts("Deny"), dry_run=False)
     assert staged.sections["podGuard"] == {
         "enforcement": "Deny",
         "requested": "Staged",
@@ -434,7 +437,7 @@ def test_section_once_promoted_keeps_the_last_check_only_for_staged() -> None:
         "podsThatWouldBeDenied": 0,
         "examples": [],
     }
-    deny = pg.evaluate(platform(previous, enforcement="Deny"), facts("Deny"), dry_run=False)
+    deny = pg.evaluate(demo(status=previous, podGuard={"enforcement": "Deny"}), facts("Deny"), dry_run=False)
     assert deny.sections["podGuard"] == {"enforcement": "Deny", "requested": "Deny", **PARAM_FIELDS}
 
 
@@ -449,13 +452,13 @@ def test_in_effect_in_a_dry_run_is_what_was_found() -> None:
 def test_a_failed_apply_never_switches_the_parameter_off() -> None:
     """status.podGuard.enforcement is what the shared policies read: it stays the parameter's."""
     failed = facts("Deny", applied=Applied(errors=("x",)))
-    verdict = pg.evaluate(platform(enforcement="Deny"), failed, dry_run=False)
+    verdict = pg.evaluate(demo(podGuard={"enforcement": "Deny"}), failed, dry_run=False)
     assert verdict.condition.status == "False"
     assert verdict.sections["podGuard"]["enforcement"] == "Deny"
 
 
 def test_the_parameter_is_the_owned_namespaces_and_the_valid_repositories() -> None:
-    spec = platform(enforcement="Staged", proxyImageRepositories=["proxyv2", "docker.io/istio/proxyv2"])
+    spec = demo(podGuard={"enforcement": "Staged", "proxyImageRepositories": ["proxyv2", "docker.io/istio/proxyv2"]})
     value = pg.param(spec, "Warn", ["kamiwaza"])
     assert pg.param_fields(value) == {
         "namespaces": ["kamiwaza"],
@@ -468,7 +471,7 @@ def test_the_parameter_is_the_owned_namespaces_and_the_valid_repositories() -> N
 
 def test_type_checking_not_reported_yet_is_noted() -> None:
     pending = facts("Deny", applied=Applied(objects=objects(generation=2, observed=1)))
-    verdict = pg.evaluate(platform(enforcement="Deny"), pending, dry_run=False)
+    verdict = pg.evaluate(demo(podGuard={"enforcement": "Deny"}), pending, dry_run=False)
     assert verdict.condition.reason == reasons.PodGuard.ENFORCING
     assert verdict.condition.message.endswith(" The API server has not reported type checking for the policies yet.")
 
@@ -490,9 +493,7 @@ def found(mode: render_pg.Enforcement, **changes: Any) -> PodGuardFacts:
 
 def test_round_one_applies_the_guard_and_publishes_the_parameter_the_api_server_lacks() -> None:
     held = {"enforcement": "Warn", **PARAM_FIELDS, "requested": "Staged", "podsThatWouldBeDenied": 1}
-    verdict = pg.writes(
-        platform(), found("Warn", found={**held, "enforcement": "Deny", "namespaces": []}), dry_run=False
-    )
+    verdict = pg.writes(demo(), found("Warn", found={**held, "enforcement": "Deny", "namespaces": []}), dry_run=False)
     assert verdict is not None
     assert verdict.again and verdict.conditions == []
     assert verdict.desired == render_pg.render()
@@ -500,18 +501,18 @@ def test_round_one_applies_the_guard_and_publishes_the_parameter_the_api_server_
     assert verdict.publish == ("podGuard",)
     assert verdict.sections == {"podGuard": {**held, "enforcement": "Deny"}}
     # Held already (as found, or as this pass published it): nothing to publish.
-    as_found = pg.writes(platform(), found("Warn", found=held), dry_run=False)
+    as_found = pg.writes(demo(), found("Warn", found=held), dry_run=False)
     assert as_found is not None and not as_found.publish
     unheld = found("Warn")
-    as_published = pg.writes(platform(), unheld, dry_run=False, written=held)
+    as_published = pg.writes(demo(), unheld, dry_run=False, written=held)
     assert as_published is not None and not as_published.publish
     # A dry run publishes nothing (it lists the parameter among what it would apply: pg.judged).
-    dry = pg.writes(platform(), unheld, dry_run=True)
+    dry = pg.writes(demo(), unheld, dry_run=True)
     assert dry is not None and dry.again and not dry.publish and not dry.sections
 
 
 def test_round_one_in_a_target_cluster_applies_the_platforms_own_guard() -> None:
-    verdict = pg.writes(platform(enforcement="Deny"), found("Deny", shared=False), dry_run=False)
+    verdict = pg.writes(demo(podGuard={"enforcement": "Deny"}), found("Deny", shared=False), dry_run=False)
     assert verdict is not None and verdict.again and not verdict.publish
     assert verdict.desired == render_pg.render(param("Deny"), "demo")
 
@@ -519,48 +520,48 @@ def test_round_one_in_a_target_cluster_applies_the_platforms_own_guard() -> None
 def test_round_two_promotes_after_a_clean_check_and_otherwise_judges() -> None:
     held = {"enforcement": "Warn", **PARAM_FIELDS}
     checked = found("Warn", round=2, found=held, check=StagedCheck(checked=2))
-    shared = pg.writes(platform(), checked, dry_run=False)
+    shared = pg.writes(demo(), checked, dry_run=False)
     assert shared is not None and shared.again and shared.desired == []
     assert shared.sections == {"podGuard": {**held, "enforcement": "Deny"}}
-    target = pg.writes(platform(), dataclasses.replace(checked, shared=False), dry_run=False)
+    target = pg.writes(demo(), dataclasses.replace(checked, shared=False), dry_run=False)
     assert target is not None and target.again and not target.publish
     assert target.desired == render_pg.render(param("Deny"), "demo")
-    assert pg.writes(platform(), checked, dry_run=True) is None  # never promoted in a dry run
-    assert pg.writes(platform(), dataclasses.replace(checked, check=VIOLATORS), dry_run=False) is None
-    assert pg.writes(platform(), found("Warn", round=2, found=held), dry_run=False) is None
-    assert pg.writes(platform(), dataclasses.replace(checked, round=3), dry_run=False) is None
+    assert pg.writes(demo(), checked, dry_run=True) is None  # never promoted in a dry run
+    assert pg.writes(demo(), dataclasses.replace(checked, check=VIOLATORS), dry_run=False) is None
+    assert pg.writes(demo(), found("Warn", round=2, found=held), dry_run=False) is None
+    assert pg.writes(demo(), dataclasses.replace(checked, round=3), dry_run=False) is None
 
 
 def test_judged_facts() -> None:
     held = {"enforcement": "Warn", **PARAM_FIELDS}
-    plain = pg.judged(platform(), found("Warn", round=2, found=held), dry_run=False)
+    plain = pg.judged(demo(), found("Warn", round=2, found=held), dry_run=False)
     assert (plain.param, plain.param_written, plain.promoted, plain.param_error) == (param("Warn"), True, False, "")
     # In a dry run a parameter the API server lacks is listed among what would be applied.
-    dry = pg.judged(platform(), found("Warn", round=2), dry_run=True)
+    dry = pg.judged(demo(), found("Warn", round=2), dry_run=True)
     assert not dry.param_written and dry.applied.would_apply == (pg.PARAM_WOULD_APPLY,)
-    assert pg.judged(platform(), found("Warn", round=2), dry_run=False).applied.would_apply == ()
+    assert pg.judged(demo(), found("Warn", round=2), dry_run=False).applied.would_apply == ()
     # Published in this pass: held; publishing failed: why.
-    published = pg.judged(platform(), found("Warn", round=2), dry_run=False, written={**held, "requested": "Staged"})
+    published = pg.judged(demo(), found("Warn", round=2), dry_run=False, written={**held, "requested": "Staged"})
     assert published.param_written
-    failed = pg.judged(platform(), found("Warn", round=2), dry_run=False, publish_error="the server is busy")
+    failed = pg.judged(demo(), found("Warn", round=2), dry_run=False, publish_error="the server is busy")
     assert (failed.param_written, failed.param_error) == (False, "the server is busy")
     # Promoted in this pass: the last round, after a clean check.
     deny = {**held, "enforcement": "Deny"}
-    promoted = pg.judged(platform(), found("Warn", round=3, check=StagedCheck(checked=1)), dry_run=False, written=deny)
+    promoted = pg.judged(demo(), found("Warn", round=3, check=StagedCheck(checked=1)), dry_run=False, written=deny)
     assert (promoted.param, promoted.param_written, promoted.promoted) == (param("Deny"), True, True)
-    target = pg.judged(platform(), found("Warn", round=2, shared=False), dry_run=True)
+    target = pg.judged(demo(), found("Warn", round=2, shared=False), dry_run=True)
     assert not target.param_written and target.applied.would_apply == ()
 
 
 def test_a_failed_write_fails_the_verdict() -> None:
-    assert not pg.evaluate(platform(), facts("Warn"), dry_run=False).failed
-    assert pg.evaluate(platform(), facts("Warn", applied=Applied(errors=("x",))), dry_run=False).failed
-    assert pg.evaluate(platform(), facts("Warn", param_written=False, param_error="x"), dry_run=False).failed
+    assert not pg.evaluate(demo(), facts("Warn"), dry_run=False).failed
+    assert pg.evaluate(demo(), facts("Warn", applied=Applied(errors=("x",))), dry_run=False).failed
+    assert pg.evaluate(demo(), facts("Warn", param_written=False, param_error="x"), dry_run=False).failed
 
 
 def given(spec: dict[str, Any], *, dry_run: bool = False, **written: Any) -> Given:
     return Given(
-        platform=platform(**spec),
+        platform=demo(podGuard=spec) if spec else demo(),
         now=datetime(2026, 1, 1, tzinfo=UTC),
         settings=Settings(),
         dry_run=dry_run,
@@ -626,9 +627,7 @@ class RefusingStatus:
 def test_a_failed_publish_goes_to_the_next_round_or_escapes() -> None:
     """reconcile/pipeline.py run_rounds: a section whose publish failed is not recorded; the next
     round's Given maps it to the error; with no next round the error escapes (run_step's)."""
-    ctx = StepContext(
-        platform=platform(), kube=RefusingStatus(), settings=Settings(), now=datetime(2026, 1, 1, tzinfo=UTC)
-    )  # type: ignore[arg-type]
+    ctx = StepContext(platform=demo(), kube=RefusingStatus(), settings=Settings(), now=datetime(2026, 1, 1, tzinfo=UTC))  # type: ignore[arg-type]
     judging = PublishingStep()
     pipeline.run_rounds(judging, ctx)  # type: ignore[arg-type]
     assert judging.seen[0] is None

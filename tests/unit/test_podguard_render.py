@@ -5,26 +5,25 @@ from __future__ import annotations
 
 import json
 import re
+from functools import partial
 from typing import Any
 
 import pytest
+from tests.support import platform
 
-from tenant_platform.api.models import TenantPlatform
 from tenant_platform.concerns.podguard import manifests as podguard
 from tenant_platform.concerns.podguard import step
 from tenant_platform.concerns.podguard import verdict as verdicts
 from tenant_platform.kube.client import parse_warnings
 
-
-def platform(name: str = "demo", **pod_guard: Any) -> TenantPlatform:
-    spec: dict[str, Any] = {
-        "namespace": "kamiwaza",
-        "additionalNamespaces": ["kamiwaza-extensions"],
-        "domain": "kamiwaza.example.com",
-    }
-    if pod_guard:
-        spec["podGuard"] = pod_guard
-    return TenantPlatform.from_body({"metadata": {"name": name, "uid": "u-1"}, "spec": spec})
+demo = partial(
+    platform,
+    "demo",
+    namespace="kamiwaza",
+    uid="u-1",
+    additionalNamespaces=["kamiwaza-extensions"],
+    domain="kamiwaza.example.com",
+)
 
 
 def variables(policy: dict[str, Any]) -> dict[str, str]:
@@ -156,7 +155,7 @@ def test_unsafe_proxy_repositories_are_left_out_and_reported(repository: str) ->
     repos = ["docker.io/istio/proxyv2", repository]
     assert podguard.invalid_proxy_repositories(repos) == [repository]
     assert podguard.valid_proxy_repositories(repos) == ["docker.io/istio/proxyv2"]
-    value = verdicts.param(platform(proxyImageRepositories=repos), "Deny", ["kamiwaza"])
+    value = verdicts.param(demo(podGuard={"proxyImageRepositories": repos}), "Deny", ["kamiwaza"])
     assert value.proxy_image_repositories == ("docker.io/istio/proxyv2",)
 
 
@@ -169,7 +168,10 @@ def test_full_repository_names_are_accepted(repository: str) -> None:
 
 
 def test_no_valid_repository_means_no_repository_at_all() -> None:
-    assert verdicts.param(platform(proxyImageRepositories=["proxyv2"]), "Deny", []).proxy_image_repositories == ()
+    assert (
+        verdicts.param(demo(podGuard={"proxyImageRepositories": ["proxyv2"]}), "Deny", []).proxy_image_repositories
+        == ()
+    )
 
 
 def test_long_platform_names_give_valid_stable_distinct_names() -> None:
@@ -183,7 +185,7 @@ def test_long_platform_names_give_valid_stable_distinct_names() -> None:
 
 
 def test_step_render_adds_our_labels_and_no_platform() -> None:
-    for obj in step.STEP.render(platform()):
+    for obj in step.STEP.render(demo()):
         assert obj["metadata"]["labels"] == {
             "app.kubernetes.io/managed-by": "tenant-platform-operator",
             "tenancy.dev/component": "podguard",

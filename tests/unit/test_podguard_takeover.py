@@ -4,12 +4,13 @@ none of them)."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import pytest
+from tests.support import platform
 
 from tenant_platform.api import constants, reasons
-from tenant_platform.api.models import TenantPlatform
 from tenant_platform.concerns.podguard import manifests as render_pg
 from tenant_platform.concerns.podguard import takeover as tk
 from tenant_platform.core.conditions import Condition
@@ -20,14 +21,14 @@ VAP, VAPB = render_pg.POLICY_KIND, render_pg.BINDING_KIND
 ALL = ["kamiwaza", "kamiwaza-extensions"]
 
 
-def platform(enforcement: str = "Deny") -> TenantPlatform:
-    spec = {
-        "namespace": "kamiwaza",
-        "additionalNamespaces": ["kamiwaza-extensions"],
-        "domain": "kamiwaza.example.com",
-        "podGuard": {"enforcement": enforcement},
-    }
-    return TenantPlatform.from_body({"metadata": {"name": "demo"}, "spec": spec})
+demo = partial(
+    platform,
+    "demo",
+    namespace="kamiwaza",
+    additionalNamespaces=["kamiwaza-extensions"],
+    domain="kamiwaza.example.com",
+    podGuard={"enforcement": "Deny"},
+)
 
 
 def obj(kind: str, name: str, *, adopt: str | None = "demo", labels: dict[str, str] | None = None, **spec: Any) -> Any:
@@ -127,7 +128,7 @@ def test_hand_made(
     denies: bool,
     legacy: tuple[str, ...],
 ) -> None:
-    found = tk.hand_made(platform(), policies, bindings)
+    found = tk.hand_made(demo(), policies, bindings)
     assert (found.policies, found.bindings, found.denies) == (taken, taken_bindings, denies)
     assert sorted(found.legacy) == sorted(legacy)
 
@@ -210,7 +211,7 @@ def test_amend(  # noqa: PLR0917 (one row's columns)
     status: str,
     fragment: str,
 ) -> None:
-    verdict = tk.amend(platform(enforcement), Verdict([cond]), hand, denies_everywhere=everywhere)
+    verdict = tk.amend(demo(podGuard={"enforcement": enforcement}), Verdict([cond]), hand, denies_everywhere=everywhere)
     (new,) = verdict.conditions
     assert (new.reason, new.status) == (reason, status), new.message
     assert fragment in new.message
@@ -218,8 +219,8 @@ def test_amend(  # noqa: PLR0917 (one row's columns)
 
 def test_nothing_found_leaves_the_verdict() -> None:
     verdict = Verdict([ENFORCING])
-    assert tk.amend(platform(), verdict, tk.HandMade(), denies_everywhere=True) is verdict
-    assert tk.amend(platform(), verdict, None, denies_everywhere=True) is verdict
+    assert tk.amend(demo(), verdict, tk.HandMade(), denies_everywhere=True) is verdict
+    assert tk.amend(demo(), verdict, None, denies_everywhere=True) is verdict
 
 
 def test_every_takeover_reason_has_a_row() -> None:

@@ -7,23 +7,12 @@ import json
 from typing import Any
 
 import pytest
+from tests.support import platform
 
 from tenant_platform.api import reasons
-from tenant_platform.api.models import TenantPlatform
 from tenant_platform.concerns.pullsecrets import verdict as pullsecrets
 
 R = reasons.PullSecrets
-
-
-def platform(*names: str) -> TenantPlatform:
-    return TenantPlatform.from_body(
-        {
-            "apiVersion": "tenancy.dev/v1alpha1",
-            "kind": "TenantPlatform",
-            "metadata": {"name": "tp"},
-            "spec": {"namespace": "ns", "domain": "tp.example.com", "imagePullSecrets": list(names)},
-        }
-    )
 
 
 def docker(auths: Any, *, type_: str = "kubernetes.io/dockerconfigjson") -> dict[str, Any]:
@@ -93,7 +82,7 @@ MIRROR = docker({"mirror.example": {"auth": "eDp5"}})
     ],
 )
 def test_evaluate(secrets: list, status: str, reason: str, fragment: str, hosts: list[str]) -> None:
-    tp = platform(*(n for n, _ in secrets))
+    tp = platform("tp", "ns", imagePullSecrets=[n for n, _ in secrets])
     facts = pullsecrets.PullSecretsFacts(secrets=secrets)
     verdict = pullsecrets.evaluate(tp, facts)
     cond = verdict.condition

@@ -6,8 +6,9 @@ from dataclasses import dataclass, replace
 
 import pydantic
 import pytest
+from tests.support import platform
 
-from tenant_platform.api.models import SecretRef, TenantPlatform
+from tenant_platform.api.models import SecretRef
 from tenant_platform.api.reasons import Target
 from tenant_platform.concerns.target.verdict import TargetFacts, evaluate
 
@@ -65,10 +66,6 @@ def test_reached_target_is_recorded_typed() -> None:
     }
 
 
-def body(target: dict[str, object]) -> dict[str, object]:
-    return {"metadata": {"name": "p"}, "spec": {"namespace": "t", "domain": "t.example.com", "target": target}}
-
-
 CONVENTIONS = [
     (
         {"clusterAPI": {"namespace": "capi", "cluster": "lab-a"}},
@@ -88,9 +85,9 @@ CONVENTIONS = [
 
 @pytest.mark.parametrize(("target", "ref"), CONVENTIONS)
 def test_secret_conventions(target: dict[str, object], ref: SecretRef) -> None:
-    platform = TenantPlatform.from_body(body(target))
-    assert platform.spec.target is not None
-    assert platform.spec.target.secret_ref() == ref
+    tp = platform("p", "t", domain="t.example.com", target=target)
+    assert tp.spec.target is not None
+    assert tp.spec.target.secret_ref() == ref
 
 
 @pytest.mark.parametrize(
@@ -103,4 +100,4 @@ def test_secret_conventions(target: dict[str, object], ref: SecretRef) -> None:
 )
 def test_target_needs_exactly_one_valid_source(target: dict[str, object]) -> None:
     with pytest.raises(pydantic.ValidationError):
-        TenantPlatform.from_body(body(target))
+        platform("p", "t", domain="t.example.com", target=target)

@@ -10,14 +10,10 @@ from typing import Any
 
 import pydantic
 import pytest
+from tests.support import platform_body
 
 from tenant_platform.api.models import MAX_UNKNOWN_FIELDS, TenantPlatform
 from tenant_platform.reconcile.pipeline import unknown_fields_note
-
-
-def body(**spec: Any) -> dict[str, Any]:
-    return {"metadata": {"name": "tp"}, "spec": {"namespace": "tp", "domain": "tp.example.com", **spec}}
-
 
 # (id, spec additions, unknown field paths)
 UNKNOWN_ROWS = [
@@ -39,7 +35,7 @@ UNKNOWN_ROWS = [
 
 @pytest.mark.parametrize(("spec", "unknown"), [pytest.param(s, u, id=i) for i, s, u in UNKNOWN_ROWS])
 def test_unknown_fields_are_ignored_and_named(spec: dict[str, Any], unknown: list[str]) -> None:
-    platform = TenantPlatform.from_body(body(**spec))
+    platform = TenantPlatform.from_body(platform_body("tp", **spec))
     assert platform.unknown_fields() == unknown
     note = unknown_fields_note(platform)
     assert (note != "") == bool(unknown)
@@ -56,7 +52,7 @@ def test_unknown_fields_are_ignored_and_named(spec: dict[str, Any], unknown: lis
 )
 def test_wrong_values_of_known_fields_are_still_invalid(spec: dict[str, Any], field: str) -> None:
     with pytest.raises(pydantic.ValidationError) as caught:
-        TenantPlatform.from_body(body(**spec))
+        TenantPlatform.from_body(platform_body("tp", **spec))
     assert field in ".".join(str(p) for p in caught.value.errors()[0]["loc"])
 
 
@@ -77,7 +73,7 @@ LENIENT_ROWS: list[tuple[str, dict[str, Any], list[str] | None]] = [
 
 @pytest.mark.parametrize(("spec", "dropped"), [pytest.param(s, d, id=i) for i, s, d in LENIENT_ROWS])
 def test_lenient_parse_for_cleanup(spec: dict[str, Any], dropped: list[str] | None) -> None:
-    parsed = TenantPlatform.from_body_lenient(body(**spec))
+    parsed = TenantPlatform.from_body_lenient(platform_body("tp", **spec))
     if dropped is None:
         assert parsed is None
         return
