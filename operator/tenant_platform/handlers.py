@@ -36,7 +36,7 @@ from typing import Any
 
 import kopf
 
-from tenant_platform import handlers_gpu, reconcile
+from tenant_platform import handlers_gpu, metrics, reconcile
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.concerns.gpu import step as gpu
@@ -335,6 +335,7 @@ def _pass(state: OperatorState, name: str, *, gpu_only: bool, reuse_secrets: boo
         observe_target=state.observe_target,
         only=GPU_ONLY if gpu_only else None,
     )
+    metrics.record_pass(name, partial=outcome.partial)
     _post_events(state, body, outcome.transitions, outcome.events)
     wait = settings.drift_interval
     if outcome.requeue_after is not None:
