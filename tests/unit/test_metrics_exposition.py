@@ -198,6 +198,20 @@ def test_no_histogram_or_counter_has_a_platform_label(private_metrics: metrics.M
             assert all("platform" not in s.labels for s in family.samples), family.name
 
 
+def test_the_benchmark_reads_passes_and_step_times_without_a_platform_label(private_metrics: metrics.Metrics) -> None:
+    """benchmarks/reconcile_bench.py: passes over every platform (then per platform: / platforms)."""
+    from benchmarks import reconcile_bench  # noqa: PLC0415 - the benchmark's parsers only
+
+    for platform in ("p-0", "p-1"):
+        reconciled(private_metrics, platform, passes=3)
+    text = generate_latest(private_metrics.registry).decode()
+    assert reconcile_bench.passes(text) == 6
+    assert reconcile_bench.passes(text, "partial") == 6
+    seconds, runs = reconcile_bench.step_totals(text)["namespaces"]
+    assert runs == 6 and seconds == pytest.approx(2 * (0.0 + 0.01 + 0.02))
+    assert reconcile_bench.step_totals(text)["gpu"][1] == 12  # full and partial passes
+
+
 def conditions_of(m: metrics.Metrics, platform: str) -> dict[str, tuple[str, float]]:
     """type -> (status, value) of the platform's tenant_platform_condition series."""
     out: dict[str, tuple[str, float]] = {}
