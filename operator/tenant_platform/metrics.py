@@ -202,10 +202,6 @@ class ConditionCollector(Collector):
         with self._lock:
             self._by_platform.pop(platform, None)
 
-    def status(self, platform: str, type_: str) -> str | None:
-        with self._lock:
-            return self._by_platform.get(platform, {}).get(type_)
-
     def describe(self) -> Iterable[prometheus_client.Metric]:
         return [self._family()]
 
