@@ -6,7 +6,8 @@ Reports, as counts and ratios rather than pass/fail timings:
   - API requests per converge (reads and writes apart; SubjectAccessReviews also on their own),
     from apiserver_request_total;
   - API requests per no-op resync (writes must be 0), with the number of passes taken from the
-    operator's own tenant_platform_reconcile_step_duration_seconds_count.
+    operator's own tenant_platform_reconcile_passes_total (full passes, over every platform;
+    per platform: divided by the platforms).
 
 With ``--sizes 50,500`` the platforms are added in stages on one operator (side by side in one
 run): per stage the seconds until all are Ready, then, after ``--settle`` seconds, API requests
@@ -75,11 +76,12 @@ def is_ready(body: dict[str, Any] | None) -> bool:
     )
 
 
-def passes(operator_metrics: str) -> int:
-    """Reconcile passes so far: one namespaces-step observation per pass."""
+def passes(operator_metrics: str, kind: str = "full") -> int:
+    """Reconcile passes of ``kind`` (full, or partial: GPU only) so far, over every platform (the
+    counter has no platform label: a stage's passes per platform are this over its platforms)."""
     total = 0.0
     for line in operator_metrics.splitlines():
-        if line.startswith("tenant_platform_reconcile_step_duration_seconds_count") and 'step="namespaces"' in line:
+        if line.startswith("tenant_platform_reconcile_passes_total{") and f'kind="{kind}"' in line:
             total += float(line.rsplit(" ", 1)[1])
     return int(total)
 
@@ -92,7 +94,7 @@ CONFLICT_RETRY_LOG = "changed while we edited it; retrying"
 
 def step_totals(operator_metrics: str) -> dict[str, tuple[float, float]]:
     """Per step, over every platform: (seconds spent, observations) from the operator's
-    tenant_platform_reconcile_step_duration_seconds histogram."""
+    tenant_platform_reconcile_step_duration_seconds histogram (labelled by step only)."""
     totals: dict[str, tuple[float, float]] = {}
     for line in operator_metrics.splitlines():
         match = STEP_SERIES.match(line)

@@ -44,6 +44,7 @@ from tenant_platform.concerns.dns import coredns
 from tenant_platform.concerns.dns.coredns import DEFAULT_POD_LABELS, CoreDNSTarget
 from tenant_platform.config import Settings
 from tenant_platform.formats.hami import names as hami_names
+from tenant_platform.kube import observed
 from tenant_platform.kube.cache import CachedKube, Scope, operator_scopes
 from tenant_platform.kube.client import Kube
 from tenant_platform.kube.lease import LeaderElector, LeaseConfig
@@ -337,6 +338,8 @@ def run(
             lost.set()
         halt.set()
 
+    # Every request of the operator's client (not kopf's own) in tenant_platform_api_requests_total.
+    stop_counting = observed.observe(metrics.record_api_request)
     election = threading.Thread(target=elect, name="leader-election", daemon=True)
     election.start()
     try:
@@ -360,6 +363,7 @@ def run(
             elector.release()
         for server in servers:
             server.shutdown()
+        stop_counting()
         install(None)
     if lost.is_set():
         log.error("lost the lease: stopped the operator; exiting so that this process stands by again")

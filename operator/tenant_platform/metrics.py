@@ -8,10 +8,17 @@ Conventions (https://prometheus.io/docs/practices/naming/): base units (``_bytes
 series. Per-platform series carry a ``platform`` label; the GPU series describe the cluster, not
 a platform, so they have none and are exported once however many platforms report them
 (``GpuCollector``).
+
+Cardinality: a platform adds about one series per condition type (``ConditionCollector``: only the
+status a condition has) and a few gauges, at most ``SERIES_PER_PLATFORM``
+(tests/unit/test_metrics_exposition.py counts them). The operator's own work (step durations and
+errors, passes, API requests) has no ``platform`` label: its series do not grow with the number
+of platforms. A platform's step timings go to the DEBUG log line of its pass (``record_pass``).
 """
 
 from __future__ import annotations
 
+import logging
 import platform as _python
 import threading
 from collections.abc import Iterable, Iterator, Mapping
@@ -31,6 +38,11 @@ if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
 
 PREFIX = "tenant_platform"
+SERIES_PER_PLATFORM = 20
+"""The most series one more TenantPlatform may add to a scrape (the unit tests hold us to it)."""
+PASS_KINDS = ("full", "partial")
+
+log = logging.getLogger("tenant_platform.metrics")
 
 # A `_created` series per counter and histogram child doubles the series count and means
 # nothing to the alerts or the dashboard; switched off process-wide before any metric exists.
@@ -46,25 +58,39 @@ class Metrics:
             registry=registry,
         )
         self.build_info.info(build_labels())
-        self.condition = Gauge(
-            f"{PREFIX}_condition",
-            "1 when the TenantPlatform's condition has this status, else 0.",
-            ["platform", "type", "status"],
-            registry=registry,
-        )
+        # One series per platform and condition type: the status it has (see ConditionCollector).
+        self.conditions = ConditionCollector()
+        registry.register(self.conditions)
+        # The operator's own work: no platform label (a platform's timings: DEBUG log, record_pass).
         self.reconcile_duration = Histogram(
             f"{PREFIX}_reconcile_step_duration_seconds",
-            "Time one reconcile step took.",
-            ["platform", "step"],
+            "Time one reconcile step took, over every platform.",
+            ["step"],
             registry=registry,
             buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
         )
         self.reconcile_errors = Counter(
             f"{PREFIX}_reconcile_step_errors",
-            "Reconcile steps that failed (API errors or crashes).",
-            ["platform", "step"],
+            "Reconcile steps that failed (API errors or crashes), over every platform.",
+            ["step"],
             registry=registry,
         )
+        self.passes = Counter(
+            f"{PREFIX}_reconcile_passes",
+            "Reconcile passes the operator ran, over every platform: full, or partial (GPU only).",
+            ["kind"],
+            registry=registry,
+        )
+        self.api_requests = Counter(
+            f"{PREFIX}_api_requests",
+            "Requests the operator's client sent to the Kubernetes API, by HTTP verb (WATCH: a watch) "
+            "and response code (<error>: no response).",
+            ["verb", "code"],
+            registry=registry,
+        )
+        for kind in PASS_KINDS:  # at 0 from the start, so rate() sees the first pass
+            self.passes.labels(kind)
+        self.timings = StepTimings()
         self.last_success = Gauge(
             f"{PREFIX}_last_successful_reconcile_timestamp_seconds",
             "Unix time of the last reconcile in which every step ran.",
@@ -128,13 +154,12 @@ class Metrics:
             for labels in list(_label_sets(metric)):
                 if labels.get("platform") == platform:
                     metric.remove(*labels.values())
+        self.conditions.forget(platform)
         self.forget_gpu(platform)
+        self.timings.forget(platform)
 
     def _all(self) -> Iterable[Any]:
-        """The metrics with a ``platform`` label."""
-        yield self.condition
-        yield self.reconcile_duration
-        yield self.reconcile_errors
+        """The metrics with a ``platform`` label (the conditions have their own collector)."""
         yield self.last_success
         yield self.edge_certificate_expiry
         yield self.pod_guard_violations
@@ -148,6 +173,80 @@ def build_labels() -> dict[str, str]:
     except metadata.PackageNotFoundError:
         kopf_version = "unknown"
     return {"version": __version__, "python_version": _python.python_version(), "kopf_version": kopf_version}
+
+
+# -- conditions: one series per platform and condition type ----------------------------------------
+
+CONDITION = f"{PREFIX}_condition"
+
+
+class ConditionCollector(Collector):
+    """``tenant_platform_condition{platform, type, status}``: 1, for the status each condition has.
+
+    Only the current status has a series (not one per possible status, most of them 0): a
+    platform's conditions are replaced as a whole by each pass (``record``), under a lock, and a
+    scrape reads them as they are. So a status flip swaps the series in one step (no scrape sees
+    both or neither), a condition type the platform no longer reports is gone, and ``forget``
+    drops the platform.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_platform: dict[str, dict[str, str]] = {}  # platform -> type -> status
+
+    def record(self, platform: str, statuses: Mapping[str, str]) -> None:
+        with self._lock:
+            self._by_platform[platform] = dict(statuses)
+
+    def forget(self, platform: str) -> None:
+        with self._lock:
+            self._by_platform.pop(platform, None)
+
+    def describe(self) -> Iterable[prometheus_client.Metric]:
+        return [self._family()]
+
+    def collect(self) -> Iterable[prometheus_client.Metric]:
+        family = self._family()
+        with self._lock:
+            current = sorted((p, sorted(c.items())) for p, c in self._by_platform.items())
+        for platform, conditions in current:
+            for type_, status in conditions:
+                family.add_metric([platform, type_, status], 1)
+        return [family]
+
+    @staticmethod
+    def _family() -> GaugeMetricFamily:
+        return GaugeMetricFamily(
+            CONDITION,
+            "1 for the status the TenantPlatform's condition has (True, False or Unknown); no series for the others.",
+            labels=["platform", "type", "status"],
+        )
+
+
+class StepTimings:
+    """Each platform's step timings of the pass under way, for the DEBUG line of the pass.
+
+    A platform's passes never overlap (the pass lock), so one pending pass per platform; a step
+    seen twice starts a new one (a pass that ended without ``take``). Bounded by platforms x steps.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pending: dict[str, dict[str, tuple[float, bool]]] = {}
+
+    def note(self, platform: str, step: str, seconds: float, *, failed: bool) -> None:
+        with self._lock:
+            steps = self._pending.setdefault(platform, {})
+            if step in steps:
+                steps.clear()
+            steps[step] = (seconds, failed)
+
+    def take(self, platform: str) -> dict[str, tuple[float, bool]]:
+        with self._lock:
+            return self._pending.pop(platform, {})
+
+    def forget(self, platform: str) -> None:
+        self.take(platform)
 
 
 # -- GPU: cluster-wide series -----------------------------------------------------------------------
@@ -254,18 +353,44 @@ METRICS = Metrics()
 
 
 def observe_step(platform: str, step: str, seconds: float, *, failed: bool) -> None:
-    METRICS.reconcile_duration.labels(platform, step).observe(seconds)
+    """One step of ``platform``'s pass: in the step's histogram (no platform label), and noted for
+    the pass's DEBUG log line (``record_pass``)."""
+    METRICS.reconcile_duration.labels(step).observe(seconds)
     # The error counter exists from the first pass at 0 (Prometheus' advice for labelled
     # counters), so a query or an alert on it has data, and rate() sees the first failure.
-    errors = METRICS.reconcile_errors.labels(platform, step)
+    errors = METRICS.reconcile_errors.labels(step)
     if failed:
         errors.inc()
+    METRICS.timings.note(platform, step, seconds, failed=failed)
+
+
+def record_pass(platform: str, *, partial: bool) -> None:
+    """A pass of ``platform`` ended: count it (by kind, no platform label) and log its step
+    timings at DEBUG, slowest first."""
+    METRICS.passes.labels(PASS_KINDS[1] if partial else PASS_KINDS[0]).inc()
+    timings = METRICS.timings.take(platform)
+    if log.isEnabledFor(logging.DEBUG):
+        ranked = sorted(timings.items(), key=lambda item: -item[1][0])
+        steps = ", ".join(f"{step} {seconds:.3f}s{' (failed)' if failed else ''}" for step, (seconds, failed) in ranked)
+        total = sum(seconds for seconds, _ in timings.values())
+        log.debug(
+            "%s pass of TenantPlatform %s: %.3fs in %d steps: %s",
+            PASS_KINDS[1] if partial else PASS_KINDS[0],
+            platform,
+            total,
+            len(timings),
+            steps or "none",
+        )
+
+
+def record_api_request(verb: str, code: str) -> None:
+    """One request to the Kubernetes API (kube/observed.py reports them; main wires this up)."""
+    METRICS.api_requests.labels(verb, code).inc()
 
 
 def record_conditions(platform: str, conditions: Iterable[dict[str, Any]]) -> None:
-    for cond in conditions:
-        for status in ("True", "False", "Unknown"):
-            METRICS.condition.labels(platform, cond["type"], status).set(1 if cond.get("status") == status else 0)
+    """The platform's conditions as the pass left them (all of them: a type not given is gone)."""
+    METRICS.conditions.record(platform, {str(c["type"]): str(c.get("status") or "Unknown") for c in conditions})
 
 
 def record_success(platform: str, now: datetime) -> None:

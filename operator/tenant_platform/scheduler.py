@@ -31,7 +31,7 @@ import time
 from collections.abc import Awaitable, Mapping
 from typing import Any, Protocol
 
-from tenant_platform import reconcile
+from tenant_platform import metrics, reconcile
 from tenant_platform.api import constants
 from tenant_platform.concerns.gpu import step as gpu
 from tenant_platform.kube import errors
@@ -113,6 +113,7 @@ def _pass(state: OperatorState, name: str, *, gpu_only: bool, reuse_secrets: boo
         observe_target=state.observe_target,
         only=GPU_ONLY if gpu_only else None,
     )
+    metrics.record_pass(name, partial=outcome.partial)
     post_events(state, body, outcome.transitions, outcome.events)
     wait = settings.drift_interval
     if outcome.requeue_after is not None:

@@ -194,6 +194,11 @@ def test_standby_writes_nothing_then_the_survivor_takes_over_and_reconciles(
     standby = next(op for op in operators if op is not leader)
     wait_for(lambda: ready(crd, name), f"{name} Ready", 120, interval=POLL, context=lambda: explain(crd, name, leader))
     assert leader.health()[1]["role"] == "leader" and leader_gauge(leader) == 1
+    # The leader's own work, exported with bounded labels: its passes and its client's requests.
+    scrape = leader.metrics()
+    assert re.search(r'^tenant_platform_reconcile_passes_total\{kind="full"\} [1-9]', scrape, re.M), scrape
+    assert re.search(r'^tenant_platform_api_requests_total\{code="200",verb="GET"\} [1-9]', scrape, re.M), scrape
+    assert re.search(r'^tenant_platform_api_requests_total\{code="200",verb="WATCH"\} [1-9]', scrape, re.M), scrape
     status, report = standby.health()
     assert (status, report["role"]) == (200, "standby") and leader_gauge(standby) == 0
     events = crd.list("events.k8s.io/v1", "Event", namespace="default", field_selector=f"regarding.name={name}")

@@ -3,15 +3,17 @@
 promtool is built from the Go module proxy by hack/build-tools.sh. Input series are not typed in
 by hand: each comes from the exposition of a private registry filled through the operator's own
 helpers (``record_conditions``, ``record_success``, ...), so a renamed metric or label breaks
-these tests. Covered: deploy/monitoring/prometheusrule.yaml (the chart's defaults) and the
-chart rendered with a non-default drift interval.
+these tests; where the series change over time (``timeline``), the operator's helpers are called
+minute by minute and each minute's exposition becomes that minute's samples. Covered:
+deploy/monitoring/prometheusrule.yaml (the chart's defaults) and the chart rendered with a
+non-default drift interval.
 """
 
 from __future__ import annotations
 
 import re
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -55,6 +57,24 @@ def held(series: dict[str, float], minutes: int) -> list[dict[str, str]]:
     return [{"series": s, "values": f"{v:g}x{minutes}"} for s, v in sorted(series.items())]
 
 
+def timeline(m: metrics.Metrics, minutes: int, at: Callable[[int], None]) -> list[dict[str, str]]:
+    """The exposition scraped each minute, 0 to ``minutes``, after ``at(minute)`` recorded what the
+    operator would: a series missing from a scrape it was in before gets a staleness marker (what
+    Prometheus writes for a series gone from its target), then no samples."""
+    samples: dict[str, list[str]] = {}
+    for minute in range(minutes + 1):
+        at(minute)
+        now = exposed(m)
+        for selector in now:
+            samples.setdefault(selector, ["_"] * minute)
+        for selector, values in samples.items():
+            if selector in now:
+                values.append(f"{now[selector]:g}")
+            else:
+                values.append("stale" if values and values[-1] not in ("_", "stale") else "_")
+    return [{"series": s, "values": " ".join(v)} for s, v in sorted(samples.items())]
+
+
 def promtool(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(tools.tool_path("promtool")), *args], cwd=cwd, capture_output=True, text=True, check=False
@@ -86,23 +106,28 @@ def test_rules_pass_promtool_check(tmp_path: Path) -> None:
     rules = rules_file(yaml.safe_load(PLAIN_RULE.read_text()), tmp_path)
     proc = promtool("check", "rules", "--lint=all", "--lint-fatal", rules.name, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "SUCCESS: 8 rules found" in proc.stdout
+    assert "SUCCESS: 9 rules found" in proc.stdout
+
+
+def _not_ready(platform: str) -> dict[str, Any]:
+    return alert(
+        "TenantPlatformNotReady",
+        {"platform": platform, "type": "Ready", "severity": "warning"},
+        f"TenantPlatform {platform} has not been Ready for 15m.",
+        f"The Ready condition of TenantPlatform {platform} is not True. Its message names each concern that is "
+        f"not ready: kubectl get tenantplatform {platform} "
+        f"-o jsonpath='{{.status.conditions[?(@.type==\"Ready\")].message}}'",
+    )
 
 
 def test_condition_alerts(m: metrics.Metrics, tmp_path: Path) -> None:
     metrics.record_conditions("red", [{"type": "Ready", "status": "False"}, {"type": "Stalled", "status": "True"}])
     metrics.record_conditions("green", [{"type": "Ready", "status": "True"}, {"type": "Stalled", "status": "False"}])
     metrics.record_conditions("amber", [{"type": "Ready", "status": "Unknown"}])
-    not_ready = [
-        alert(
-            "TenantPlatformNotReady",
-            {"platform": p, "type": "Ready", "status": "True", "severity": "warning"},
-            f"TenantPlatform {p} has not been Ready for 15m.",
-            f"The Ready condition of TenantPlatform {p} is not True. Its message names each concern that is not "
-            f"ready: kubectl get tenantplatform {p} -o jsonpath='{{.status.conditions[?(@.type==\"Ready\")].message}}'",
-        )
-        for p in ("amber", "red")
-    ]
+    # One series per condition: the status it has, never a 0-valued one for the other statuses.
+    conditions = {s: v for s, v in exposed(m).items() if s.startswith("tenant_platform_condition{")}
+    assert len(conditions) == 5 and set(conditions.values()) == {1}
+    not_ready = [_not_ready(p) for p in ("amber", "red")]
     stalled = alert(
         "TenantPlatformStalled",
         {"platform": "red", "type": "Stalled", "status": "True", "severity": "warning"},
@@ -124,6 +149,122 @@ def test_condition_alerts(m: metrics.Metrics, tmp_path: Path) -> None:
                     {"eval_time": "2m", "alertname": "TenantPlatformStalled", "exp_alerts": [stalled]},
                 ],
             }
+        ],
+    )
+
+
+def test_not_ready_survives_a_status_flip_and_goes_with_its_platform(m: metrics.Metrics, tmp_path: Path) -> None:
+    """Ready False, then Unknown (the series changes its status label): one alert, its 15 minutes
+    counted from the first; a platform that recovers or is deleted leaves no series behind."""
+
+    def at(minute: int) -> None:
+        metrics.record_conditions("flapping", [{"type": "Ready", "status": "False" if minute < 10 else "Unknown"}])
+        metrics.record_conditions("fixed", [{"type": "Ready", "status": "False" if minute < 10 else "True"}])
+        if minute < 20:
+            metrics.record_conditions("deleted", [{"type": "Ready", "status": "False"}])
+        elif minute == 20:
+            metrics.forget_platform("deleted")
+        metrics.record_conditions("back", [{"type": "Ready", "status": "Unknown" if 5 <= minute < 8 else "False"}])
+
+    series = timeline(m, 40, at)
+    selectors = [s["series"] for s in series]
+    assert 'tenant_platform_condition{platform="flapping",status="False",type="Ready"}' in selectors
+    assert 'tenant_platform_condition{platform="flapping",status="Unknown",type="Ready"}' in selectors
+    run_tests(
+        tmp_path,
+        rules_file(yaml.safe_load(PLAIN_RULE.read_text()), tmp_path),
+        [
+            {
+                "interval": "1m",
+                "input_series": series,
+                "alert_rule_test": [
+                    {"eval_time": "14m", "alertname": "TenantPlatformNotReady", "exp_alerts": []},
+                    {
+                        "eval_time": "16m",
+                        "alertname": "TenantPlatformNotReady",
+                        "exp_alerts": [_not_ready(p) for p in ("back", "deleted", "flapping")],
+                    },
+                    {
+                        "eval_time": "25m",
+                        "alertname": "TenantPlatformNotReady",
+                        "exp_alerts": [_not_ready(p) for p in ("back", "flapping")],
+                    },
+                ],
+            }
+        ],
+    )
+
+
+def _no_leader() -> dict[str, Any]:
+    return alert(
+        "TenantPlatformOperatorNoLeader",
+        {"severity": "critical"},
+        "No TenantPlatform operator replica has led for 5m.",
+        "No replica holds the leader Lease (tenant_platform_leader is 0 on every replica, or no replica exports it): "
+        "no TenantPlatform is reconciled meanwhile. Check the Lease tenant-platform-operator in the operator's "
+        "namespace (its holder and renew time) and the operator replicas' logs.",
+    )
+
+
+def test_no_leader(tmp_path: Path) -> None:
+    """Two replicas, each exporting tenant_platform_leader from its own registry (record_leader)."""
+    replicas = {"a": metrics.Metrics(CollectorRegistry()), "b": metrics.Metrics(CollectorRegistry())}
+
+    def leaders(schedule: dict[str, Callable[[int], bool | None]], minutes: int = 20) -> list[dict[str, str]]:
+        """Replica -> minute -> leading (None: not scraped), as each replica's exposition shows it."""
+        out = []
+        for replica, leading in schedule.items():
+            values = []
+            for minute in range(minutes + 1):
+                now = leading(minute)
+                if now is None:
+                    values.append("stale" if values and values[-1] not in ("_", "stale") else "_")
+                    continue
+                with pytest.MonkeyPatch.context() as patch:
+                    patch.setattr(metrics, "METRICS", replicas[replica])
+                    metrics.record_leader(now)
+                (value,) = [v for s, v in exposed(replicas[replica]).items() if s.startswith("tenant_platform_leader{")]
+                values.append(f"{value:g}")
+            out.append({"series": f'tenant_platform_leader{{instance="{replica}:8080"}}', "values": " ".join(values)})
+        return out
+
+    rules = rules_file(yaml.safe_load(PLAIN_RULE.read_text()), tmp_path)
+    run_tests(
+        tmp_path,
+        rules,
+        [
+            {  # one leads, the other stands by; at 8m a hand-over (a minute without a leader)
+                "interval": "1m",
+                "input_series": leaders({"a": lambda t: t < 8, "b": lambda t: t >= 9}),
+                "alert_rule_test": [
+                    {"eval_time": "5m", "alertname": "TenantPlatformOperatorNoLeader", "exp_alerts": []},
+                    {"eval_time": "15m", "alertname": "TenantPlatformOperatorNoLeader", "exp_alerts": []},
+                ],
+            },
+            {  # both up, neither leads from minute 2 on
+                "interval": "1m",
+                "input_series": leaders({"a": lambda t: t < 2, "b": lambda t: False}),
+                "alert_rule_test": [
+                    {"eval_time": "6m", "alertname": "TenantPlatformOperatorNoLeader", "exp_alerts": []},
+                    {"eval_time": "8m", "alertname": "TenantPlatformOperatorNoLeader", "exp_alerts": [_no_leader()]},
+                ],
+            },
+            {  # the leader's process goes away at minute 3, the standby never takes over
+                "interval": "1m",
+                "input_series": leaders({"a": lambda t: True if t < 3 else None, "b": lambda t: False}),
+                "alert_rule_test": [
+                    {"eval_time": "7m", "alertname": "TenantPlatformOperatorNoLeader", "exp_alerts": []},
+                    {"eval_time": "9m", "alertname": "TenantPlatformOperatorNoLeader", "exp_alerts": [_no_leader()]},
+                ],
+            },
+            {  # no replica exports the gauge at all
+                "interval": "1m",
+                "input_series": [{"series": 'up{job="tenant-platform-operator-metrics"}', "values": "0x20"}],
+                "alert_rule_test": [
+                    {"eval_time": "4m", "alertname": "TenantPlatformOperatorNoLeader", "exp_alerts": []},
+                    {"eval_time": "6m", "alertname": "TenantPlatformOperatorNoLeader", "exp_alerts": [_no_leader()]},
+                ],
+            },
         ],
     )
 

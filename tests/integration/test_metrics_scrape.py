@@ -1,9 +1,12 @@
 """The dashboard's and the alerts' queries, checked against what the operator really exports.
 
 The scrape is real: two TenantPlatforms are reconciled (every step) against the test control
-plane with its seeded GPU nodes, a third one's deletion is blocked (cleanup run by an identity
-without permissions, so the pipeline itself records the deletion start), and the operator's
-registry is served by ``metrics.serve`` and fetched over HTTP. Then:
+plane with its seeded GPU nodes (one of them with DNS it cannot verify from outside the cluster:
+DNSReady Unknown), a third one's target cannot be reached for longer than its progress deadline
+(Stalled True), a fourth one's deletion is blocked (cleanup run by an identity without
+permissions, so the pipeline itself records the deletion start), the client's requests
+are counted as main.run has them counted (kube/observed.py), and the operator's registry is
+served by ``metrics.serve`` and fetched over HTTP. Then:
 
 - ``promtool check metrics`` lints the scrape (naming conventions);
 - the GPU series are there once, without a ``platform`` label, though two platforms report them;
@@ -25,7 +28,7 @@ import subprocess
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -37,7 +40,7 @@ from tests.support import platform_body
 from tenant_platform import metrics, reconcile
 from tenant_platform.api import constants
 from tenant_platform.config import Settings
-from tenant_platform.kube import errors
+from tenant_platform.kube import errors, observed
 from tenant_platform.kube.client import Kube
 from tenant_platform.testing import tools
 from tenant_platform.testing.controlplane import ControlPlane
@@ -89,17 +92,25 @@ def _no_permissions(crd: Kube, control_plane: ControlPlane, tmp: Path) -> Kube:
 def scrape(crd: Kube, control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scrape]:
     tmp = tmp_path_factory.mktemp("scrape")
     fresh = metrics.Metrics(CollectorRegistry())
-    names = ["scrape-a", "scrape-b", "scrape-gone"]
+    names = ["scrape-a", "scrape-b", "scrape-stalled", "scrape-gone"]
+    stop_counting = observed.observe(metrics.record_api_request)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(metrics, "METRICS", fresh)
         try:
             crd.create(platform_body("scrape-a", edgeCertificate={"issuer": "SelfSigned"}))
-            crd.create(platform_body("scrape-b"))
+            crd.create(platform_body("scrape-b", dns={"management": "External"}))
+            # A target whose kubeconfig Secret does not exist: no step runs; a day later, Stalled.
+            missing = {"kubeconfigSecret": {"namespace": "default", "name": "scrape-no-such-secret"}}
+            crd.create(platform_body("scrape-stalled", target=missing))
             crd.create(platform_body("scrape-gone", metadata={"finalizers": [HOLD]}))
             for name in ("scrape-a", "scrape-b"):
                 body = crd.get(constants.API_VERSION, constants.KIND, name)
                 assert body is not None
                 reconcile.run(body, kube=crd, settings=Settings(), now=datetime.now(UTC))
+            for now in (datetime.now(UTC), datetime.now(UTC) + timedelta(days=1)):
+                body = crd.get(constants.API_VERSION, constants.KIND, "scrape-stalled")
+                assert body is not None
+                reconcile.run(body, kube=crd, settings=Settings(), now=now)
             crd.delete(constants.API_VERSION, constants.KIND, "scrape-gone")
             deleting = crd.get(constants.API_VERSION, constants.KIND, "scrape-gone")
             assert deleting is not None and deleting["metadata"].get("deletionTimestamp")
@@ -125,6 +136,7 @@ def scrape(crd: Kube, control_plane: ControlPlane, tmp_path_factory: pytest.Temp
                     crd.delete(constants.API_VERSION, constants.KIND, name)
                 except errors.NotFound:
                     pass
+            stop_counting()
     (tmp / "metrics.txt").write_text(text)
     samples: list[Sample] = []
     types: dict[str, str] = {}
@@ -250,6 +262,18 @@ def test_scrape_follows_the_conventions(scrape: Scrape) -> None:
     assert sorted(s.labels["platform"] for s in expiry) == ["scrape-a", "scrape-b"]
     assert all(s.value > datetime.now(UTC).timestamp() for s in expiry)  # a point in time, not seconds left
     assert {s.labels["step"] for s in scrape.of("tenant_platform_reconcile_step_errors_total")} >= {"gpu", "dns"}
+    # The operator's own work has no platform label; each condition has one series, its status.
+    own = ("tenant_platform_reconcile_step", "tenant_platform_reconcile_passes", "tenant_platform_api_requests")
+    assert all("platform" not in s.labels for s in scrape.samples if s.name.startswith(own))
+    series = scrape.of("tenant_platform_condition")
+    conditions = [(s.labels["platform"], s.labels["type"]) for s in series]
+    assert len(conditions) == len(set(conditions)) and {s.value for s in series} == {1}
+    assert {p for p, _ in conditions} == {"scrape-a", "scrape-b", "scrape-stalled"}
+    statuses = {(s.labels["platform"], s.labels["type"]): s.labels["status"] for s in series}
+    assert statuses[("scrape-b", "DNSReady")] == "Unknown"
+    assert statuses[("scrape-stalled", "Stalled")] == "True"
+    requests = {(s.labels["verb"], s.labels["code"]): s.value for s in scrape.of("tenant_platform_api_requests_total")}
+    assert requests[("GET", "200")] > 0 and requests[("PATCH", "200")] > 0, requests
     assert [s.labels for s in scrape.of("tenant_platform_deletion_started_timestamp_seconds")] == [
         {"platform": "scrape-gone"}
     ]

@@ -6,6 +6,7 @@ The exposition comes from a private registry filled through the same helpers rec
 
 from __future__ import annotations
 
+import logging
 import re
 import urllib.request
 from collections.abc import Iterator
@@ -18,6 +19,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tenant_platform import metrics
+from tenant_platform.api import constants
+from tenant_platform.kube import observed
+from tenant_platform.reconcile import registry
 
 ROOT = Path(__file__).resolve().parents[2]
 PLAIN_RULE = ROOT / "deploy" / "monitoring" / "prometheusrule.yaml"
@@ -50,6 +54,8 @@ def fill(m: metrics.Metrics, platform: str = "kamiwaza") -> None:
     )
     metrics.observe_step(platform, "namespaces", 0.2, failed=False)
     metrics.observe_step(platform, "dns", 0.1, failed=True)
+    metrics.record_pass(platform, partial=False)
+    metrics.record_api_request("GET", "200")
     metrics.record_success(platform, NOW)
     metrics.record_deletion_started(platform, NOW)
     metrics.record_edge_certificate_expiry(platform, "kamiwaza-edge-tls", NOW)
@@ -92,6 +98,9 @@ def test_serve_exposes_every_metric_over_http(private_metrics: metrics.Metrics) 
         "tenant_platform_condition",
         "tenant_platform_reconcile_step_duration_seconds_bucket",
         "tenant_platform_reconcile_step_errors_total",
+        "tenant_platform_reconcile_passes_total",
+        "tenant_platform_api_requests_total",
+        "tenant_platform_leader",
         "tenant_platform_last_successful_reconcile_timestamp_seconds",
         "tenant_platform_edge_certificate_expiry_timestamp_seconds",
         "tenant_platform_gpu_node_lock_stale",
@@ -106,8 +115,15 @@ def test_serve_exposes_every_metric_over_http(private_metrics: metrics.Metrics) 
     assert all(name.startswith("tenant_platform_") for name in names)
     assert not [name for name in names if name.endswith("_created")], "_created series are switched off"
     assert not [name for name in names if name.endswith(("_mib", "_percent"))], "base units only"
-    assert 'tenant_platform_condition{platform="kamiwaza",status="True",type="Ready"} 0.0' in text
+    # One series per condition type: the status it has (no 0-valued series for the other two).
     assert 'tenant_platform_condition{platform="kamiwaza",status="False",type="Ready"} 1.0' in text
+    assert 'tenant_platform_condition{platform="kamiwaza",status="True",type="Ready"}' not in text
+    assert 'tenant_platform_condition{platform="kamiwaza",status="Unknown",type="GatewayReady"} 1.0' in text
+    assert 'tenant_platform_reconcile_step_duration_seconds_count{step="namespaces"} 1.0' in text
+    assert 'tenant_platform_reconcile_step_errors_total{step="dns"} 1.0' in text
+    assert 'tenant_platform_reconcile_passes_total{kind="full"} 1.0' in text
+    assert 'tenant_platform_reconcile_passes_total{kind="partial"} 0.0' in text
+    assert 'tenant_platform_api_requests_total{code="200",verb="GET"} 1.0' in text
 
 
 def test_forget_platform_drops_every_series(private_metrics: metrics.Metrics) -> None:
@@ -122,6 +138,146 @@ def test_forget_platform_drops_every_series(private_metrics: metrics.Metrics) ->
     # The GPU series are the cluster's: "kept" still reports them.
     assert private_metrics.gpu.current() is not None
     assert "tenant_platform_deletion_started_timestamp_seconds{'platform': 'kept'}" in text
+
+
+# -- cardinality ------------------------------------------------------------------------------------
+
+# Every condition a platform can have (with spec.target: TargetReachable too).
+ALL_CONDITION_TYPES = (*constants.SUMMARY_TYPES, *constants.CONCERN_TYPES, constants.TARGET_REACHABLE)
+
+
+def reconciled(m: metrics.Metrics, platform: str, passes: int = 3) -> None:
+    """What the operator records for one platform with everything on: every step of the pipeline
+    (one failing), every condition, the per-platform gauges, a deletion under way, GPU capacity."""
+    for n in range(passes):
+        for step in [*registry.STEPS, registry.HANDOFF]:
+            metrics.observe_step(platform, step.name, 0.01 * n, failed=step.name == "dns")
+        metrics.record_pass(platform, partial=False)
+        metrics.observe_step(platform, "gpu", 0.01, failed=False)
+        metrics.record_pass(platform, partial=True)
+        status = ("True", "False", "Unknown")[n % 3]  # every status, in turn
+        metrics.record_conditions(platform, [{"type": t, "status": status} for t in ALL_CONDITION_TYPES])
+    for verb, code in (("GET", "200"), ("PATCH", "200"), ("GET", "404"), ("WATCH", "200"), ("GET", "<error>")):
+        metrics.record_api_request(verb, code)
+    metrics.record_success(platform, NOW)
+    metrics.record_deletion_started(platform, NOW)
+    metrics.record_edge_certificate_expiry(platform, f"{platform}-edge-tls", NOW)
+    m.pod_guard_violations.labels(platform).set(2)
+    metrics.record_gpu(
+        platform,
+        nodes={"gpu-1": dict.fromkeys(metrics.GPU_NODE_GAUGES, 1.0)},
+        models={"NVIDIA H200": dict.fromkeys(metrics.GPU_MODEL_GAUGES, 1.0)},
+        stale_locks={"gpu-1": False},
+    )
+
+
+def series(m: metrics.Metrics) -> set[str]:
+    """Every series the registry exposes (name and labels)."""
+    text = generate_latest(m.registry).decode()
+    return {f"{s.name}{sorted(s.labels.items())}" for f in text_string_to_metric_families(text) for s in f.samples}
+
+
+@pytest.mark.parametrize("more", [1, 9])
+def test_each_platform_adds_at_most_twenty_series(private_metrics: metrics.Metrics, more: int) -> None:
+    reconciled(private_metrics, "p-0")
+    one = series(private_metrics)
+    for i in range(1, 1 + more):
+        reconciled(private_metrics, f"p-{i}")
+    added = (len(series(private_metrics)) - len(one)) / more
+    assert added <= metrics.SERIES_PER_PLATFORM, f"{added} series per platform"
+    assert added == len(ALL_CONDITION_TYPES) + 4  # one per condition, + success, certificate, pod guard, deletion
+    # The operator's own work: the same series however many platforms.
+    own = {s for s in series(private_metrics) if "platform" not in s}
+    assert own == {s for s in one if "platform" not in s}
+
+
+def test_no_histogram_or_counter_has_a_platform_label(private_metrics: metrics.Metrics) -> None:
+    reconciled(private_metrics, "p-0")
+    for family in private_metrics.registry.collect():
+        if family.type in ("histogram", "counter", "summary"):
+            assert all("platform" not in s.labels for s in family.samples), family.name
+
+
+def test_the_benchmark_reads_passes_and_step_times_without_a_platform_label(private_metrics: metrics.Metrics) -> None:
+    """benchmarks/reconcile_bench.py: passes over every platform (then per platform: / platforms)."""
+    from benchmarks import reconcile_bench  # noqa: PLC0415 - the benchmark's parsers only
+
+    for platform in ("p-0", "p-1"):
+        reconciled(private_metrics, platform, passes=3)
+    text = generate_latest(private_metrics.registry).decode()
+    assert reconcile_bench.passes(text) == 6
+    assert reconcile_bench.passes(text, "partial") == 6
+    seconds, runs = reconcile_bench.step_totals(text)["namespaces"]
+    assert runs == 6 and seconds == pytest.approx(2 * (0.0 + 0.01 + 0.02))
+    assert reconcile_bench.step_totals(text)["gpu"][1] == 12  # full and partial passes
+
+
+def conditions_of(m: metrics.Metrics, platform: str) -> dict[str, tuple[str, float]]:
+    """type -> (status, value) of the platform's tenant_platform_condition series."""
+    out: dict[str, tuple[str, float]] = {}
+    for family in m.registry.collect():
+        for s in family.samples:
+            if s.name == "tenant_platform_condition" and s.labels["platform"] == platform:
+                assert s.labels["type"] not in out, f"two series for {s.labels['type']}"
+                out[s.labels["type"]] = (s.labels["status"], s.value)
+    return out
+
+
+def test_a_status_flip_replaces_the_series(private_metrics: metrics.Metrics) -> None:
+    metrics.record_conditions("p", [{"type": "Ready", "status": "False"}, {"type": "GPUReady", "status": "True"}])
+    assert conditions_of(private_metrics, "p") == {"Ready": ("False", 1.0), "GPUReady": ("True", 1.0)}
+    metrics.record_conditions("p", [{"type": "Ready", "status": "Unknown"}, {"type": "GPUReady", "status": "True"}])
+    assert conditions_of(private_metrics, "p") == {"Ready": ("Unknown", 1.0), "GPUReady": ("True", 1.0)}
+    metrics.record_conditions("p", [{"type": "Ready", "status": "True"}])  # GPUReady no longer reported
+    assert conditions_of(private_metrics, "p") == {"Ready": ("True", 1.0)}
+    metrics.record_conditions("q", [{"type": "Ready", "status": "False"}])
+    metrics.forget_platform("p")
+    assert conditions_of(private_metrics, "p") == {}
+    assert conditions_of(private_metrics, "q") == {"Ready": ("False", 1.0)}
+
+
+def test_a_pass_logs_its_step_timings_at_debug(
+    private_metrics: metrics.Metrics, caplog: pytest.LogCaptureFixture
+) -> None:
+    metrics.observe_step("p", "namespaces", 0.25, failed=False)
+    metrics.observe_step("q", "namespaces", 9.0, failed=False)  # another platform's pass
+    metrics.observe_step("p", "dns", 1.5, failed=True)
+    with caplog.at_level(logging.DEBUG, logger="tenant_platform.metrics"):
+        metrics.record_pass("p", partial=False)
+        metrics.observe_step("p", "gpu", 0.125, failed=False)
+        metrics.record_pass("p", partial=True)
+    assert [r.getMessage() for r in caplog.records] == [
+        "full pass of TenantPlatform p: 1.750s in 2 steps: dns 1.500s (failed), namespaces 0.250s",
+        "partial pass of TenantPlatform p: 0.125s in 1 steps: gpu 0.125s",
+    ]
+    assert private_metrics.passes.labels("full")._value.get() == 1
+    assert private_metrics.passes.labels("partial")._value.get() == 1
+    # A pass that ended without record_pass (it raised): its steps do not leak into the next one.
+    metrics.observe_step("q", "namespaces", 0.5, failed=False)
+    with caplog.at_level(logging.DEBUG, logger="tenant_platform.metrics"):
+        metrics.record_pass("q", partial=False)
+    assert caplog.records[-1].getMessage().endswith("in 1 steps: namespaces 0.500s")
+    metrics.forget_platform("q")
+    assert private_metrics.timings.take("q") == {}
+
+
+def test_api_requests_are_counted_through_the_observer(private_metrics: metrics.Metrics) -> None:
+    stop = observed.observe(metrics.record_api_request)
+    try:
+        observed.report("GET", 200)
+        observed.report("GET", 200)
+        observed.report("PATCH", 409)
+        observed.report("WATCH", None)
+    finally:
+        stop()
+    observed.report("GET", 200)  # no longer observed
+    counts = {
+        (s.labels["verb"], s.labels["code"]): s.value
+        for f in private_metrics.registry.collect()
+        for s in f.samples
+        if s.name == "tenant_platform_api_requests_total"
+    }
+    assert counts == {("GET", "200"): 2, ("PATCH", "409"): 1, ("WATCH", "<error>"): 1}
 
 
 def _alert_exprs() -> list[tuple[str, str]]:
@@ -141,6 +297,7 @@ def test_every_alert_uses_only_exported_metrics(private_metrics: metrics.Metrics
         "TenantPlatformReconcileStale",
         "TenantPlatformDeletionStuck",
         "TenantPlatformOperatorDown",
+        "TenantPlatformOperatorNoLeader",
     }
     for name, expr in alerts:
         used = metric_names_in(expr)

@@ -29,7 +29,7 @@ import urllib3
 
 from tenant_platform.api import constants
 from tenant_platform.api.timestamps import parse_time
-from tenant_platform.kube import connect, errors
+from tenant_platform.kube import connect, errors, observed
 from tenant_platform.kube.objects import Obj, intent_hash, is_subset
 from tenant_platform.kube.resources import RESOURCES
 from tenant_platform.kube.watchstream import watch_stream
@@ -246,9 +246,12 @@ class Kube:
             if warnings is not None:
                 warnings.extend(parse_warnings(resp.headers.getlist("Warning")))
         except kubernetes.client.exceptions.ApiException as exc:
+            observed.report(method, exc.status)
             raise errors.from_response(int(exc.status or 0), exc.body) from None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
+            observed.report(method, None)
             raise errors.Transient(0, "ConnectionError", str(exc)) from None
+        observed.report(method, int(resp.status))
         if not 200 <= int(resp.status) < 300:
             raise errors.from_response(int(resp.status), raw)
         return bytes(raw or b"")

@@ -9,7 +9,7 @@ from typing import Any
 import kubernetes.client
 import urllib3
 
-from tenant_platform.kube import errors
+from tenant_platform.kube import errors, observed
 
 
 def watch_stream(
@@ -33,9 +33,12 @@ def watch_stream(
         )
         resp = api.call_api(method_, url, headers_, body_, post, _request_timeout=(30.0, timeout_seconds + 30.0))
     except kubernetes.client.exceptions.ApiException as exc:
+        observed.report("WATCH", exc.status)
         raise errors.from_response(int(exc.status or 0), exc.body) from None
     except (urllib3.exceptions.HTTPError, OSError) as exc:
+        observed.report("WATCH", None)
         raise errors.Transient(0, "ConnectionError", str(exc)) from None
+    observed.report("WATCH", int(resp.status))
     stream = resp.response
     drained = False
     try:
