@@ -331,7 +331,7 @@ def serve(port: int, addr: str = "0.0.0.0", registry: CollectorRegistry | None =
 # -- the GPU share per platform (concerns/gpushare, docs/gpu.md) ---------------------------------
 # A block of its own: one gauge, at most one series per platform and resource of its share (three).
 
-GPU_SHARE_USED_RATIO = f"{PREFIX}_gpu_share_used_ratio"
+QUOTA_USED_RATIO = f"{PREFIX}_quota_used_ratio"
 _gpu_share_gauges: weakref.WeakKeyDictionary[CollectorRegistry, Gauge] = weakref.WeakKeyDictionary()
 
 
@@ -341,7 +341,7 @@ def gpu_share_gauge(m: Metrics | None = None) -> Gauge:
     gauge = _gpu_share_gauges.get(registry)
     if gauge is None:
         gauge = Gauge(
-            GPU_SHARE_USED_RATIO,
+            QUOTA_USED_RATIO,
             "What the platform's pods request of its GPU share, summed over its namespaces, per resource "
             "(1 is the whole share; above 1 with several namespaces: docs/gpu.md).",
             ["platform", "resource"],

@@ -103,7 +103,7 @@ def scrape(crd: Kube, control_plane: ControlPlane, tmp_path_factory: pytest.Temp
         patch.setattr(metrics, "METRICS", fresh)
         try:
             crd.create(_platform("scrape-a", edgeCertificate={"issuer": "SelfSigned"}))
-            crd.create(_platform("scrape-b"))
+            crd.create(_platform("scrape-b", gpu={"share": {"cards": 1}}))
             crd.create({**_platform("scrape-gone"), "metadata": {"name": "scrape-gone", "finalizers": [HOLD]}})
             for name in ("scrape-a", "scrape-b"):
                 body = crd.get(constants.API_VERSION, constants.KIND, name)
