@@ -118,7 +118,7 @@ def refused(installer: Kube, pod: dict[str, Any]) -> str:
     return str(caught.value)
 
 
-def test_the_share_is_enforced_by_the_api_server(
+def test_the_share_is_enforced_by_the_api_server(  # noqa: PLR0917 (fixtures)
     crd: Kube,
     make_platform: Any,
     unique_name: str,
@@ -191,9 +191,10 @@ def test_the_share_is_enforced_by_the_api_server(
         (100, 0.6667),
     ]
     # Both namespaces count toward the platform's use: 4 of a share of 2 cards.
-    assert fresh_metrics.registry.get_sample_value(
-        metrics.QUOTA_USED_RATIO, {"platform": unique_name, "resource": GPU}
-    ) == 2.0
+    assert (
+        fresh_metrics.registry.get_sample_value(metrics.QUOTA_USED_RATIO, {"platform": unique_name, "resource": GPU})
+        == 2.0
+    )
 
     # A pod ends: the quota controller gives its share back, status follows, the next pod fits.
     installer.delete("v1", "Pod", "train-a", ns)
@@ -244,9 +245,10 @@ def test_the_share_is_enforced_by_the_api_server(
     quota = crd.get("v1", "ResourceQuota", QUOTA, ns)
     assert quota is not None and quota["spec"]["hard"] == {f"requests.{GPU}": "1"}  # memory and cores dropped
     assert [r["resource"] for r in status["gpuShare"]["resources"]] == [GPU]
-    assert fresh_metrics.registry.get_sample_value(
-        metrics.QUOTA_USED_RATIO, {"platform": unique_name, "resource": MEM}
-    ) is None
+    assert (
+        fresh_metrics.registry.get_sample_value(metrics.QUOTA_USED_RATIO, {"platform": unique_name, "resource": MEM})
+        is None
+    )
 
     # The share removed: every quota of ours goes, and the section and the gauge with it.
     crd.merge_patch(constants.API_VERSION, constants.KIND, unique_name, {"spec": {"gpu": {"share": None}}})
@@ -254,7 +256,8 @@ def test_the_share_is_enforced_by_the_api_server(
     assert "gpuShare" not in status
     for namespace in (ns, extra):
         assert crd.get("v1", "ResourceQuota", QUOTA, namespace) is None
-    assert fresh_metrics.registry.get_sample_value(
-        metrics.QUOTA_USED_RATIO, {"platform": unique_name, "resource": GPU}
-    ) is None
+    assert (
+        fresh_metrics.registry.get_sample_value(metrics.QUOTA_USED_RATIO, {"platform": unique_name, "resource": GPU})
+        is None
+    )
     installer.create(gpu_pod("train-e", ns, 4))  # no quota, no bound
