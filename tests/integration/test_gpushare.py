@@ -261,3 +261,23 @@ def test_the_share_is_enforced_by_the_api_server(  # noqa: PLR0917 (fixtures)
         is None
     )
     installer.create(gpu_pod("train-e", ns, 4))  # no quota, no bound
+
+
+def test_as_the_operator_identity(as_operator: Kube, crd: Kube, make_platform: Any, unique_name: str) -> None:
+    """Under deploy/base/rbac.yaml (RBAC and the writes-fence): the quotas are applied, read back
+    and pruned by the operator's own identity."""
+    settings = Settings(operator_namespace="tenant-platform-system")
+    make_platform(unique_name, unique_name, gpu={"share": {"cards": 1}})
+
+    def reason() -> str:
+        body = crd.get(constants.API_VERSION, constants.KIND, unique_name)
+        assert body is not None
+        status = reconcile.run(body, kube=as_operator, settings=settings, now=datetime.now(UTC)).status
+        return str(share_condition(status)["reason"])
+
+    wait_for(lambda: reason() == "ShareEnforced", "ShareEnforced as the operator", 60, interval=1)
+    quota = crd.get("v1", "ResourceQuota", QUOTA, unique_name)
+    assert quota is not None and quota["spec"]["hard"] == {f"requests.{GPU}": "1"}
+    crd.merge_patch(constants.API_VERSION, constants.KIND, unique_name, {"spec": {"gpu": {"share": None}}})
+    wait_for(lambda: reason() == "NoShare", "NoShare as the operator", 30, interval=1)
+    assert crd.get("v1", "ResourceQuota", QUOTA, unique_name) is None
