@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import platform as _python
 import threading
+import weakref
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -424,6 +425,7 @@ def record_leader(leading: bool, *, renewed: datetime | None = None) -> None:
 
 def forget_platform(platform: str) -> None:
     METRICS.forget_platform(platform)
+    forget_gpu_share(platform)
 
 
 def record_gpu(
@@ -449,3 +451,41 @@ def serve(port: int, addr: str = "0.0.0.0", registry: CollectorRegistry | None =
 
     server, _thread = start_http_server(port, addr=addr, registry=METRICS.registry if registry is None else registry)
     return server
+
+
+# -- the GPU share per platform (concerns/gpushare, docs/gpu.md) ---------------------------------
+# A block of its own: one gauge, at most one series per platform and resource of its share (three).
+
+QUOTA_USED_RATIO = f"{PREFIX}_quota_used_ratio"
+_gpu_share_gauges: weakref.WeakKeyDictionary[CollectorRegistry, Gauge] = weakref.WeakKeyDictionary()
+
+
+def gpu_share_gauge(m: Metrics | None = None) -> Gauge:
+    """The GPU share gauge in ``m``'s registry (the operator's by default), made on first use."""
+    registry = (m or METRICS).registry
+    gauge = _gpu_share_gauges.get(registry)
+    if gauge is None:
+        gauge = Gauge(
+            QUOTA_USED_RATIO,
+            "What the platform's pods request of its GPU share, summed over its namespaces, per resource "
+            "(1 is the whole share; above 1 with several namespaces: docs/gpu.md).",
+            ["platform", "resource"],
+            registry=registry,
+        )
+        _gpu_share_gauges[registry] = gauge
+    return gauge
+
+
+def record_gpu_share(platform: str, ratios: Mapping[str, float]) -> None:
+    """The platform's used ratio per resource of its share (HAMi's name); a resource no longer in
+    the share loses its series; empty ``ratios`` (no share) drops them all."""
+    gauge = gpu_share_gauge()
+    for labels in list(_label_sets(gauge)):
+        if labels.get("platform") == platform and labels.get("resource") not in ratios:
+            gauge.remove(*labels.values())
+    for resource, ratio in ratios.items():
+        gauge.labels(platform, resource).set(ratio)
+
+
+def forget_gpu_share(platform: str) -> None:
+    record_gpu_share(platform, {})

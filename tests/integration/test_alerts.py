@@ -106,7 +106,7 @@ def test_rules_pass_promtool_check(tmp_path: Path) -> None:
     rules = rules_file(yaml.safe_load(PLAIN_RULE.read_text()), tmp_path)
     proc = promtool("check", "rules", "--lint=all", "--lint-fatal", rules.name, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "SUCCESS: 9 rules found" in proc.stdout
+    assert "SUCCESS: 10 rules found" in proc.stdout
 
 
 def _not_ready(platform: str) -> dict[str, Any]:
@@ -498,3 +498,61 @@ def test_promql_examples_in_docs_parse(tmp_path: Path) -> None:
     (tmp_path / "examples.yaml").write_text(yaml.safe_dump({"groups": [{"name": "docs", "rules": rules}]}))
     proc = promtool("check", "rules", "examples.yaml", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_gpu_share_alert(m: metrics.Metrics, tmp_path: Path) -> None:
+    """TenantPlatformGPUShareAbove90Percent: one alert per platform and resource above 90 % of its
+    share for 15 minutes; a dip below resets the wait; 90 % exactly does not fire."""
+    metrics.record_gpu_share("red", {"nvidia.com/gpu": 1.0, "nvidia.com/gpumem": 0.95, "nvidia.com/gpucores": 0.5})
+    metrics.record_gpu_share("green", {"nvidia.com/gpu": 0.9})
+    metrics.record_gpu_share("amber", {"nvidia.com/gpu": 0.95})
+    series = {k: v for k, v in exposed(m).items() if k.startswith("tenant_platform_quota_")}
+    assert set(series) == {
+        'tenant_platform_quota_used_ratio{platform="red",resource="nvidia.com/gpu"}',
+        'tenant_platform_quota_used_ratio{platform="red",resource="nvidia.com/gpumem"}',
+        'tenant_platform_quota_used_ratio{platform="red",resource="nvidia.com/gpucores"}',
+        'tenant_platform_quota_used_ratio{platform="green",resource="nvidia.com/gpu"}',
+        'tenant_platform_quota_used_ratio{platform="amber",resource="nvidia.com/gpu"}',
+    }
+    inputs = held(series, 30)
+    for item in inputs:  # amber dips to 0.5 for one minute at minute 10
+        if 'platform="amber"' in item["series"]:
+            item["values"] = "0.95x9 0.5 0.95x20"
+
+    def above(platform: str, resource: str, value: str) -> dict[str, Any]:
+        return alert(
+            "TenantPlatformGPUShareAbove90Percent",
+            {"platform": platform, "resource": resource, "severity": "warning"},
+            f"TenantPlatform {platform} has used more than 90 % of its GPU share of {resource} for 15 minutes.",
+            f"The pods of TenantPlatform {platform} request {value} of its share of {resource}; new pods asking "
+            "for more are refused once a namespace's quota is used up. status.gpuShare shows the use per "
+            f"namespace: kubectl get tenantplatform {platform} -o jsonpath='{{.status.gpuShare}}'",
+        )
+
+    red = [above("red", "nvidia.com/gpu", "100%"), above("red", "nvidia.com/gpumem", "95%")]
+    run_tests(
+        tmp_path,
+        rules_file(yaml.safe_load(PLAIN_RULE.read_text()), tmp_path),
+        [
+            {
+                "interval": "1m",
+                "input_series": inputs,
+                "alert_rule_test": [
+                    {"eval_time": "14m", "alertname": "TenantPlatformGPUShareAbove90Percent", "exp_alerts": []},
+                    {"eval_time": "16m", "alertname": "TenantPlatformGPUShareAbove90Percent", "exp_alerts": red},
+                    {
+                        "eval_time": "27m",
+                        "alertname": "TenantPlatformGPUShareAbove90Percent",
+                        "exp_alerts": [above("amber", "nvidia.com/gpu", "95%"), *red],
+                    },
+                ],
+            }
+        ],
+    )
+    # The series follow the share: a resource dropped from it, then the share itself, go.
+    metrics.record_gpu_share("red", {"nvidia.com/gpu": 0.5})
+    assert [k for k in exposed(m) if 'platform="red"' in k] == [
+        'tenant_platform_quota_used_ratio{platform="red",resource="nvidia.com/gpu"}'
+    ]
+    metrics.forget_platform("red")
+    assert not [k for k in exposed(m) if 'platform="red"' in k]

@@ -98,7 +98,7 @@ def scrape(crd: Kube, control_plane: ControlPlane, tmp_path_factory: pytest.Temp
         patch.setattr(metrics, "METRICS", fresh)
         try:
             crd.create(platform_body("scrape-a", edgeCertificate={"issuer": "SelfSigned"}))
-            crd.create(platform_body("scrape-b", dns={"management": "External"}))
+            crd.create(platform_body("scrape-b", dns={"management": "External"}, gpu={"share": {"cards": 1}}))
             # A target whose kubeconfig Secret does not exist: no step runs; a day later, Stalled.
             missing = {"kubeconfigSecret": {"namespace": "default", "name": "scrape-no-such-secret"}}
             crd.create(platform_body("scrape-stalled", target=missing))

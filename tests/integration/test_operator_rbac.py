@@ -75,6 +75,16 @@ def attempt(kube: Kube, method: str, path: str, body: Any = None, *, dry_run: bo
     return None
 
 
+def quota(name: str, labels: dict[str, str] | None = None) -> Obj:
+    """A ResourceQuota on HAMi's count resource (the GPU share's kind)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": name, "labels": labels or {}},
+        "spec": {"hard": {"requests.nvidia.com/gpu": "1"}},
+    }
+
+
 def cm(name: str, labels: dict[str, str] | None = None) -> Obj:
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": labels or {}}}
 
@@ -179,6 +189,8 @@ MUST_BE_NO = [
     ("post events.k8s.io events in kube-system", "create", "events", "events.k8s.io", "kube-system", "", ""),
     ("patch events in kube-system", "patch", "events", "", "kube-system", "", ""),
     ("delete events in default", "delete", "events", "", "default", "", ""),
+    ("write a quota's status (the quota controller's)", "patch", "resourcequotas", "", "rbac-tenant", "", "status"),
+    ("update ResourceQuotas (only SSA patches)", "update", "resourcequotas", "", "rbac-tenant", "", ""),
     ("anything", "*", "*", "*", "", "", ""),
     # The fences (and any policy or binding but the shared pod guard's) are out of reach: RBAC is
     # all that protects these kinds (docs/security.md, "One shared pod guard").
@@ -215,6 +227,9 @@ MUST_BE_YES = [
     ("read kube-public/cluster-info (installer server)", "get", "configmaps", "", "kube-public", "cluster-info", ""),
     ("write TenantPlatform status", "patch", "tenantplatforms", constants.GROUP, "", "x", "status"),
     ("SubjectAccessReviews", "create", "subjectaccessreviews", "authorization.k8s.io", "", "", ""),
+    ("apply the GPU share quota", "patch", "resourcequotas", "", "rbac-tenant", "", ""),
+    ("prune GPU share quotas", "delete", "resourcequotas", "", "rbac-tenant", "", ""),
+    ("list GPU share quotas for pruning", "list", "resourcequotas", "", "", "", ""),
     # The shared pod guard, by name only (create cannot be narrowed by name).
     *[
         (f"{verb} {kind} {name}", verb, kind, ADMISSION, "", name, "")
@@ -394,6 +409,20 @@ def fence_cases(k: Kube, ns: str) -> list[tuple[str, str, str, Any, str]]:
             token_request(),
             "may not request tokens",
         ),
+        (
+            "create a ResourceQuota in kube-system",
+            "POST",
+            p("v1", "ResourceQuota", namespace="kube-system"),
+            quota("x", OURS),
+            "only of its own, in a platform namespace",
+        ),
+        (
+            "create a ResourceQuota not labelled ours in a platform namespace",
+            "POST",
+            p("v1", "ResourceQuota", namespace=ns),
+            quota("x"),
+            "only of its own",
+        ),
         ("write Endpoints", "POST", p("v1", "Endpoints", namespace=ns), endpoints(), "only to grant it"),
         (
             "create a VirtualService",
@@ -444,6 +473,7 @@ def test_fences_allow_what_the_steps_do(as_operator: Kube, platform_ns: str) -> 
         ),
         ("installer binding", "POST", p(f"{RBAC}/v1", "RoleBinding", namespace=ns), binding("admin", OURS)),
         ("installer token", "POST", p("v1", "ServiceAccount", "default", ns, "token"), token_request()),
+        ("GPU share quota", "POST", p("v1", "ResourceQuota", namespace=ns), quota("tenant-platform-gpu-share", OURS)),
         ("mesh probe pod (dry run)", "POST", p("v1", "Pod", namespace=ns), pod("probe", automount=True)),
         ("a dry-run pod anywhere", "POST", p("v1", "Pod", namespace="kube-system"), pod("probe")),
     ]

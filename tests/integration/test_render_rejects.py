@@ -123,6 +123,13 @@ CASES = [
         admission.MSG_SELECTOR_VALUES,
     ),
     Case(
+        "GPU share cores above 100 per card",
+        {"gpu": {"share": {"cards": 2, "coresPercent": 201}}},
+        "spec.gpu.share",
+        admission.MSG_GPU_SHARE_CORES,
+    ),
+    Case("GPU share of no cards", {"gpu": {"share": {"cards": 0}}}, "spec.gpu.share.cards"),
+    Case(
         "two targets",
         {
             "target": {

@@ -38,7 +38,10 @@ FULL: dict[str, Any] = {
     "namespace": "kamiwaza",
     "domain": "kamiwaza.example.com",
     "installer": {"subjects": [{"kind": "User", "name": "alice"}]},
-    "gpu": {"nodeSelector": {"matchExpressions": [{"key": "gpu", "operator": "In", "values": ["on"]}]}},
+    "gpu": {
+        "nodeSelector": {"matchExpressions": [{"key": "gpu", "operator": "In", "values": ["on"]}]},
+        "share": {"cards": 2, "memoryMiB": 20000, "coresPercent": 150},
+    },
     "objectStore": {
         "mode": "S3",
         "s3": {"endpoint": "https://s3.example.com", "bucket": "bucket", "credentialsSecret": {"name": "creds"}},
@@ -247,6 +250,7 @@ def test_unknown_fields_are_refused_at_any_depth() -> None:
         ),
         ({"installer": {"subjects": [{"kind": "Group", "name": "system:masters"}]}}, admission.MSG_SUBJECT_SYSTEM),
         ({"gpu": {"nodeLabels": {"labels": {"node-role.kubernetes.io/gpu": ""}}}}, admission.MSG_GPU_LABEL_PREFIX),
+        ({"gpu": {"share": {"cards": 1, "coresPercent": 101}}}, admission.MSG_GPU_SHARE_CORES),
     ],
 )
 def test_each_cel_rule(spec: dict[str, Any], message: str) -> None:

@@ -60,6 +60,7 @@ def fill(m: metrics.Metrics, platform: str = "kamiwaza") -> None:
     metrics.record_deletion_started(platform, NOW)
     metrics.record_edge_certificate_expiry(platform, "kamiwaza-edge-tls", NOW)
     m.pod_guard_violations.labels(platform).set(2)
+    metrics.record_gpu_share(platform, {"nvidia.com/gpu": 0.5})
     metrics.record_gpu(
         platform,
         nodes={"gpu-1": dict.fromkeys(metrics.GPU_NODE_GAUGES, 1.0)},
@@ -110,6 +111,7 @@ def test_serve_exposes_every_metric_over_http(private_metrics: metrics.Metrics) 
         "tenant_platform_gpu_model_cards",
         "tenant_platform_pod_guard_pods_would_be_denied",
         "tenant_platform_deletion_started_timestamp_seconds",
+        "tenant_platform_quota_used_ratio",
     ):
         assert expected in names
     assert all(name.startswith("tenant_platform_") for name in names)
@@ -298,6 +300,7 @@ def test_every_alert_uses_only_exported_metrics(private_metrics: metrics.Metrics
         "TenantPlatformDeletionStuck",
         "TenantPlatformOperatorDown",
         "TenantPlatformOperatorNoLeader",
+        "TenantPlatformGPUShareAbove90Percent",
     }
     for name, expr in alerts:
         used = metric_names_in(expr)

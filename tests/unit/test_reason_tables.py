@@ -31,6 +31,7 @@ TABLES = {
     constants.PULL_SECRETS_READY: "test_pullsecrets_evaluate",
     constants.OBJECT_STORE_READY: "test_objectstore_evaluate",
     constants.GPU_READY: "test_gpu_verdict",
+    constants.GPU_SHARE_READY: "test_gpushare_evaluate",
     constants.TARGET_REACHABLE: "test_target_evaluate",
 }
 

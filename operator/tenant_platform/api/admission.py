@@ -150,8 +150,11 @@ MSG_GPU_LABEL_PREFIX = (
     "GPU node labels must not use the nvidia.com/, feature.node.kubernetes.io/, kubernetes.io/ or tenancy.dev/ prefixes"
 )
 
+MSG_GPU_SHARE_CORES = "gpu.share.coresPercent must be at most 100 per card (100 * cards)"
+
 MIRRORED = frozenset(
     {
+        MSG_GPU_SHARE_CORES,
         MSG_NAMESPACE_SYSTEM,
         MSG_ADDITIONAL_SYSTEM,
         MSG_ADDITIONAL_REPEATS,
@@ -231,6 +234,10 @@ def selector_requirement_rules(operator: str, values: Sequence[str]) -> list[str
 
 def gpu_label_rules(labels: Mapping[str, str]) -> list[str]:
     return [MSG_GPU_LABEL_PREFIX] if any(k.startswith(GPU_LABEL_PREFIXES) for k in labels) else []
+
+
+def gpu_share_rules(cards: int, cores_percent: int | None) -> list[str]:
+    return [MSG_GPU_SHARE_CORES] if cores_percent is not None and cores_percent > 100 * cards else []
 
 
 def spec_rules(

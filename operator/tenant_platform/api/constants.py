@@ -55,6 +55,7 @@ STORAGE_READY: Final = "StorageReady"
 PULL_SECRETS_READY: Final = "PullSecretsReady"
 OBJECT_STORE_READY: Final = "ObjectStoreReady"
 GPU_READY: Final = "GPUReady"
+GPU_SHARE_READY: Final = "GPUShareReady"
 # Only with spec.target (docs/fleet.md): whether the target cluster was reached this pass.
 TARGET_REACHABLE: Final = "TargetReachable"
 
@@ -70,6 +71,7 @@ CONCERN_TYPES: Final[tuple[str, ...]] = (
     STORAGE_READY,
     PULL_SECRETS_READY,
     OBJECT_STORE_READY,
+    GPU_SHARE_READY,
     GPU_READY,
 )
 SUMMARY_TYPES: Final[tuple[str, ...]] = (READY, RECONCILING, STALLED)

@@ -333,12 +333,32 @@ class NodeSelector(_Model):
         return self
 
 
+class GpuShare(_Model):
+    """The tenant's GPU share (docs/gpu.md): a ResourceQuota with the whole share in each of the
+    platform's namespaces, on HAMi's resources (``requests.<resource>``)."""
+
+    cards: int = Field(ge=1, le=10000, description="Cards (HAMi's count resource, nvidia.com/gpu).")
+    memory_mib: int | None = Field(
+        None, alias="memoryMiB", ge=1, le=1073741824, description="Card memory in MiB (nvidia.com/gpumem)."
+    )
+    cores_percent: int | None = Field(
+        None, ge=1, le=1000000, description="Card compute in percent of a card (nvidia.com/gpucores)."
+    )
+
+    @model_validator(mode="after")
+    def _admission_rules(self, info: ValidationInfo) -> GpuShare:
+        if _admitting(info):
+            _refuse(admission.gpu_share_rules(self.cards, self.cores_percent))
+        return self
+
+
 class Gpu(_Model):
     node_labels: NodeLabels = Field(default_factory=NodeLabels, description="GPU node labels.")
     hami: Hami = Field(default_factory=Hami, description="HAMi capacity reporting.")
     node_selector: NodeSelector | None = Field(
         None, description="Nodes that are GPU nodes whatever they advertise (a label selector)."
     )
+    share: GpuShare | None = Field(None, description="The tenant's GPU share; absent: no quota.")
 
 
 class TargetSecret(_Model):

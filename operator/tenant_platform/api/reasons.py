@@ -218,6 +218,16 @@ class GPU(StrEnum):
     WEBHOOK_UNREACHABLE = "WebhookUnreachable"
 
 
+class GPUShare(StrEnum):
+    """GPUShareReady (concerns/gpushare/verdict.py; docs/gpu.md, "A GPU share per tenant")."""
+
+    ENFORCED = "ShareEnforced"
+    NO_SHARE = "NoShare"
+    QUOTA_PENDING = "QuotaPending"
+    ABOVE_SHARE = "UsageAboveShare"
+    EXHAUSTED = "ShareExhausted"
+
+
 class Target(StrEnum):
     """TargetReachable: only with ``spec.target`` (concerns/target/step.py; docs/fleet.md)."""
 
@@ -244,6 +254,7 @@ Reason: TypeAlias = (
     | PullSecrets
     | ObjectStore
     | GPU
+    | GPUShare
     | Target
 )
 """A condition reason: a member of one of the classes above."""
@@ -275,6 +286,7 @@ CATALOGUE: Final[dict[str, type[StrEnum]]] = {
     constants.PULL_SECRETS_READY: PullSecrets,
     constants.OBJECT_STORE_READY: ObjectStore,
     constants.GPU_READY: GPU,
+    constants.GPU_SHARE_READY: GPUShare,
     constants.TARGET_REACHABLE: Target,
 }
 

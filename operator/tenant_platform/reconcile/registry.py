@@ -12,6 +12,7 @@ from tenant_platform.concerns.dns import step as dns
 from tenant_platform.concerns.edgecert import step as edgecert
 from tenant_platform.concerns.gateway import step as gateway
 from tenant_platform.concerns.gpu import step as gpu
+from tenant_platform.concerns.gpushare import step as gpushare
 from tenant_platform.concerns.installer import step as installer
 from tenant_platform.concerns.installvalues import step as installvalues
 from tenant_platform.concerns.mesh import step as mesh
@@ -38,6 +39,8 @@ STEPS: list[Step[Any]] = [
     contract_step(pullsecrets.STEP),
     contract_step(objectstore.STEP),
     contract_step(gpu.STEP),
+    # after gpu: the quotas use the resource names it recorded in this pass.
+    gpushare.STEP,
 ]
 
 HANDOFF: Step[Any] = contract_step(installvalues.STEP)

@@ -101,6 +101,8 @@ CONTROLLERS: Final = (
     "clusterrole-aggregation-controller",
     # Reports type-checking warnings of ValidatingAdmissionPolicies in their status.
     "validatingadmissionpolicy-status-controller",
+    # Computes ResourceQuota status (hard, used), which quota admission needs (the GPU share).
+    "resourcequota-controller",
 )
 ENV_KEEP: Final = "TENANT_PLATFORM_KEEP_CP"
 
