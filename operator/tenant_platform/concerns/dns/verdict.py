@@ -9,7 +9,8 @@ what to report.
   edit, not a text: the step's read-modify-write applies it again to whatever a retry reads.
 - ``OverrideWrite``: set or remove our key in the ``coredns-custom`` import ConfigMap.
 
-``management: CoreDNS``: the distribution (concerns/dns/coredns.py) decides the mode. ``corefile``
+``management: CoreDNS`` (the chain of named checks ``COREDNS_CHECKS``, in the order of its
+reasons): the distribution (concerns/dns/coredns.py) decides the mode. ``corefile``
 upserts our block (formats/corefile.py) and drops an import key we wrote before; when the admin
 opted the CoreDNS ConfigMap in (``tenancy.dev/adoptable-by`` lists the platform: ``takes_over``),
 the same single write also removes a hand-made rewrite of the domain (``corefile.take_over``),
@@ -37,7 +38,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from functools import cached_property
+from typing import Any, Final
 
 from tenant_platform.api import constants, reasons
 from tenant_platform.api.models import TenantPlatform
@@ -55,6 +57,7 @@ from tenant_platform.concerns.dns.coredns import (
 )
 from tenant_platform.core import conditions, ownership
 from tenant_platform.core import domainclaims as dnsguard
+from tenant_platform.core.checks import Chain, Check
 from tenant_platform.core.conditions import Condition
 from tenant_platform.core.gatewayservice import service_addresses
 from tenant_platform.core.verdict import Event, Verdict
@@ -297,70 +300,142 @@ def _verify_external(platform: TenantPlatform, facts: DnsFacts) -> Condition:
 def _coredns(
     platform: TenantPlatform, facts: DnsFacts, *, now: datetime, target: CoreDNSTarget, dry_run: bool
 ) -> DnsPlan:
-    spec = platform.spec
-    t = target
-    cm = facts.corefile_cm
-    dist = detect_distribution(
-        corefile_cm=cm,
-        custom_cm=facts.custom_cm,
-        deployment=facts.deployment,
-        node=facts.node,
-        rke2_cm=facts.rke2_cm,
-        target=t,
-    )
-    record = _record(dist)
-    if cm is None:
-        if dist.name == "rke2":
-            return _refused(
-                record,
-                DNS.MANAGED_BY_DISTRIBUTION,
-                managed_message(dist, patched_corefile="", platform=platform, target=t),
-            )
-        return _refused(
-            record,
-            DNS.COREDNS_NOT_FOUND,
-            f"ConfigMap {t.namespace}/{t.config_map} does not exist, so the cluster DNS is not CoreDNS as "
-            "the operator knows it; set spec.dns.management to External and configure DNS yourself.",
-        )
-    text = corefile_text(cm)
-    try:
-        desired_text = CorefileWrite(
-            platform.name, (spec.domain, spec.gateway.service_host), take_over=takes_over(platform, cm)
-        ).edit(text)
-    except corefile.CorefileError as exc:
-        return _refused(
-            record,
-            DNS.COREFILE_UNSUPPORTED,
-            f"The Corefile in ConfigMap {t.namespace}/{t.config_map} cannot be edited safely: {exc}. "
-            "Fix it, or set spec.dns.management to External and configure DNS yourself.",
-        )
-    if dist.mode == Mode.MANAGED:
-        return _refused(
-            _record(dist, evidence=dist.evidence),
-            DNS.MANAGED_BY_DISTRIBUTION,
-            managed_message(dist, patched_corefile=desired_text, platform=platform, target=t),
+    """Management CoreDNS: the first finding of ``COREDNS_CHECKS`` (the last always finds)."""
+    found = COREDNS_CHECKS.first(CoreDNSUnderCheck(platform, facts, now, target, dry_run))
+    assert found is not None  # pods_pick_up always finds
+    return found.value
+
+
+@dataclass(frozen=True)
+class CoreDNSUnderCheck:
+    """What the CoreDNS checks look at: the platform, the facts, the clock, where CoreDNS lives,
+    and (worked out once, when a check first asks) the distribution, the Corefile we want and
+    where our rewrite goes."""
+
+    platform: TenantPlatform
+    facts: DnsFacts
+    now: datetime
+    target: CoreDNSTarget
+    dry_run: bool = False
+
+    @cached_property
+    def dist(self) -> Distribution:
+        facts = self.facts
+        return detect_distribution(
+            corefile_cm=facts.corefile_cm,
+            custom_cm=facts.custom_cm,
+            deployment=facts.deployment,
+            node=facts.node,
+            rke2_cm=facts.rke2_cm,
+            target=self.target,
         )
 
-    place = (_in_imports if dist.mode == Mode.IMPORT else _in_corefile)(platform, facts, dist, t)
-    if dry_run and place.rewritten:
-        return _refused(place.record, DNS.WOULD_CONFIGURE, place.would)
+    @cached_property
+    def desired(self) -> str | corefile.CorefileError:
+        """The Corefile with our block put right, or why it cannot be edited safely."""
+        platform, cm = self.platform, self.facts.corefile_cm
+        rewrite = (platform.spec.domain, platform.spec.gateway.service_host)
+        edit = CorefileWrite(platform.name, rewrite, take_over=takes_over(platform, cm))
+        try:
+            return edit.edit(corefile_text(cm))
+        except corefile.CorefileError as exc:
+            return exc
+
+    @cached_property
+    def place(self) -> _Placement:
+        """Where our rewrite lives in the distribution's mode, and the writes that put it right."""
+        place = _in_imports if self.dist.mode == Mode.IMPORT else _in_corefile
+        return place(self.platform, self.facts, self.dist, self.target)
+
+
+def rke2_manages(subject: CoreDNSUnderCheck) -> DnsPlan | None:
+    """No CoreDNS ConfigMap, and RKE2's Helm chart configures CoreDNS: say what to add there."""
+    if subject.facts.corefile_cm is not None or subject.dist.name != "rke2":
+        return None
+    return _refused(
+        _record(subject.dist),
+        DNS.MANAGED_BY_DISTRIBUTION,
+        managed_message(subject.dist, patched_corefile="", platform=subject.platform, target=subject.target),
+    )
+
+
+def coredns_not_found(subject: CoreDNSUnderCheck) -> DnsPlan | None:
+    """No CoreDNS ConfigMap: the cluster DNS is not CoreDNS as the operator knows it."""
+    if subject.facts.corefile_cm is not None:
+        return None
+    t = subject.target
+    return _refused(
+        _record(subject.dist),
+        DNS.COREDNS_NOT_FOUND,
+        f"ConfigMap {t.namespace}/{t.config_map} does not exist, so the cluster DNS is not CoreDNS as "
+        "the operator knows it; set spec.dns.management to External and configure DNS yourself.",
+    )
+
+
+def corefile_unsupported(subject: CoreDNSUnderCheck) -> DnsPlan | None:
+    """Our block cannot be put into the Corefile safely: nothing is edited."""
+    if not isinstance(subject.desired, corefile.CorefileError):
+        return None
+    t = subject.target
+    return _refused(
+        _record(subject.dist),
+        DNS.COREFILE_UNSUPPORTED,
+        f"The Corefile in ConfigMap {t.namespace}/{t.config_map} cannot be edited safely: {subject.desired}. "
+        "Fix it, or set spec.dns.management to External and configure DNS yourself.",
+    )
+
+
+def distribution_manages(subject: CoreDNSUnderCheck) -> DnsPlan | None:
+    """The distribution reverts edits of CoreDNS: say what to change, with the Corefile we want
+    (a Corefile that cannot be edited is the finding of the check before)."""
+    dist, desired = subject.dist, subject.desired
+    if dist.mode != Mode.MANAGED or isinstance(desired, corefile.CorefileError):
+        return None
+    return _refused(
+        _record(dist, evidence=dist.evidence),
+        DNS.MANAGED_BY_DISTRIBUTION,
+        managed_message(dist, patched_corefile=desired, platform=subject.platform, target=subject.target),
+    )
+
+
+def would_configure(subject: CoreDNSUnderCheck) -> DnsPlan | None:
+    """A dry run with a write due: say what would be written, write nothing."""
+    if not subject.dry_run or not subject.place.rewritten:
+        return None
+    return _refused(subject.place.record, DNS.WOULD_CONFIGURE, subject.place.would)
+
+
+def pods_pick_up(subject: CoreDNSUnderCheck) -> DnsPlan | None:
+    """Write what is due; the condition is the pods' pickup of the change (``pickup``)."""
+    place, now = subject.place, subject.now
     # The pods must load the change to ``watched``: written now, or as read.
     seen = pickup(
-        pods=facts.pods,
+        pods=subject.facts.pods,
         changed=now if place.rewritten else changed_at(place.watched),
         now=now,
         reload=place.reload,
-        mode=dist.mode,
-        target=t,
+        mode=subject.dist.mode,
+        target=subject.target,
     )
     return _plan(
         [Condition(TYPE, seen.status, seen.reason, place.head + seen.sentence)],
         recorded=place.record,
         progressing=seen.reason == DNS.RELOAD_PENDING,
         requeue_after=seen.requeue_after,
-        writes=[] if dry_run else place.writes,
+        writes=[] if subject.dry_run else place.writes,
         recheck=place.rewritten,
     )
+
+
+COREDNS_CHECKS: Final = Chain[CoreDNSUnderCheck, DnsPlan](
+    Check("RKE2 configures CoreDNS", rke2_manages),
+    Check("CoreDNS ConfigMap exists", coredns_not_found),
+    Check("Corefile editable", corefile_unsupported),
+    Check("distribution reverts edits", distribution_manages),
+    Check("dry run: would configure", would_configure),
+    Check("pods pick up the rewrite", pods_pick_up),
+)
+"""DNSReady under management CoreDNS, in order: the first check that finds gives the plan."""
 
 
 @dataclass(frozen=True)
