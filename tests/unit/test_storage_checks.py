@@ -1,7 +1,7 @@
-"""StorageReady as chains of named checks (concerns/storage/verdict.py): the first phase
-(``FIRST_PHASE``) and the second (``TEST_ENDINGS``, then ``TEST_PROGRESS``): one table per check
-(what it decides, or None when it passes), and each chain's order (the first check that finds
-gives the verdict)."""
+"""StorageReady as chains of named checks (concerns/storage/verdict.py): the class
+(``CLASS_CHECKS``), the first phase (``FIRST_PHASE``) and the second (``TEST_ENDINGS``, then
+``TEST_PROGRESS``): one table per check (what it decides, or None when it passes), and each
+chain's order (the first check that finds gives the verdict)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from tests.unit.test_storage_evaluate import (
     WRITER,
     memory,
     obj,
+    sc,
     written,
 )
 
@@ -389,3 +390,89 @@ def test_the_second_phase_chain_order() -> None:
     assert st.TEST_PROGRESS.first(noted).check == "marker written, pods gone: read back"  # type: ignore[union-attr]
     # A test that has not ended runs on, whatever the progress checks find.
     assert st.TEST_ENDINGS.first(running(pvc=BOUND, writer=obj(WRITER, "Succeeded"))) is None
+
+
+# ---- the class: CLASS_CHECKS -------------------------------------------------------------------------
+
+TWO_DEFAULTS = [sc("a", default=True), sc("b", default=True)]
+NO_DEFAULT = [sc("a"), sc("b")]
+
+
+def chosen(found: st.Selection | None) -> Any:
+    """(reason, class chosen) of a selection; None when the check passed."""
+    return None if found is None else (found.reason, found.name)
+
+
+@pytest.mark.parametrize(
+    ("classes", "requested", "expected"),
+    [
+        pytest.param(ONE_DEFAULT, "", None, id="none named"),
+        pytest.param(ONE_DEFAULT, "other", None, id="named, exists"),
+        pytest.param(ONE_DEFAULT, "fast", (R.STORAGE_CLASS_NOT_FOUND, ""), id="named, missing"),
+        pytest.param([], "fast", (R.STORAGE_CLASS_NOT_FOUND, ""), id="no classes at all"),
+    ],
+)
+def test_named_class_missing(classes: list[dict[str, Any]], requested: str, expected: Any) -> None:
+    assert chosen(st.named_class_missing(st.ClassRequest(classes, requested))) == expected
+
+
+@pytest.mark.parametrize(
+    ("classes", "requested", "expected"),
+    [
+        pytest.param(ONE_DEFAULT, "", None, id="one default"),
+        pytest.param(TWO_DEFAULTS, "", None, id="two defaults"),
+        pytest.param(NO_DEFAULT, "a", None, id="named"),
+        pytest.param(NO_DEFAULT, "", (R.NO_DEFAULT_STORAGE_CLASS, ""), id="none default"),
+        pytest.param([], "", (R.NO_DEFAULT_STORAGE_CLASS, ""), id="no classes"),
+    ],
+)
+def test_no_default_class(classes: list[dict[str, Any]], requested: str, expected: Any) -> None:
+    assert chosen(st.no_default_class(st.ClassRequest(classes, requested))) == expected
+
+
+@pytest.mark.parametrize(
+    ("classes", "requested", "expected"),
+    [
+        pytest.param(ONE_DEFAULT, "", None, id="one default"),
+        pytest.param(NO_DEFAULT, "", None, id="none default"),
+        pytest.param(TWO_DEFAULTS, "b", None, id="named"),
+        pytest.param(TWO_DEFAULTS, "", (R.AMBIGUOUS_DEFAULT_STORAGE_CLASS, ""), id="two defaults"),
+    ],
+)
+def test_several_default_classes(classes: list[dict[str, Any]], requested: str, expected: Any) -> None:
+    found = st.several_default_classes(st.ClassRequest(classes, requested))
+    assert chosen(found) == expected
+    if found is not None:
+        assert "several StorageClasses are marked default: a, b." in found.message
+
+
+@pytest.mark.parametrize(
+    ("classes", "requested", "expected"),
+    [
+        pytest.param(ONE_DEFAULT, "", (R.STORAGE_CLASS_FOUND, "local"), id="the default"),
+        pytest.param(ONE_DEFAULT, "other", (R.STORAGE_CLASS_FOUND, "other"), id="named"),
+        pytest.param(ONE_DEFAULT, "fast", None, id="named, missing"),
+        pytest.param(NO_DEFAULT, "", None, id="no default"),
+        pytest.param(TWO_DEFAULTS, "", (R.STORAGE_CLASS_FOUND, "a"), id="two defaults: the first (if it got here)"),
+    ],
+)
+def test_class_found(classes: list[dict[str, Any]], requested: str, expected: Any) -> None:
+    found = st.class_found(st.ClassRequest(classes, requested))
+    assert chosen(found) == expected
+    if found is not None:
+        assert found.ok and found.message.startswith(f"StorageClass {found.name} (")
+
+
+def test_the_class_chain_order() -> None:
+    assert st.CLASS_CHECKS.names == (
+        "named class missing",
+        "no default class",
+        "several default classes",
+        "class found",
+    )
+    # Several defaults: refused, though a class could be picked.
+    ambiguous = st.ClassRequest(TWO_DEFAULTS, "")
+    assert [f.check for f in st.CLASS_CHECKS.every(ambiguous)] == ["several default classes", "class found"]
+    assert st.select_storage_class(TWO_DEFAULTS, "").reason == R.AMBIGUOUS_DEFAULT_STORAGE_CLASS
+    # A named class is looked up whatever the defaults say.
+    assert [f.check for f in st.CLASS_CHECKS.every(st.ClassRequest(NO_DEFAULT, "b"))] == ["class found"]

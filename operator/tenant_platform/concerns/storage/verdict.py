@@ -16,8 +16,9 @@ decided here in two phases, both pure:
 - ``evaluate_test`` (that test's PVC and pods, read once the attempt is known): finish it
   (Succeeded, Failed, TimedOut after VERIFY_TIMEOUT) or say which object to create or delete next.
 
-Each phase is a chain of named checks, in the order of its reasons: ``FIRST_PHASE``, then
-``TEST_ENDINGS`` (how the running test ends) and ``TEST_PROGRESS`` (where it stands otherwise).
+Each decision is a chain of named checks, in the order of its reasons: the class
+(``CLASS_CHECKS``), the first phase (``FIRST_PHASE``), then the second: ``TEST_ENDINGS`` (how the
+running test ends) and ``TEST_PROGRESS`` (where it stands otherwise).
 
 Either may ask apply to delete one test's objects first (best effort), with the report to give
 when that fails. concerns/storage/step.py gathers the facts and carries the verdicts out.
@@ -101,43 +102,87 @@ def binding_note(name: str, mode: str) -> str:
 
 
 def select_storage_class(classes: Sequence[Mapping[str, Any]], requested: str) -> Selection:
-    """Pick the class for ``requested`` (empty: the cluster default) among ``classes``."""
-    available = ", ".join(_names(classes)) or "none"
-    if requested:
-        match = next((c for c in classes if c["metadata"]["name"] == requested), None)
-        if match is None:
-            return Selection(
-                ok=False,
-                reason=reasons.Storage.STORAGE_CLASS_NOT_FOUND,
-                message=(
-                    f"StorageClass {requested} named in spec.storage.storageClassName does not exist "
-                    f"(classes in the cluster: {available}). Create it, or name an existing class."
-                ),
-            )
-        chosen, how = match, "named in spec.storage.storageClassName"
+    """Pick the class for ``requested`` (empty: the cluster default) among ``classes``: the first
+    finding of ``CLASS_CHECKS``."""
+    found = CLASS_CHECKS.first(ClassRequest(classes, requested))
+    assert found is not None  # class_found finds whenever the checks before it pass
+    return found.value
+
+
+@dataclass(frozen=True)
+class ClassRequest:
+    """What the class checks look at: every StorageClass, and the name asked for (empty: the default)."""
+
+    classes: Sequence[Mapping[str, Any]]
+    requested: str
+
+    @property
+    def available(self) -> str:
+        return ", ".join(_names(self.classes)) or "none"
+
+    @property
+    def named(self) -> Mapping[str, Any] | None:
+        return next((c for c in self.classes if c["metadata"]["name"] == self.requested), None)
+
+    @property
+    def defaults(self) -> list[Mapping[str, Any]]:
+        return [c for c in self.classes if is_default(c)]
+
+
+def named_class_missing(request: ClassRequest) -> Selection | None:
+    """The class named in spec.storage.storageClassName does not exist."""
+    if not request.requested or request.named is not None:
+        return None
+    return Selection(
+        ok=False,
+        reason=reasons.Storage.STORAGE_CLASS_NOT_FOUND,
+        message=(
+            f"StorageClass {request.requested} named in spec.storage.storageClassName does not exist "
+            f"(classes in the cluster: {request.available}). Create it, or name an existing class."
+        ),
+    )
+
+
+def no_default_class(request: ClassRequest) -> Selection | None:
+    """No class named, and none marked default."""
+    if request.requested or request.defaults:
+        return None
+    return Selection(
+        ok=False,
+        reason=reasons.Storage.NO_DEFAULT_STORAGE_CLASS,
+        message=(
+            f"spec.storage.storageClassName is empty and no StorageClass is marked default "
+            f"(classes in the cluster: {request.available}). Name a class in spec.storage.storageClassName, or "
+            f"annotate one with {DEFAULT_CLASS_ANNOTATIONS[0]}=true."
+        ),
+    )
+
+
+def several_default_classes(request: ClassRequest) -> Selection | None:
+    """No class named, and several marked default (Kubernetes would pick the newest: name one)."""
+    defaults = request.defaults
+    if request.requested or len(defaults) <= 1:
+        return None
+    return Selection(
+        ok=False,
+        reason=reasons.Storage.AMBIGUOUS_DEFAULT_STORAGE_CLASS,
+        message=(
+            f"spec.storage.storageClassName is empty and several StorageClasses are marked default: "
+            f"{', '.join(_names(defaults))}. Name one in spec.storage.storageClassName, or leave the "
+            "default annotation on only one."
+        ),
+    )
+
+
+def class_found(request: ClassRequest) -> Selection | None:
+    """The named class, or the one default class: found."""
+    if request.requested:
+        chosen, how = request.named, "named in spec.storage.storageClassName"
     else:
-        defaults = [c for c in classes if is_default(c)]
-        if not defaults:
-            return Selection(
-                ok=False,
-                reason=reasons.Storage.NO_DEFAULT_STORAGE_CLASS,
-                message=(
-                    f"spec.storage.storageClassName is empty and no StorageClass is marked default "
-                    f"(classes in the cluster: {available}). Name a class in spec.storage.storageClassName, or "
-                    f"annotate one with {DEFAULT_CLASS_ANNOTATIONS[0]}=true."
-                ),
-            )
-        if len(defaults) > 1:
-            return Selection(
-                ok=False,
-                reason=reasons.Storage.AMBIGUOUS_DEFAULT_STORAGE_CLASS,
-                message=(
-                    f"spec.storage.storageClassName is empty and several StorageClasses are marked default: "
-                    f"{', '.join(_names(defaults))}. Name one in spec.storage.storageClassName, or leave the "
-                    "default annotation on only one."
-                ),
-            )
-        chosen, how = defaults[0], "the cluster default"
+        defaults = request.defaults
+        chosen, how = (defaults[0] if defaults else None), "the cluster default"
+    if chosen is None:
+        return None
     name = str(chosen["metadata"]["name"])
     provisioner = str(chosen.get("provisioner") or "")
     mode = str(chosen.get("volumeBindingMode") or "Immediate")
@@ -152,6 +197,15 @@ def select_storage_class(classes: Sequence[Mapping[str, Any]], requested: str) -
         provisioner=provisioner,
         volume_binding_mode=mode,
     )
+
+
+CLASS_CHECKS: Final = Chain[ClassRequest, Selection](
+    Check("named class missing", named_class_missing),
+    Check("no default class", no_default_class),
+    Check("several default classes", several_default_classes),
+    Check("class found", class_found),
+)
+"""Which StorageClass, in order: the first check that finds gives the selection."""
 
 
 # ---- the write test ----------------------------------------------------------------------------
