@@ -1,18 +1,33 @@
-"""The first phase of StorageReady as a chain of named checks (concerns/storage/verdict.py
-``FIRST_PHASE``): one table per check (what it decides, or None when it passes), and the
+"""StorageReady as chains of named checks (concerns/storage/verdict.py): the class
+(``CLASS_CHECKS``), the first phase (``FIRST_PHASE``) and the second (``TEST_ENDINGS``, then
+``TEST_PROGRESS``): one table per check (what it decides, or None when it passes), and each
 chain's order (the first check that finds gives the verdict)."""
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from tests.unit.test_storage_evaluate import ATTEMPT, NOW, ONE_DEFAULT, memory
+from tests.unit.test_storage_evaluate import (
+    ATTEMPT,
+    EARLIER,
+    NOW,
+    ONE_DEFAULT,
+    PVC,
+    READER,
+    WRITER,
+    memory,
+    obj,
+    sc,
+    written,
+)
 
 from tenant_platform.api import reasons
 from tenant_platform.api.models import Storage
 from tenant_platform.api.status.storage import StorageVerification, VerificationResult
 from tenant_platform.concerns.storage import verdict as st
+from tenant_platform.concerns.storage.verdict import Action
 
 R = reasons.Storage
 V = VerificationResult
@@ -137,3 +152,327 @@ def test_the_chain_order() -> None:
     other = subject(mem=memory(cls="other"))
     assert [f.check for f in st.FIRST_PHASE.every(other)] == ["test of another class running", "run the test"]
     assert st.FIRST_PHASE.first(other).check == "test of another class running"  # type: ignore[union-attr]
+
+
+# ---- the second phase: the running test's objects -------------------------------------------------
+
+LATE = EARLIER + st.VERIFY_TIMEOUT
+DELETING = dict(deletionTimestamp="2026-01-01T11:00:00Z")
+
+
+def running(
+    *,
+    pvc: dict[str, Any] | None = None,
+    writer: dict[str, Any] | None = None,
+    reader: dict[str, Any] | None = None,
+    now: datetime = NOW,
+) -> st.RunningTest:
+    objects = st.WriteTestObjects(ATTEMPT, PVC, WRITER, READER, "busybox", pvc=pvc, writer=writer, reader=reader)
+    return st.RunningTest(FOUND, memory(), objects, "ns", now)
+
+
+def ending(found: st.StorageVerdict | None) -> Any:
+    """(reason, result recorded, only the pods deleted) of a finished test; None when the check passed."""
+    if found is None:
+        return None
+    assert found.report is not None and found.report.memory is not None
+    return (found.report.condition.reason, found.report.memory.result, found.keep_pvc)
+
+
+BOUND = obj(PVC, "Bound")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "expected"),
+    [
+        pytest.param({"pvc": BOUND, "reader": obj(READER, "Running")}, None, id="reader running"),
+        pytest.param({"pvc": BOUND, "reader": obj(READER, "Failed")}, None, id="reader failed"),
+        pytest.param(
+            {"pvc": BOUND, "reader": obj(READER, "Succeeded")}, (R.VERIFIED, V.SUCCEEDED, True), id="read back"
+        ),
+        pytest.param({"reader": obj(READER, "Succeeded")}, (R.VERIFIED, V.SUCCEEDED, False), id="PVC gone already"),
+    ],
+)
+def test_reader_succeeded(kwargs: dict[str, Any], expected: Any) -> None:
+    assert ending(st.reader_succeeded(running(**kwargs))) == expected
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "expected"),
+    [
+        pytest.param({"pvc": BOUND, "reader": obj(READER, "Succeeded")}, None, id="reader succeeded"),
+        pytest.param({"pvc": BOUND, "writer": obj(WRITER, "Failed")}, None, id="only the writer failed"),
+        pytest.param(
+            {"pvc": BOUND, "reader": obj(READER, "Failed")},
+            (R.VERIFICATION_FAILED, V.FAILED, True),
+            id="not read back intact",
+        ),
+    ],
+)
+def test_reader_failed(kwargs: dict[str, Any], expected: Any) -> None:
+    assert ending(st.reader_failed(running(**kwargs))) == expected
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "expected"),
+    [
+        pytest.param({"pvc": BOUND, "writer": obj(WRITER, "Running")}, None, id="writer running"),
+        pytest.param({"pvc": BOUND, "writer": obj(WRITER, "Succeeded")}, None, id="writer succeeded"),
+        pytest.param(
+            {"pvc": BOUND, "writer": obj(WRITER, "Failed")},
+            (R.VERIFICATION_FAILED, V.FAILED, True),
+            id="could not write",
+        ),
+    ],
+)
+def test_writer_failed(kwargs: dict[str, Any], expected: Any) -> None:
+    assert ending(st.writer_failed(running(**kwargs))) == expected
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "expected"),
+    [
+        pytest.param({}, None, id="two minutes in"),
+        pytest.param({"now": LATE - timedelta(seconds=1)}, None, id="just before"),
+        pytest.param({"now": LATE}, (R.VERIFICATION_TIMED_OUT, V.TIMED_OUT, False), id="deadline: nothing yet"),
+        pytest.param(
+            {"now": LATE, "pvc": obj(PVC, "Pending"), "writer": obj(WRITER, "Pending")},
+            (R.VERIFICATION_TIMED_OUT, V.TIMED_OUT, True),
+            id="deadline: PVC pending",
+        ),
+    ],
+)
+def test_deadline_passed(kwargs: dict[str, Any], expected: Any) -> None:
+    assert ending(st.deadline_passed(running(**kwargs))) == expected
+
+
+def progress(found: st.Progress | None) -> Any:
+    return None if found is None else (found.note, found.actions)
+
+
+READ_BACK = f"pod {WRITER} wrote the marker and was deleted; a new pod reads it back"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "expected"),
+    [
+        pytest.param({}, None, id="no PVC"),
+        pytest.param({"pvc": BOUND}, None, id="PVC bound"),
+        pytest.param(
+            {"pvc": obj(PVC, "Bound", **DELETING), "writer": obj(WRITER, "Succeeded")},
+            (f"waiting for PVC {PVC} to finish deleting", ()),
+            id="PVC deleting: nothing else",
+        ),
+    ],
+)
+def test_pvc_deleting(kwargs: dict[str, Any], expected: Any) -> None:
+    assert progress(st.pvc_deleting(running(**kwargs))) == expected
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "expected"),
+    [
+        pytest.param({"pvc": BOUND, "writer": obj(WRITER, "Running")}, None, id="writer running"),
+        pytest.param(
+            {"pvc": BOUND, "writer": obj(WRITER, "Succeeded"), "reader": obj(READER)}, None, id="reader exists"
+        ),
+        pytest.param(
+            {"pvc": BOUND, "writer": obj(WRITER, "Succeeded")},
+            (READ_BACK, (Action.MARK_WRITTEN, Action.DELETE_WRITER, Action.CREATE_READER)),
+            id="noted, writer deleted, reader created",
+        ),
+        pytest.param(
+            {"pvc": written(obj(PVC, "Bound")), "writer": obj(WRITER, "Succeeded")},
+            (READ_BACK, (Action.DELETE_WRITER, Action.CREATE_READER)),
+            id="noted already",
+        ),
+        pytest.param(
+            {"writer": obj(WRITER, "Succeeded")},
+            (READ_BACK, (Action.CREATE_PVC, Action.MARK_WRITTEN, Action.DELETE_WRITER, Action.CREATE_READER)),
+            id="PVC gone: created first",
+        ),
+    ],
+)
+def test_writer_done(kwargs: dict[str, Any], expected: Any) -> None:
+    assert progress(st.writer_done(running(**kwargs))) == expected
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "expected"),
+    [
+        pytest.param({"pvc": BOUND}, None, id="not noted"),
+        pytest.param({"pvc": written(obj(PVC, "Bound")), "writer": obj(WRITER, "Succeeded")}, None, id="writer left"),
+        pytest.param({"pvc": written(obj(PVC, "Bound")), "reader": obj(READER)}, None, id="reader exists"),
+        pytest.param(
+            {"pvc": written(obj(PVC, "Bound"))}, (READ_BACK, (Action.CREATE_READER,)), id="pods gone: reader created"
+        ),
+    ],
+)
+def test_marker_written(kwargs: dict[str, Any], expected: Any) -> None:
+    assert progress(st.marker_written(running(**kwargs))) == expected
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "expected"),
+    [
+        pytest.param({"pvc": BOUND, "writer": obj(WRITER, "Running")}, None, id="writer exists"),
+        pytest.param({"pvc": BOUND, "reader": obj(READER, "Running")}, None, id="reader exists"),
+        pytest.param(
+            {"pvc": BOUND},
+            (f"PVC {PVC} is Bound; pod {WRITER} is Pending (not scheduled yet)", (Action.CREATE_WRITER,)),
+            id="writer created",
+        ),
+        pytest.param(
+            {},
+            (
+                f"PVC {PVC} is Pending; pod {WRITER} is Pending (not scheduled yet)",
+                (Action.CREATE_PVC, Action.CREATE_WRITER),
+            ),
+            id="PVC and writer created",
+        ),
+    ],
+)
+def test_nothing_written(kwargs: dict[str, Any], expected: Any) -> None:
+    assert progress(st.nothing_written(running(**kwargs))) == expected
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "expected"),
+    [
+        pytest.param(
+            {"pvc": BOUND, "writer": obj(WRITER, "Running")}, (f"PVC {PVC} is Bound; pod {WRITER} is Running", ())
+        ),
+        pytest.param(
+            {"pvc": BOUND, "writer": obj(WRITER, "Succeeded"), "reader": obj(READER, "Running")},
+            (f"PVC {PVC} is Bound; pod {READER} is Running", ()),
+            id="the reader is the pod at work",
+        ),
+        pytest.param(
+            {"writer": obj(WRITER, "Running")},
+            (f"PVC {PVC} is Pending; pod {WRITER} is Running", (Action.CREATE_PVC,)),
+            id="PVC gone: created",
+        ),
+    ],
+)
+def test_pods_at_work(kwargs: dict[str, Any], expected: Any) -> None:
+    assert progress(st.pods_at_work(running(**kwargs))) == expected
+
+
+def test_the_second_phase_chain_order() -> None:
+    assert st.TEST_ENDINGS.names == ("reader succeeded", "reader failed", "writer failed", "deadline passed")
+    assert st.TEST_PROGRESS.names == (
+        "PVC still deleting",
+        "writer done: read back next",
+        "marker written, pods gone: read back",
+        "no pod yet: write",
+        "pods at work: wait",
+    )
+    # A test several endings find: the reader's outcome decides, then the writer's, then the clock.
+    late_and_read = running(pvc=BOUND, writer=obj(WRITER, "Failed"), reader=obj(READER, "Succeeded"), now=LATE)
+    assert [f.check for f in st.TEST_ENDINGS.every(late_and_read)] == [
+        "reader succeeded",
+        "writer failed",
+        "deadline passed",
+    ]
+    decided = st.evaluate_test(FOUND, memory(), late_and_read.objects, namespace="ns", now=LATE)
+    assert decided.report is not None and decided.report.condition.reason == R.VERIFIED
+    late_and_failed = running(pvc=BOUND, writer=obj(WRITER, "Failed"), now=LATE)
+    assert st.TEST_ENDINGS.first(late_and_failed).check == "writer failed"  # type: ignore[union-attr]
+    # A deleting PVC waits, whatever the pods say; a noted PVC with no pods reads back, never writes again.
+    deleting = running(pvc=written(obj(PVC, "Bound", **DELETING)))
+    assert [f.check for f in st.TEST_PROGRESS.every(deleting)] == [
+        "PVC still deleting",
+        "marker written, pods gone: read back",
+        "no pod yet: write",
+        "pods at work: wait",
+    ]
+    noted = running(pvc=written(obj(PVC, "Bound")))
+    assert st.TEST_PROGRESS.first(noted).check == "marker written, pods gone: read back"  # type: ignore[union-attr]
+    # A test that has not ended runs on, whatever the progress checks find.
+    assert st.TEST_ENDINGS.first(running(pvc=BOUND, writer=obj(WRITER, "Succeeded"))) is None
+
+
+# ---- the class: CLASS_CHECKS -------------------------------------------------------------------------
+
+TWO_DEFAULTS = [sc("a", default=True), sc("b", default=True)]
+NO_DEFAULT = [sc("a"), sc("b")]
+
+
+def chosen(found: st.Selection | None) -> Any:
+    """(reason, class chosen) of a selection; None when the check passed."""
+    return None if found is None else (found.reason, found.name)
+
+
+@pytest.mark.parametrize(
+    ("classes", "requested", "expected"),
+    [
+        pytest.param(ONE_DEFAULT, "", None, id="none named"),
+        pytest.param(ONE_DEFAULT, "other", None, id="named, exists"),
+        pytest.param(ONE_DEFAULT, "fast", (R.STORAGE_CLASS_NOT_FOUND, ""), id="named, missing"),
+        pytest.param([], "fast", (R.STORAGE_CLASS_NOT_FOUND, ""), id="no classes at all"),
+    ],
+)
+def test_named_class_missing(classes: list[dict[str, Any]], requested: str, expected: Any) -> None:
+    assert chosen(st.named_class_missing(st.ClassRequest(classes, requested))) == expected
+
+
+@pytest.mark.parametrize(
+    ("classes", "requested", "expected"),
+    [
+        pytest.param(ONE_DEFAULT, "", None, id="one default"),
+        pytest.param(TWO_DEFAULTS, "", None, id="two defaults"),
+        pytest.param(NO_DEFAULT, "a", None, id="named"),
+        pytest.param(NO_DEFAULT, "", (R.NO_DEFAULT_STORAGE_CLASS, ""), id="none default"),
+        pytest.param([], "", (R.NO_DEFAULT_STORAGE_CLASS, ""), id="no classes"),
+    ],
+)
+def test_no_default_class(classes: list[dict[str, Any]], requested: str, expected: Any) -> None:
+    assert chosen(st.no_default_class(st.ClassRequest(classes, requested))) == expected
+
+
+@pytest.mark.parametrize(
+    ("classes", "requested", "expected"),
+    [
+        pytest.param(ONE_DEFAULT, "", None, id="one default"),
+        pytest.param(NO_DEFAULT, "", None, id="none default"),
+        pytest.param(TWO_DEFAULTS, "b", None, id="named"),
+        pytest.param(TWO_DEFAULTS, "", (R.AMBIGUOUS_DEFAULT_STORAGE_CLASS, ""), id="two defaults"),
+    ],
+)
+def test_several_default_classes(classes: list[dict[str, Any]], requested: str, expected: Any) -> None:
+    found = st.several_default_classes(st.ClassRequest(classes, requested))
+    assert chosen(found) == expected
+    if found is not None:
+        assert "several StorageClasses are marked default: a, b." in found.message
+
+
+@pytest.mark.parametrize(
+    ("classes", "requested", "expected"),
+    [
+        pytest.param(ONE_DEFAULT, "", (R.STORAGE_CLASS_FOUND, "local"), id="the default"),
+        pytest.param(ONE_DEFAULT, "other", (R.STORAGE_CLASS_FOUND, "other"), id="named"),
+        pytest.param(ONE_DEFAULT, "fast", None, id="named, missing"),
+        pytest.param(NO_DEFAULT, "", None, id="no default"),
+        pytest.param(TWO_DEFAULTS, "", (R.STORAGE_CLASS_FOUND, "a"), id="two defaults: the first (if it got here)"),
+    ],
+)
+def test_class_found(classes: list[dict[str, Any]], requested: str, expected: Any) -> None:
+    found = st.class_found(st.ClassRequest(classes, requested))
+    assert chosen(found) == expected
+    if found is not None:
+        assert found.ok and found.message.startswith(f"StorageClass {found.name} (")
+
+
+def test_the_class_chain_order() -> None:
+    assert st.CLASS_CHECKS.names == (
+        "named class missing",
+        "no default class",
+        "several default classes",
+        "class found",
+    )
+    # Several defaults: refused, though a class could be picked.
+    ambiguous = st.ClassRequest(TWO_DEFAULTS, "")
+    assert [f.check for f in st.CLASS_CHECKS.every(ambiguous)] == ["several default classes", "class found"]
+    assert st.select_storage_class(TWO_DEFAULTS, "").reason == R.AMBIGUOUS_DEFAULT_STORAGE_CLASS
+    # A named class is looked up whatever the defaults say.
+    assert [f.check for f in st.CLASS_CHECKS.every(st.ClassRequest(NO_DEFAULT, "b"))] == ["class found"]

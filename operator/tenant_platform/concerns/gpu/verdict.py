@@ -4,9 +4,10 @@
 resource names) and what labelling achieved this pass, and decides:
 
 - per GPU node HAMi capacity (``capacity.node_capacity``), when ``spec.gpu.hami.enabled``;
-- GPUReady (``gpu_condition``): every problem is named in the message and the most urgent one
-  gives the reason (conflict, pending labels, unparseable, no devices, no allocatable GPUs,
-  unhealthy cards, stale lock); no problem: ``GPUNodesReady`` or ``NoGPUNodes``;
+- GPUReady (``gpu_condition``, the chain ``GPU_READY``): every problem (``GPU_PROBLEMS``) is
+  named in the message and the most urgent one gives the reason (conflict, pending labels,
+  unparseable, no devices, no allocatable GPUs, unhealthy cards, stale lock); no problem:
+  ``GPUNodesReady``, ``GPUNodesTainted`` or ``NoGPUNodes``;
 - ``status.gpu`` (at most MAX_LISTED_NODES nodes, problem nodes first; totals cover all) and the
   recorded ``gpuNodes`` (at most MAX_RECORDED_NODES and RECORDED_BUDGET bytes) and ``gpuResourceNames``;
 - when to look again: when an active node lock expires (no watch event marks that moment), and
@@ -17,6 +18,7 @@ previous GPUReady, ``status.gpu`` and recorded GPU facts (for up to STALE_AFTER,
 ``SnapshotNotSynced``), and asks for another pass in UNSYNCED_REQUEUE seconds; a lock owner not
 seen yet counts as still binding. A snapshot that stopped being current more than STALE_AFTER ago
 (a watch failing, a relist that does not finish) turns GPUReady Unknown with ``SnapshotStale``.
+Both are the chain ``SNAPSHOT_CHECKS``, run on the report the snapshot gives as it is.
 
 Everything that reaches status is bounded whatever the annotations say: at most
 MAX_LISTED_NODES nodes and NODES_BUDGET bytes of them in ``status.gpu.nodes``, at most five
@@ -25,10 +27,11 @@ ignored pods per node (concerns/gpu/capacity.py), notes of at most 200 character
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any, Final
 
@@ -159,17 +162,53 @@ def evaluate(
     now: datetime,
     capacities: Sequence[NodeCapacity] | None = None,
 ) -> GpuVerdict:
-    """GPUReady, status.gpu and the recorded GPU facts from what was gathered and labelled.
+    """GPUReady, status.gpu and the recorded GPU facts from what was gathered and labelled: the
+    report the snapshot gives (GPUReady from the ``GPU_READY`` chain), unless ``SNAPSHOT_CHECKS``
+    find the snapshot not current enough to give it as it is.
 
     ``capacities``: ``node_capacities(platform, facts, now=now)`` when the caller has them already."""
-    spec = platform.spec.gpu
-    gpu_nodes = facts.gpu_nodes
-    wanted = wanted_labels(platform)
-    labelled = labelled_nodes(facts.nodes, gpu_nodes, spec_labels(spec.node_labels.labels), labels.applied)
-    timeout = parse_duration(spec.hami.node_lock_timeout)
     if capacities is None:
         capacities = node_capacities(platform, facts, now=now)
-    capacities = list(capacities)
+    capacities = tuple(capacities)
+    as_listed = _as_listed(platform, facts, labels=labels, now=now, capacities=capacities)
+    found = SNAPSHOT_CHECKS.first(Snapshot(facts, platform.status or {}, now, as_listed))
+    report = found.value if found is not None else as_listed
+    return GpuVerdict(report.verdict(), capacities)
+
+
+@dataclass(frozen=True)
+class GpuReport:
+    """What a pass reports: GPUReady, the status sections, the recorded GPU facts, when to look again."""
+
+    condition: Condition
+    sections: dict[str, Any]
+    recorded: dict[str, Any]
+    requeues: tuple[float, ...] = ()
+    """Every moment (seconds from now) something changes unseen; the verdict requeues at the first."""
+    progressing: bool = False
+
+    def verdict(self) -> Verdict:
+        return Verdict(
+            conditions=[self.condition],
+            recorded=Recorded.fragment(self.recorded),
+            sections=self.sections,
+            progressing=self.progressing,
+            requeue_after=min(self.requeues) if self.requeues else None,
+        )
+
+
+def _as_listed(
+    platform: TenantPlatform,
+    facts: GpuFacts,
+    *,
+    labels: LabelOutcome,
+    now: datetime,
+    capacities: Sequence[NodeCapacity],
+) -> GpuReport:
+    """The report as the snapshot lists the GPU nodes (whether or not it is current)."""
+    spec = platform.spec.gpu
+    gpu_nodes = facts.gpu_nodes
+    labelled = labelled_nodes(facts.nodes, gpu_nodes, spec_labels(spec.node_labels.labels), labels.applied)
     allocatable: dict[str, int] = {}
     if spec.hami.enabled:
         allocatable = {name: quantity_int(facts.nodes[name].allocatable.get(facts.names.count)) for name in gpu_nodes}
@@ -197,46 +236,87 @@ def evaluate(
         facts,
         capacities=capacities,
         labelled=labelled,
-        wanted=wanted,
+        wanted=wanted_labels(platform),
         extras=extras,
         health=health_section,
         total=total,
     )
     recorded = recorded_facts(facts, capacities=capacities, names=facts.names if spec.hami.enabled else None)
-    requeues = [
+    timeout = parse_duration(spec.hami.node_lock_timeout)
+    return GpuReport(condition, {"gpu": status.dump()}, recorded.dump(), _lock_expiries(capacities, now, timeout))
+
+
+def _lock_expiries(capacities: Sequence[NodeCapacity], now: datetime, timeout: timedelta) -> tuple[float, ...]:
+    """When each active node lock expires (a second after; no watch event marks that moment)."""
+    return tuple(
         expiry + 1.0
         for expiry in (lock_expires_in(c.lock, now=now, timeout=timeout) for c in capacities if c.lock is not None)
         if expiry is not None
-    ]
-    sections: dict[str, Any] = {"gpu": status.dump()}
-    recorded_dump = recorded.dump()
-    stale_for = (now - facts.stale_since).total_seconds() if facts.stale_since is not None else 0.0
-    if not facts.synced:
-        requeues.append(UNSYNCED_REQUEUE)
-        condition, sections, recorded_dump = unsynced(
-            platform.status or {},
-            since=since_phrase(facts.stale_since, facts.stale_why),
-            sections=sections,
-            recorded=recorded_dump,
-            stale_for=stale_for,
-        )
-    elif stale_for > STALE_AFTER:
-        requeues.append(STALE_REQUEUE)
-        condition = conditions.unknown(
-            constants.GPU_READY,
-            reasons.GPU.SNAPSHOT_STALE,
-            f"The watched GPU snapshot has not been current since {since_phrase(facts.stale_since, facts.stale_why)}; "
-            "what follows may be "
-            f"out of date: {condition.message}",
-        )
-    verdict = Verdict(
-        conditions=[condition],
-        recorded=Recorded.fragment(recorded_dump),
-        sections=sections,
-        progressing=not facts.synced,
-        requeue_after=min(requeues) if requeues else None,
     )
-    return GpuVerdict(verdict, tuple(capacities))
+
+
+# -- how current the snapshot is ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What the freshness checks look at: how current the snapshot is, the previous status, and
+    the report the snapshot gives as it is."""
+
+    facts: GpuFacts
+    previous: Mapping[str, Any]
+    """The platform's status as the last pass left it."""
+    now: datetime
+    as_listed: GpuReport
+
+    @property
+    def stale_for(self) -> float:
+        """Seconds since the snapshot stopped being current (0: it is)."""
+        since = self.facts.stale_since
+        return (self.now - since).total_seconds() if since is not None else 0.0
+
+    @property
+    def since(self) -> str:
+        return since_phrase(self.facts.stale_since, self.facts.stale_why)
+
+
+def first_listing_incomplete(snapshot: Snapshot) -> GpuReport | None:
+    """Before the first complete listing: keep the previous report (concerns/gpu/freshness.py
+    ``unsynced``) and look again in UNSYNCED_REQUEUE seconds."""
+    if snapshot.facts.synced:
+        return None
+    report = snapshot.as_listed
+    condition, sections, recorded = unsynced(
+        snapshot.previous,
+        since=snapshot.since,
+        sections=report.sections,
+        recorded=report.recorded,
+        stale_for=snapshot.stale_for,
+    )
+    return GpuReport(condition, sections, recorded, (*report.requeues, UNSYNCED_REQUEUE), progressing=True)
+
+
+def snapshot_stale(snapshot: Snapshot) -> GpuReport | None:
+    """Not current for more than STALE_AFTER: GPUReady Unknown, saying what follows may be out of
+    date; look again in STALE_REQUEUE seconds."""
+    if snapshot.stale_for <= STALE_AFTER:
+        return None
+    report = snapshot.as_listed
+    condition = conditions.unknown(
+        constants.GPU_READY,
+        reasons.GPU.SNAPSHOT_STALE,
+        f"The watched GPU snapshot has not been current since {snapshot.since}; what follows may be "
+        f"out of date: {report.condition.message}",
+    )
+    return dataclasses.replace(report, condition=condition, requeues=(*report.requeues, STALE_REQUEUE))
+
+
+SNAPSHOT_CHECKS: Final = Chain[Snapshot, GpuReport](
+    Check("first listing incomplete", first_listing_incomplete),
+    Check("snapshot stale", snapshot_stale),
+)
+"""When the snapshot is not current enough to report as it is, in order: the first finding is the
+report; none: the report stands as listed."""
 
 
 def _value(annotations: Mapping[str, str], suffix: str) -> str | None:
@@ -323,40 +403,86 @@ def _names(items: Sequence[str], limit: int = 5) -> str:
 
 
 def gpu_condition(findings: Findings) -> Condition:
-    """GPUReady from the findings. Every problem is named in the message; the reason is the
-    most urgent one (conflict, pending labels, unreachable webhook, HAMi's scheduler or device
-    plugin not ready, two device plugins, unparseable, no devices, no allocatable GPUs, unhealthy
-    cards, stale lock). Notes (taints, HAMi workloads not found, ...) follow, at most three.
+    """GPUReady from the findings (``GPU_READY``). Every problem is named in the message; the
+    reason is the most urgent one (conflict, pending labels, unreachable webhook, HAMi's scheduler
+    or device plugin not ready, two device plugins, unparseable, no devices, no allocatable GPUs,
+    unhealthy cards, stale lock). Notes (taints, HAMi workloads not found, ...) follow, at most three.
     No problem: ``GPUNodesReady``, ``GPUNodesTainted`` (every GPU node tainted) or ``NoGPUNodes``."""
-    type_ = constants.GPU_READY
-    if not findings.labels_enabled and not findings.hami_enabled:
-        return conditions.true(
-            type_,
-            reasons.Common.DISABLED,
-            "GPU node labels and HAMi reporting are both turned off (spec.gpu.nodeLabels.enabled, "
-            "spec.gpu.hami.enabled).",
-        )
+    found = GPU_READY.first(findings)
+    assert found is not None  # nodes_ready always finds
+    return found.value
+
+
+def _notes(findings: Findings) -> str:
+    return "".join(" " + n for n in findings.notes[:3])
+
+
+def turned_off(findings: Findings) -> Condition | None:
+    """Neither labelling nor HAMi reporting is on: nothing to decide."""
+    if findings.labels_enabled or findings.hami_enabled:
+        return None
+    return conditions.true(
+        constants.GPU_READY,
+        reasons.Common.DISABLED,
+        "GPU node labels and HAMi reporting are both turned off (spec.gpu.nodeLabels.enabled, spec.gpu.hami.enabled).",
+    )
+
+
+def problems_found(findings: Findings) -> Condition | None:
+    """Every problem ``GPU_PROBLEMS`` finds, named in order; the first gives the reason."""
     problems = [problem for found in GPU_PROBLEMS.every(findings) for problem in found.value]
-    notes = "".join(" " + n for n in findings.notes[:3])
-    if problems:
-        message = " ".join(message for _, message in problems)
-        return conditions.false(type_, problems[0][0], message + _ignored_sentence(findings.nodes) + notes)
-    if findings.gpu_nodes == 0:
-        return conditions.true(
-            type_,
-            reasons.GPU.NO_GPU_NODES,
-            "No GPU nodes found (no nvidia.com/gpu capacity, NVIDIA feature-discovery label, HAMi "
-            "register annotation, NVIDIA runtime handler, NVIDIA RuntimeClass or spec.gpu.nodeSelector match); "
-            "GPUs are optional." + notes,
-        )
+    if not problems:
+        return None
+    message = " ".join(message for _, message in problems)
+    return conditions.false(
+        constants.GPU_READY, problems[0][0], message + _ignored_sentence(findings.nodes) + _notes(findings)
+    )
+
+
+def no_gpu_nodes(findings: Findings) -> Condition | None:
+    """No GPU node at all: fine, GPUs are optional."""
+    if findings.gpu_nodes != 0:
+        return None
+    return conditions.true(
+        constants.GPU_READY,
+        reasons.GPU.NO_GPU_NODES,
+        "No GPU nodes found (no nvidia.com/gpu capacity, NVIDIA feature-discovery label, HAMi "
+        "register annotation, NVIDIA runtime handler, NVIDIA RuntimeClass or spec.gpu.nodeSelector match); "
+        "GPUs are optional." + _notes(findings),
+    )
+
+
+def _ready_message(findings: Findings) -> str:
+    """How many GPU nodes, labelled, and what HAMi reports."""
     message = f"{findings.gpu_nodes} GPU node(s)"
     if findings.labels_enabled:
         message += f", {len(findings.labelled)} labelled"
     if findings.hami_enabled:
         total = findings.total if findings.total is not None else total_status(findings.nodes)
         message += f"; HAMi reports {summary_line(total)}"
-    message += "." + _ignored_sentence(findings.nodes) + notes
-    return conditions.true(type_, reasons.GPU.TAINTED if findings.all_tainted else reasons.GPU.READY, message)
+    return message + "." + _ignored_sentence(findings.nodes) + _notes(findings)
+
+
+def every_node_tainted(findings: Findings) -> Condition | None:
+    """Every GPU node carries a taint a GPU pod is not given a toleration for."""
+    if not findings.all_tainted:
+        return None
+    return conditions.true(constants.GPU_READY, reasons.GPU.TAINTED, _ready_message(findings))
+
+
+def nodes_ready(findings: Findings) -> Condition | None:
+    """Nothing else found: the GPU nodes are ready."""
+    return conditions.true(constants.GPU_READY, reasons.GPU.READY, _ready_message(findings))
+
+
+GPU_READY: Final = Chain[Findings, Condition](
+    Check("GPU reporting turned off", turned_off),
+    Check("problems found", problems_found),
+    Check("no GPU nodes", no_gpu_nodes),
+    Check("every GPU node tainted", every_node_tainted),
+    Check("GPU nodes ready", nodes_ready),
+)
+"""GPUReady, in order: the first check that finds gives the condition (the last always does)."""
 
 
 def _ignored_sentence(nodes: Sequence[NodeCapacity]) -> str:

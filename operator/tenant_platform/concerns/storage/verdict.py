@@ -16,6 +16,10 @@ decided here in two phases, both pure:
 - ``evaluate_test`` (that test's PVC and pods, read once the attempt is known): finish it
   (Succeeded, Failed, TimedOut after VERIFY_TIMEOUT) or say which object to create or delete next.
 
+Each decision is a chain of named checks, in the order of its reasons: the class
+(``CLASS_CHECKS``), the first phase (``FIRST_PHASE``), then the second: ``TEST_ENDINGS`` (how the
+running test ends) and ``TEST_PROGRESS`` (where it stands otherwise).
+
 Either may ask apply to delete one test's objects first (best effort), with the report to give
 when that fails. concerns/storage/step.py gathers the facts and carries the verdicts out.
 
@@ -98,43 +102,87 @@ def binding_note(name: str, mode: str) -> str:
 
 
 def select_storage_class(classes: Sequence[Mapping[str, Any]], requested: str) -> Selection:
-    """Pick the class for ``requested`` (empty: the cluster default) among ``classes``."""
-    available = ", ".join(_names(classes)) or "none"
-    if requested:
-        match = next((c for c in classes if c["metadata"]["name"] == requested), None)
-        if match is None:
-            return Selection(
-                ok=False,
-                reason=reasons.Storage.STORAGE_CLASS_NOT_FOUND,
-                message=(
-                    f"StorageClass {requested} named in spec.storage.storageClassName does not exist "
-                    f"(classes in the cluster: {available}). Create it, or name an existing class."
-                ),
-            )
-        chosen, how = match, "named in spec.storage.storageClassName"
+    """Pick the class for ``requested`` (empty: the cluster default) among ``classes``: the first
+    finding of ``CLASS_CHECKS``."""
+    found = CLASS_CHECKS.first(ClassRequest(classes, requested))
+    assert found is not None  # class_found finds whenever the checks before it pass
+    return found.value
+
+
+@dataclass(frozen=True)
+class ClassRequest:
+    """What the class checks look at: every StorageClass, and the name asked for (empty: the default)."""
+
+    classes: Sequence[Mapping[str, Any]]
+    requested: str
+
+    @property
+    def available(self) -> str:
+        return ", ".join(_names(self.classes)) or "none"
+
+    @property
+    def named(self) -> Mapping[str, Any] | None:
+        return next((c for c in self.classes if c["metadata"]["name"] == self.requested), None)
+
+    @property
+    def defaults(self) -> list[Mapping[str, Any]]:
+        return [c for c in self.classes if is_default(c)]
+
+
+def named_class_missing(request: ClassRequest) -> Selection | None:
+    """The class named in spec.storage.storageClassName does not exist."""
+    if not request.requested or request.named is not None:
+        return None
+    return Selection(
+        ok=False,
+        reason=reasons.Storage.STORAGE_CLASS_NOT_FOUND,
+        message=(
+            f"StorageClass {request.requested} named in spec.storage.storageClassName does not exist "
+            f"(classes in the cluster: {request.available}). Create it, or name an existing class."
+        ),
+    )
+
+
+def no_default_class(request: ClassRequest) -> Selection | None:
+    """No class named, and none marked default."""
+    if request.requested or request.defaults:
+        return None
+    return Selection(
+        ok=False,
+        reason=reasons.Storage.NO_DEFAULT_STORAGE_CLASS,
+        message=(
+            f"spec.storage.storageClassName is empty and no StorageClass is marked default "
+            f"(classes in the cluster: {request.available}). Name a class in spec.storage.storageClassName, or "
+            f"annotate one with {DEFAULT_CLASS_ANNOTATIONS[0]}=true."
+        ),
+    )
+
+
+def several_default_classes(request: ClassRequest) -> Selection | None:
+    """No class named, and several marked default (Kubernetes would pick the newest: name one)."""
+    defaults = request.defaults
+    if request.requested or len(defaults) <= 1:
+        return None
+    return Selection(
+        ok=False,
+        reason=reasons.Storage.AMBIGUOUS_DEFAULT_STORAGE_CLASS,
+        message=(
+            f"spec.storage.storageClassName is empty and several StorageClasses are marked default: "
+            f"{', '.join(_names(defaults))}. Name one in spec.storage.storageClassName, or leave the "
+            "default annotation on only one."
+        ),
+    )
+
+
+def class_found(request: ClassRequest) -> Selection | None:
+    """The named class, or the one default class: found."""
+    if request.requested:
+        chosen, how = request.named, "named in spec.storage.storageClassName"
     else:
-        defaults = [c for c in classes if is_default(c)]
-        if not defaults:
-            return Selection(
-                ok=False,
-                reason=reasons.Storage.NO_DEFAULT_STORAGE_CLASS,
-                message=(
-                    f"spec.storage.storageClassName is empty and no StorageClass is marked default "
-                    f"(classes in the cluster: {available}). Name a class in spec.storage.storageClassName, or "
-                    f"annotate one with {DEFAULT_CLASS_ANNOTATIONS[0]}=true."
-                ),
-            )
-        if len(defaults) > 1:
-            return Selection(
-                ok=False,
-                reason=reasons.Storage.AMBIGUOUS_DEFAULT_STORAGE_CLASS,
-                message=(
-                    f"spec.storage.storageClassName is empty and several StorageClasses are marked default: "
-                    f"{', '.join(_names(defaults))}. Name one in spec.storage.storageClassName, or leave the "
-                    "default annotation on only one."
-                ),
-            )
-        chosen, how = defaults[0], "the cluster default"
+        defaults = request.defaults
+        chosen, how = (defaults[0] if defaults else None), "the cluster default"
+    if chosen is None:
+        return None
     name = str(chosen["metadata"]["name"])
     provisioner = str(chosen.get("provisioner") or "")
     mode = str(chosen.get("volumeBindingMode") or "Immediate")
@@ -149,6 +197,15 @@ def select_storage_class(classes: Sequence[Mapping[str, Any]], requested: str) -
         provisioner=provisioner,
         volume_binding_mode=mode,
     )
+
+
+CLASS_CHECKS: Final = Chain[ClassRequest, Selection](
+    Check("named class missing", named_class_missing),
+    Check("no default class", no_default_class),
+    Check("several default classes", several_default_classes),
+    Check("class found", class_found),
+)
+"""Which StorageClass, in order: the first check that finds gives the selection."""
 
 
 # ---- the write test ----------------------------------------------------------------------------
@@ -481,75 +538,181 @@ def _evaluate(
     return found.value
 
 
-def evaluate_test(
-    selection: Selection, memory: StorageVerification, objects: WriteTestObjects, *, namespace: str, now: datetime
-) -> StorageVerdict:
-    """Phase two: finish the running test ``memory`` or name its next writes, from its live objects."""
-    pvc, writer, reader = objects.pvc, objects.writer, objects.reader
-    deadline = (conditions.parse_time(memory.started_at) or now) + VERIFY_TIMEOUT
+@dataclass(frozen=True)
+class RunningTest:
+    """What the second phase's checks look at: the running test, its live objects, the clock."""
 
-    def finish(result: VerificationResult, message: str) -> StorageVerdict:
-        done = memory.model_copy(
-            update={"result": result, "finished_at": conditions.format_time(now), "message": message}
-        )
-        requeue = None if result == VerificationResult.SUCCEEDED else RETRY_AFTER.total_seconds()
-        cond = final_condition(selection, done, now + RETRY_AFTER)
-        return _cleanup(selection, done, cond, requeue, keep_pvc=pvc is not None)
+    selection: Selection
+    memory: StorageVerification
+    objects: WriteTestObjects
+    namespace: str
+    now: datetime
 
-    reader_phase, writer_phase = _phase(reader), _phase(writer)
-    if reader_phase == "Succeeded":
-        return finish(
-            VerificationResult.SUCCEEDED,
-            f"{selection.message} Write test passed at {conditions.format_time(now)}: pod {objects.writer_name} "
-            f"wrote a marker to PVC {objects.pvc_name} and a new pod, {objects.reader_name}, read it back; the test "
-            "objects were deleted.",
-        )
-    if reader_phase == "Failed":
-        return finish(
-            VerificationResult.FAILED,
-            f"Storage write test failed on StorageClass {selection.name}: the marker written by pod "
-            f"{objects.writer_name} was not read back intact: {describe_pod(reader)}. Volumes of this class may not "
-            "keep data when pods are replaced; check the provisioner.",
-        )
-    if writer_phase == "Failed":
-        return finish(
-            VerificationResult.FAILED,
-            f"Storage write test failed on StorageClass {selection.name}: {describe_pod(writer)} while writing to "
-            f"PVC {objects.pvc_name}. Check that the volume is writable by a non-root pod (fsGroup 65534).",
-        )
-    if now >= deadline:
-        state = f"{describe_pvc(pvc)}; {describe_pod(reader or writer)}"
-        return finish(
-            VerificationResult.TIMED_OUT,
-            f"Storage write test on StorageClass {selection.name} did not finish within "
-            f"{int(VERIFY_TIMEOUT.total_seconds() // 60)} minutes (started {memory.started_at}): {state}. "
-            "Check that the provisioner creates volumes and that pods in namespace "
-            f"{namespace} (the operator's) can be scheduled and can pull {objects.image}. "
-            "The test objects were deleted.",
-        )
+    @property
+    def deadline(self) -> datetime:
+        return (conditions.parse_time(self.memory.started_at) or self.now) + VERIFY_TIMEOUT
 
-    actions: list[Action] = []
-    step_note = ""
-    if pvc is not None and (pvc.get("metadata") or {}).get("deletionTimestamp"):
-        step_note = f"waiting for PVC {objects.pvc_name} to finish deleting"
-    else:
-        if pvc is None:
-            actions.append(Action.CREATE_PVC)
-            pvc = _just_created(objects.pvc_name)
-        if writer_phase == "Succeeded" and reader is None:
-            if not objects.written:
-                actions.append(Action.MARK_WRITTEN)
-            actions += [Action.DELETE_WRITER, Action.CREATE_READER]
-            step_note = f"pod {objects.writer_name} wrote the marker and was deleted; a new pod reads it back"
-        elif writer is None and reader is None and objects.written:
-            actions.append(Action.CREATE_READER)
-            reader = _just_created(objects.reader_name)
-            step_note = f"pod {objects.writer_name} wrote the marker and was deleted; a new pod reads it back"
-        elif writer is None and reader is None:
-            actions.append(Action.CREATE_WRITER)
-            writer = _just_created(objects.writer_name)
-    if not step_note:
-        step_note = f"{describe_pvc(pvc)}; {describe_pod(reader or writer)}"
+    @property
+    def writer_phase(self) -> str | None:
+        return _phase(self.objects.writer)
+
+    @property
+    def reader_phase(self) -> str | None:
+        return _phase(self.objects.reader)
+
+
+def _finish(test: RunningTest, result: VerificationResult, message: str) -> StorageVerdict:
+    """The test ended with ``result``: record it (onto the PVC first, when there is one) and clean up."""
+    now, selection = test.now, test.selection
+    done = test.memory.model_copy(
+        update={"result": result, "finished_at": conditions.format_time(now), "message": message}
+    )
+    requeue = None if result == VerificationResult.SUCCEEDED else RETRY_AFTER.total_seconds()
+    cond = final_condition(selection, done, now + RETRY_AFTER)
+    return _cleanup(selection, done, cond, requeue, keep_pvc=test.objects.pvc is not None)
+
+
+def reader_succeeded(test: RunningTest) -> StorageVerdict | None:
+    """The reader read the marker back: Verified."""
+    if test.reader_phase != "Succeeded":
+        return None
+    objects = test.objects
+    return _finish(
+        test,
+        VerificationResult.SUCCEEDED,
+        f"{test.selection.message} Write test passed at {conditions.format_time(test.now)}: pod "
+        f"{objects.writer_name} wrote a marker to PVC {objects.pvc_name} and a new pod, {objects.reader_name}, read "
+        "it back; the test objects were deleted.",
+    )
+
+
+def reader_failed(test: RunningTest) -> StorageVerdict | None:
+    """The reader did not read the marker back intact."""
+    if test.reader_phase != "Failed":
+        return None
+    return _finish(
+        test,
+        VerificationResult.FAILED,
+        f"Storage write test failed on StorageClass {test.selection.name}: the marker written by pod "
+        f"{test.objects.writer_name} was not read back intact: {describe_pod(test.objects.reader)}. Volumes of this "
+        "class may not keep data when pods are replaced; check the provisioner.",
+    )
+
+
+def writer_failed(test: RunningTest) -> StorageVerdict | None:
+    """The writer could not write the marker."""
+    if test.writer_phase != "Failed":
+        return None
+    return _finish(
+        test,
+        VerificationResult.FAILED,
+        f"Storage write test failed on StorageClass {test.selection.name}: {describe_pod(test.objects.writer)} "
+        f"while writing to PVC {test.objects.pvc_name}. Check that the volume is writable by a non-root pod "
+        "(fsGroup 65534).",
+    )
+
+
+def deadline_passed(test: RunningTest) -> StorageVerdict | None:
+    """The test ran VERIFY_TIMEOUT without an outcome: TimedOut, saying where it stands."""
+    if test.now < test.deadline:
+        return None
+    objects = test.objects
+    state = f"{describe_pvc(objects.pvc)}; {describe_pod(objects.reader or objects.writer)}"
+    return _finish(
+        test,
+        VerificationResult.TIMED_OUT,
+        f"Storage write test on StorageClass {test.selection.name} did not finish within "
+        f"{int(VERIFY_TIMEOUT.total_seconds() // 60)} minutes (started {test.memory.started_at}): {state}. "
+        "Check that the provisioner creates volumes and that pods in namespace "
+        f"{test.namespace} (the operator's) can be scheduled and can pull {objects.image}. "
+        "The test objects were deleted.",
+    )
+
+
+TEST_ENDINGS: Final = Chain[RunningTest, StorageVerdict](
+    Check("reader succeeded", reader_succeeded),
+    Check("reader failed", reader_failed),
+    Check("writer failed", writer_failed),
+    Check("deadline passed", deadline_passed),
+)
+"""How the running test ends, in order: the first check that finds gives the verdict; none: it runs on."""
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Where a running test stands (a clause of the message) and the writes it needs next."""
+
+    note: str
+    actions: tuple[Action, ...] = ()
+
+
+def _writes(test: RunningTest, *actions: Action) -> tuple[Action, ...]:
+    """``actions``, after creating the PVC when it is absent."""
+    return (Action.CREATE_PVC, *actions) if test.objects.pvc is None else actions
+
+
+def _state(test: RunningTest, pod: Mapping[str, Any] | None) -> str:
+    """Where the PVC (as apply leaves it: created when absent) and the pod at work stand."""
+    objects = test.objects
+    pvc = objects.pvc if objects.pvc is not None else _just_created(objects.pvc_name)
+    return f"{describe_pvc(pvc)}; {describe_pod(pod)}"
+
+
+def _reading_back(test: RunningTest) -> str:
+    return f"pod {test.objects.writer_name} wrote the marker and was deleted; a new pod reads it back"
+
+
+def pvc_deleting(test: RunningTest) -> Progress | None:
+    """The PVC (of an earlier test) is still being deleted: wait for it, write nothing."""
+    pvc = test.objects.pvc
+    if pvc is None or not (pvc.get("metadata") or {}).get("deletionTimestamp"):
+        return None
+    return Progress(f"waiting for PVC {test.objects.pvc_name} to finish deleting")
+
+
+def writer_done(test: RunningTest) -> Progress | None:
+    """The writer succeeded and no reader exists: note it on the PVC, delete the writer, create the reader."""
+    if test.writer_phase != "Succeeded" or test.objects.reader is not None:
+        return None
+    mark = () if test.objects.written else (Action.MARK_WRITTEN,)
+    return Progress(_reading_back(test), _writes(test, *mark, Action.DELETE_WRITER, Action.CREATE_READER))
+
+
+def marker_written(test: RunningTest) -> Progress | None:
+    """Both pods are gone but the PVC says the marker was written (killed between deleting the
+    writer and creating the reader): create the reader, not a second writer."""
+    objects = test.objects
+    if objects.writer is not None or objects.reader is not None or not objects.written:
+        return None
+    return Progress(_reading_back(test), _writes(test, Action.CREATE_READER))
+
+
+def nothing_written(test: RunningTest) -> Progress | None:
+    """No pod yet: create the writer (and the PVC, when absent)."""
+    objects = test.objects
+    if objects.writer is not None or objects.reader is not None:
+        return None
+    return Progress(_state(test, _just_created(objects.writer_name)), _writes(test, Action.CREATE_WRITER))
+
+
+def pods_at_work(test: RunningTest) -> Progress | None:
+    """A pod is at work: wait for it (recreating the PVC when it is gone)."""
+    return Progress(_state(test, test.objects.reader or test.objects.writer), _writes(test))
+
+
+TEST_PROGRESS: Final = Chain[RunningTest, Progress](
+    Check("PVC still deleting", pvc_deleting),
+    Check("writer done: read back next", writer_done),
+    Check("marker written, pods gone: read back", marker_written),
+    Check("no pod yet: write", nothing_written),
+    Check("pods at work: wait", pods_at_work),
+)
+"""Where a test that has not ended stands, in order: the first check that finds says (the last always does)."""
+
+
+def _in_progress(test: RunningTest, progress: Progress) -> StorageVerdict:
+    """StorageReady Unknown while the test runs, and the writes it needs next."""
+    selection = test.selection
     wait_note = ""
     if selection.volume_binding_mode == "WaitForFirstConsumer":
         wait_note = (
@@ -557,16 +720,30 @@ def evaluate_test(
             "(WaitForFirstConsumer), so the pod must be scheduled first."
         )
     message = (
-        f"{selection.summary} Write test in progress in namespace {namespace}: "
-        f"{step_note}.{wait_note} It times out at {conditions.format_time(deadline)}."
+        f"{selection.summary} Write test in progress in namespace {test.namespace}: "
+        f"{progress.note}.{wait_note} It times out at {conditions.format_time(test.deadline)}."
     )
     return StorageVerdict(
         selection,
         Report(
             conditions.unknown(constants.STORAGE_READY, reasons.Storage.VERIFICATION_PENDING, message),
-            memory,
+            test.memory,
             progressing=True,
             requeue_after=POLL_SECONDS,
         ),
-        actions=tuple(actions),
+        actions=progress.actions,
     )
+
+
+def evaluate_test(
+    selection: Selection, memory: StorageVerification, objects: WriteTestObjects, *, namespace: str, now: datetime
+) -> StorageVerdict:
+    """Phase two: finish the running test ``memory`` (``TEST_ENDINGS``) or name its next writes
+    (``TEST_PROGRESS``), from its live objects."""
+    test = RunningTest(selection, memory, objects, namespace, now)
+    ended = TEST_ENDINGS.first(test)
+    if ended is not None:
+        return ended.value
+    progress = TEST_PROGRESS.first(test)
+    assert progress is not None  # pods_at_work always finds
+    return _in_progress(test, progress.value)
