@@ -17,6 +17,7 @@ Exit codes (cli_errors.Exit, docs/cli.md): 0 OK, 1 a failed check, 2 bad input o
 from __future__ import annotations
 
 import argparse
+import importlib.resources
 import json
 import sys
 from collections.abc import Sequence
@@ -36,12 +37,20 @@ def repo_root() -> Path:
     return Path(__file__).resolve().parents[2]
 
 
+def data_path(*parts: str) -> Path:
+    """A file the package ships (package data), installed from a wheel or not. The copies of the
+    repository's files under data/ are kept equal by hack/sync-deploy.py."""
+    return Path(str(importlib.resources.files("tenant_platform").joinpath("data", *parts)))
+
+
 def crd_path() -> Path:
-    return repo_root() / "crds" / "tenancy.dev_tenantplatforms.yaml"
+    """The TenantPlatform CRD (a copy of crds/tenancy.dev_tenantplatforms.yaml)."""
+    return data_path("crds", "tenancy.dev_tenantplatforms.yaml")
 
 
 def sample_path() -> Path:
-    return repo_root() / "deploy" / "samples" / "tenantplatform.yaml"
+    """The sample TenantPlatform `dev` applies (a copy of deploy/samples/tenantplatform.yaml)."""
+    return data_path("samples", "tenantplatform.yaml")
 
 
 def load_documents(path: str | Path) -> list[dict[str, Any]]:
