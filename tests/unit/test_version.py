@@ -99,3 +99,30 @@ def test_the_scan_finds_the_places() -> None:
     for rel in ("deploy/base/deployment.yaml", "deploy/flux/source.yaml", "docs/install.md"):
         assert __version__ in _named_versions((ROOT / rel).read_text()), rel
     assert _named_versions("image: x/tenant-platform-operator:9.9.9\n  tag: v1.2.3\n") == ["9.9.9", "1.2.3"]
+
+
+def test_changelog_names_this_release_first() -> None:
+    text = (ROOT / "CHANGELOG.md").read_text()
+    releases = re.findall(rf"^## \[({SEMVER})\] - \d{{4}}-\d{{2}}-\d{{2}}$", text, re.M)
+    assert releases[0] == __version__, releases
+    assert "## [Unreleased]" in text and "[Keep a Changelog]" in text
+    for release in releases:  # every heading has its link at the bottom
+        assert re.search(rf"^\[{re.escape(release)}\]: https://", text, re.M), release
+
+
+def test_license_matches_the_package_and_the_image() -> None:
+    text = (ROOT / "LICENSE").read_text()
+    assert text.lstrip().startswith("Apache License\n                           Version 2.0, January 2004")
+    assert "END OF TERMS AND CONDITIONS" in text
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["license"] == "Apache-2.0"
+    assert 'org.opencontainers.image.licenses="Apache-2.0"' in (ROOT / "Dockerfile").read_text()
+
+
+def test_release_workflow_checks_the_tag_against_the_version() -> None:
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "release.yaml").read_text())
+    assert workflow[True]["push"]["tags"] == ["v[0-9]+.[0-9]+.[0-9]+*"]  # YAML 1.1 reads `on:` as True
+    steps = workflow["jobs"]["release"]["steps"]
+    commands = "\n".join(str(s.get("run", "")) for s in steps)
+    assert "operator/tenant_platform/__init__.py" in commands and "hack/release.sh" in commands
+    assert "cannot run" in (ROOT / ".github" / "workflows" / "release.yaml").read_text()
