@@ -2,7 +2,9 @@
 # TenantPlatform operator image: `tenant-platform run` (kopf) as PID 1, as a non-root user, with a
 # read-only root filesystem. Build from the repository root:
 #
-#   docker build -t tenant-platform-operator:0.1.0 .
+#   docker build -t tenant-platform-operator:0.2.0 .
+#
+# The version label, like the tag, follows tenant_platform.__version__ (tests/unit/test_version.py).
 #
 # Base image: an exact Python tag. To pin it by digest as well (recommended for releases), resolve
 # the tag once and pass it with its digest; both stages use the same base:
@@ -32,7 +34,8 @@ RUN /opt/venv/bin/pip install --no-deps --no-build-isolation . \
 FROM ${PYTHON_IMAGE}
 LABEL org.opencontainers.image.title="tenant-platform-operator" \
       org.opencontainers.image.description="Kubernetes operator reconciling tenant prerequisites for multi-tenant AI platforms" \
-      org.opencontainers.image.licenses="Apache-2.0"
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.version="0.2.0"
 COPY --from=build /opt/venv /opt/venv
 # HOME and TMPDIR point at /tmp, the only writable path (an emptyDir in the Deployment): kopf and
 # the Kubernetes client write temporary CA and token files there.

@@ -32,6 +32,9 @@ test: ## everything CI runs (the README test command)
 verify: bootstrap ## generated deploy/ files match their sources (crds/, deploy/base/rbac.yaml)
 	$(VENV)/python hack/sync-deploy.py --check
 
+release: ## build the release artifacts into dist/ (hack/release.sh; --image: make release ARGS=--image)
+	hack/release.sh $(ARGS)
+
 dev: ## the embedded demo (keeps running; Ctrl-C to stop)
 	hack/dev.sh
 
@@ -39,4 +42,4 @@ bench: bootstrap ## reconcile benchmark (50 platforms) and GPU scale benchmark (
 	$(VENV)/python -m benchmarks.reconcile_bench --platforms 50
 	$(VENV)/python -m benchmarks.gpu_scale --quick
 
-.PHONY: help bootstrap fmt lint typecheck unit golden test verify dev bench
+.PHONY: help bootstrap fmt lint typecheck unit golden test verify release dev bench

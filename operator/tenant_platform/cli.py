@@ -7,6 +7,8 @@ tenant-platform run     run the operator against the current kubeconfig
 tenant-platform render  print every manifest the operator would apply for a TenantPlatform
 tenant-platform facts   print the install values document of a live TenantPlatform
 tenant-platform check   read-only preflight of the current cluster for a TenantPlatform
+tenant-platform version this command's version and, when a cluster is reachable, the operator's
+tenant-platform completion bash|zsh   a shell completion script
 
 Exit codes (cli_errors.Exit, docs/cli.md): 0 OK, 1 a failed check, 2 bad input or usage,
 3 cannot reach or authenticate to the cluster, 4 internal error. Errors are one line on stderr.
@@ -15,6 +17,7 @@ Exit codes (cli_errors.Exit, docs/cli.md): 0 OK, 1 a failed check, 2 bad input o
 from __future__ import annotations
 
 import argparse
+import importlib.resources
 import json
 import sys
 from collections.abc import Sequence
@@ -34,12 +37,20 @@ def repo_root() -> Path:
     return Path(__file__).resolve().parents[2]
 
 
+def data_path(*parts: str) -> Path:
+    """A file the package ships (package data), installed from a wheel or not. The copies of the
+    repository's files under data/ are kept equal by hack/sync-deploy.py."""
+    return Path(str(importlib.resources.files("tenant_platform").joinpath("data", *parts)))
+
+
 def crd_path() -> Path:
-    return repo_root() / "crds" / "tenancy.dev_tenantplatforms.yaml"
+    """The TenantPlatform CRD (a copy of crds/tenancy.dev_tenantplatforms.yaml)."""
+    return data_path("crds", "tenancy.dev_tenantplatforms.yaml")
 
 
 def sample_path() -> Path:
-    return repo_root() / "deploy" / "samples" / "tenantplatform.yaml"
+    """The sample TenantPlatform `dev` applies (a copy of deploy/samples/tenantplatform.yaml)."""
+    return data_path("samples", "tenantplatform.yaml")
 
 
 def load_documents(path: str | Path) -> list[dict[str, Any]]:
@@ -146,6 +157,91 @@ def cmd_dev(args: argparse.Namespace) -> int:
         ) from None
 
 
+OPERATOR_NAMESPACE = "tenant-platform-system"
+OPERATOR_LABEL = "app.kubernetes.io/name=tenant-platform-operator"
+
+
+def image_version(image: str) -> str | None:
+    """The tag of an image reference (``registry:5000/x/y:0.2.0@sha256:...`` -> ``0.2.0``), or None."""
+    name = image.partition("@")[0]
+    last = name.rpartition("/")[2]
+    return last.rpartition(":")[2] if ":" in last else None
+
+
+def operator_version(deployment: dict[str, Any]) -> dict[str, Any]:
+    """What a cluster says about the operator it runs: the image tag of the operator Deployment
+    (the chart's ``app.kubernetes.io/version`` label when the image is pinned by digest only)."""
+    meta = deployment.get("metadata", {})
+    containers = deployment.get("spec", {}).get("template", {}).get("spec", {}).get("containers") or [{}]
+    container = next((c for c in containers if c.get("name") == "operator"), containers[0])
+    image = str(container.get("image", ""))
+    version = image_version(image) or (meta.get("labels") or {}).get("app.kubernetes.io/version") or "unknown"
+    status = deployment.get("status", {})
+    return {
+        "version": version,
+        "image": image,
+        "deployment": f"{meta.get('namespace')}/{meta.get('name')}",
+        "ready": f"{status.get('readyReplicas', 0)}/{deployment.get('spec', {}).get('replicas', 1)}",
+    }
+
+
+def cluster_versions(kubeconfig: str | None, context: str | None, namespace: str) -> dict[str, Any]:
+    """The server's and the operator's version; never raises: what cannot be read says why."""
+    from tenant_platform.kube import errors as kube_errors  # noqa: PLC0415
+
+    try:
+        kube = connect(kubeconfig, context)
+    except CliError as exc:
+        return {"reachable": False, "error": exc.message}
+    out: dict[str, Any] = {"reachable": True, "server": kube.server_version()[2]}
+    try:
+        found = kube.list("apps/v1", "Deployment", namespace, label_selector=OPERATOR_LABEL)
+    except kube_errors.KubeError as exc:
+        out["operator"] = {"error": f"cannot list Deployments in namespace {namespace}: {exc}"}
+        return out
+    if not found:
+        out["operator"] = {"error": f"no operator Deployment ({OPERATOR_LABEL}) in namespace {namespace}"}
+    else:
+        out["operator"] = operator_version(sorted(found, key=lambda d: d["metadata"]["name"])[0])
+    return out
+
+
+def cmd_version(args: argparse.Namespace) -> int:
+    report: dict[str, Any] = {"client": {"version": __version__}}
+    if not args.client:
+        report["cluster"] = cluster_versions(args.kubeconfig, args.context, args.namespace)
+    if args.output == "json":
+        print(json.dumps(report, indent=2))
+        return Exit.OK
+    if args.output == "yaml":
+        sys.stdout.write(yaml.safe_dump(report, sort_keys=False))
+        return Exit.OK
+    print(f"client:   {__version__}")
+    cluster = report.get("cluster")
+    if cluster is None:
+        return Exit.OK
+    if not cluster["reachable"]:
+        print(f"operator: not reachable ({cluster['error']})")
+        return Exit.OK
+    print(f"server:   {cluster['server']}")
+    operator = cluster["operator"]
+    if "error" in operator:
+        print(f"operator: not found ({operator['error']})")
+    else:
+        print(
+            f"operator: {operator['version']} (image {operator['image']}, deployment {operator['deployment']}, "
+            f"{operator['ready']} ready)"
+        )
+    return Exit.OK
+
+
+def cmd_completion(args: argparse.Namespace) -> int:
+    from tenant_platform import completion  # noqa: PLC0415
+
+    sys.stdout.write(completion.script(build_parser(), args.shell))
+    return Exit.OK
+
+
 def cmd_facts(args: argparse.Namespace) -> int:
     from tenant_platform import preflight  # noqa: PLC0415
 
@@ -197,7 +293,8 @@ def _cluster_flags(parser: argparse.ArgumentParser, *, context: bool = True) -> 
 
 
 def _output_flag(parser: argparse.ArgumentParser, choices: Sequence[str], default: str) -> None:
-    parser.add_argument("-o", "--output", choices=list(choices), default=default, help=f"default: {default}")
+    help_ = f"output format (default: {default})"
+    parser.add_argument("-o", "--output", choices=list(choices), default=default, help=help_)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -207,7 +304,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit codes: 0 OK, 1 a failed check, 2 bad input or usage, 3 cannot reach or authenticate to the "
         "cluster, 4 internal error (docs/cli.md).",
     )
-    parser.add_argument("--version", action="version", version=__version__)
+    parser.add_argument("--version", action="version", version=__version__, help="print the version and exit")
     sub = parser.add_subparsers(dest="command", required=True)
 
     dev = sub.add_parser("dev", help="local control plane + seeded cluster + sample + operator")
@@ -234,7 +331,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run the operator against the current kubeconfig")
     _cluster_flags(run)
-    run.add_argument("--drift-interval", type=float)
+    run.add_argument(
+        "--drift-interval",
+        type=float,
+        metavar="SECONDS",
+        help="seconds between two drift checks of a platform (default: $TENANT_PLATFORM_DRIFT_INTERVAL, then 300)",
+    )
     run.add_argument("--log-format", choices=list(LOG_FORMATS), help="plain (default) or json (one object per line)")
     run.add_argument("--log-level", choices=list(LOG_LEVELS), help="the least severe records logged (default info)")
     run.add_argument("--no-probes", dest="probes", action="store_false", help="no /healthz endpoint")
@@ -247,17 +349,33 @@ def build_parser() -> argparse.ArgumentParser:
     render.set_defaults(func=cmd_render)
 
     facts = sub.add_parser("facts", help="print the install values of a live TenantPlatform")
-    facts.add_argument("name")
+    facts.add_argument("name", help="the TenantPlatform (cluster-scoped) to read")
     _cluster_flags(facts)
     _output_flag(facts, ("yaml", "json"), "yaml")
     facts.set_defaults(func=cmd_facts)
 
     check = sub.add_parser("check", help="read-only preflight; exit 1 when anything fails")
-    check.add_argument("name", nargs="?")
-    check.add_argument("-f", "--file")
+    check.add_argument("name", nargs="?", help="a TenantPlatform on the cluster to check (or -f FILE)")
+    check.add_argument("-f", "--file", help="check this TenantPlatform YAML file instead of a live one")
     _cluster_flags(check)
     _output_flag(check, ("table", "json", "yaml"), "table")
     check.set_defaults(func=cmd_check)
+
+    version = sub.add_parser("version", help="this command's version and the operator's on the cluster")
+    version.add_argument("--client", action="store_true", help="only this command's version (no cluster)")
+    _cluster_flags(version)
+    version.add_argument(
+        "-n",
+        "--namespace",
+        default=OPERATOR_NAMESPACE,
+        help=f"the operator's namespace (default: {OPERATOR_NAMESPACE})",
+    )
+    _output_flag(version, ("text", "json", "yaml"), "text")
+    version.set_defaults(func=cmd_version)
+
+    completion = sub.add_parser("completion", help="print a shell completion script (bash or zsh)")
+    completion.add_argument("shell", choices=["bash", "zsh"], help="the shell to complete for")
+    completion.set_defaults(func=cmd_completion)
     return parser
 
 

@@ -19,6 +19,7 @@ import base64
 import contextlib
 import copy
 import dataclasses
+import importlib.resources
 import json
 import os
 import shutil
@@ -44,13 +45,15 @@ def dev_settings(kubeconfig: str) -> Settings:
     return dataclasses.replace(load_settings({**DEV_DEFAULTS, **os.environ}), kubeconfig=kubeconfig)
 
 
-def _repo() -> Path:
-    return Path(__file__).resolve().parents[2]
+def _data(*parts: str) -> str:
+    """A file the package ships under data/ (copies of crds/ and deploy/: hack/sync-deploy.py), so
+    dev mode runs from a wheel as from a checkout."""
+    return importlib.resources.files("tenant_platform").joinpath("data", *parts).read_text(encoding="utf-8")
 
 
 def install_crd(kube: Any) -> None:
     """Server-side apply our CRD and wait until it is Established."""
-    crd = yaml.safe_load((_repo() / "crds" / "tenancy.dev_tenantplatforms.yaml").read_text())
+    crd = yaml.safe_load(_data("crds", "tenancy.dev_tenantplatforms.yaml"))
     kube.apply(crd)
 
     def established() -> bool:
@@ -135,7 +138,7 @@ def main(
         if tenant_clusters:
             names += start_fleet(cp, kube, tenant_clusters, files, tenants, say=say)
         # The operator's namespace holds its leader-election Lease.
-        for doc in yaml.safe_load_all((_repo() / "deploy" / "base" / "namespace.yaml").read_text()):
+        for doc in yaml.safe_load_all(_data("base", "namespace.yaml")):
             kube.apply(doc)
         if not operator:
             return _cluster_only(cp, kube, names, once=once, say=say)

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tenant_platform import __version__
 from tenant_platform.config import Settings
 from tenant_platform.testing import tools
 from tenant_platform.testing.controlplane import ControlPlane, find_bin_dir
@@ -558,6 +559,6 @@ def test_install_doc_overlay_works(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     (deployment,) = [d for d in docs(proc.stdout) if d["kind"] == "Deployment"]
     container = deployment["spec"]["template"]["spec"]["containers"][0]
-    assert container["image"] == "registry.example.com/tenant-platform-operator:0.1.0"
+    assert container["image"] == f"registry.example.com/tenant-platform-operator:{__version__}"
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["TENANT_PLATFORM_DRIFT_INTERVAL"] == "600"

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tenant_platform import __version__
 from tenant_platform.testing import tools
 from tenant_platform.testing.controlplane import ControlPlane
 
@@ -114,7 +115,7 @@ def test_subchart_renders_with_globals_and_applies(
     (deployment,) = [d for d in rendered if d["kind"] == "Deployment"]
     pod = deployment["spec"]["template"]["spec"]
     assert pod["securityContext"] == {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
-    assert pod["containers"][0]["image"] == "registry.example.com/tenant-platform-operator:0.1.0"
+    assert pod["containers"][0]["image"] == f"registry.example.com/tenant-platform-operator:{__version__}"
     # Everything in the release namespace, but the events Role and RoleBinding (the API server takes
     # events about a cluster-scoped object only in `default`) and the cluster-info reader in
     # kube-public (docs/security.md).

@@ -7,6 +7,7 @@ a kubeconfig, so a permission missing from deploy/ fails loudly.
 
 from __future__ import annotations
 
+import importlib.resources
 import json
 import os
 import socket
@@ -68,6 +69,15 @@ class RunningOperator:
                 self.process.wait()
 
 
+def base_file(name: str) -> Path:
+    """deploy/base/<name> of the checkout; installed without one (`tenant-platform dev
+    --no-operator` from a wheel), the package's copy of it (data/base/, hack/sync-deploy.py)."""
+    path = REPO / "deploy" / "base" / name
+    if path.is_file():
+        return path
+    return Path(str(importlib.resources.files("tenant_platform").joinpath("data", "base", name)))
+
+
 def apply_file(kube: Kube, path: Path) -> None:
     for doc in yaml.safe_load_all(path.read_text()):
         if doc:
@@ -83,8 +93,8 @@ def _free_port() -> int:
 def operator_kubeconfig(control_plane: ControlPlane, admin: Kube, path: Path) -> tuple[Path, str]:
     """Apply deploy/base's namespace and RBAC, mint a token for the operator's ServiceAccount and
     write a kubeconfig with it (context namespace: the operator's); returns (path, token)."""
-    apply_file(admin, REPO / "deploy" / "base" / "namespace.yaml")
-    apply_file(admin, REPO / "deploy" / "base" / "rbac.yaml")
+    apply_file(admin, base_file("namespace.yaml"))
+    apply_file(admin, base_file("rbac.yaml"))
     token, _ = admin.request_token(OPERATOR_NAMESPACE, OPERATOR_SA, expiration_seconds=6 * 3600)
     kubeconfig = control_plane.kubeconfig_for_token(token, path)
     doc: dict[str, Any] = yaml.safe_load(kubeconfig.read_text())
