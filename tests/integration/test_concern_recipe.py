@@ -408,14 +408,13 @@ def test_the_step_satisfies_the_typed_contract(tmp_path: Path) -> None:
     )
     edit(
         copy / "reconcile" / "registry.py",
-        "from tenant_platform.concerns.edgecert import step as edgecert\n",
-        "from tenant_platform.concerns.edgecert import step as edgecert\n"
-        "from tenant_platform.concerns.example import step as example\n",
+        "import tenant_platform.concerns.edgecert.step\n",
+        "import tenant_platform.concerns.edgecert.step\nimport tenant_platform.concerns.example.step\n",
     )
     edit(
         copy / "reconcile" / "registry.py",
-        "    contract_step(gpu.STEP),\n",
-        "    contract_step(gpu.STEP),\n    example.STEP,\n",
+        "    tenant_platform.concerns.gpu.step.STEP,\n",
+        "    tenant_platform.concerns.gpu.step.STEP,\n    tenant_platform.concerns.example.step.STEP,\n",
     )
     config = tmp_path / "mypy.ini"
     config.write_text(

@@ -28,7 +28,6 @@ from tenant_platform.concerns.gpu import step as gpu
 from tenant_platform.concerns.namespaces import step as namespaces
 from tenant_platform.config import Settings
 from tenant_platform.formats.hami import bounds
-from tenant_platform.framework.legacy import contract_step
 from tenant_platform.kube.client import Kube
 from tenant_platform.observe import cluster
 from tenant_platform.reconcile import registry
@@ -186,7 +185,7 @@ def scene(
     crd: Kube, control_plane: ControlPlane, unique_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Scene]:
     # The namespaces step claims the tenant namespace (the write gate lets the values in only then).
-    monkeypatch.setattr(registry, "STEPS", [contract_step(namespaces.STEP), gpu.STEP])
+    monkeypatch.setattr(registry, "STEPS", [namespaces.STEP, gpu.STEP])
     s = Scene(crd, control_plane, unique_name[:40].rstrip("-"), tmp_path)
     try:
         yield s

@@ -64,36 +64,3 @@ class Verdict:
     def but(self, **changes: Any) -> Verdict:
         """This verdict with ``changes`` (what an apply reports after its writes)."""
         return dataclasses.replace(self, **changes)
-
-
-@dataclass
-class LegacyVerdict:
-    """The untyped verdict some pure evaluates still return (``recorded`` a plain mapping); a
-    step's evaluate turns it into a ``Verdict`` with ``typed``. Being retired concern by concern."""
-
-    conditions: list[Condition]
-    desired: list[Manifest] = field(default_factory=list)
-    recorded: dict[str, Any] = field(default_factory=dict)
-    sections: dict[str, Any] = field(default_factory=dict)
-    progressing: bool = False
-    requeue_after: float | None = None
-    events: list[Event] = field(default_factory=list)
-
-    @property
-    def condition(self) -> Condition:
-        if len(self.conditions) != 1:
-            raise ValueError(f"expected one condition, got {len(self.conditions)}")
-        return self.conditions[0]
-
-    def typed(self, **changes: Any) -> Verdict:
-        """The same decision as a ``Verdict`` (its recorded facts validated into ``Recorded``)."""
-        base = Verdict(
-            conditions=list(self.conditions),
-            desired=list(self.desired),
-            recorded=Recorded.fragment(self.recorded),
-            sections=dict(self.sections),
-            progressing=self.progressing,
-            requeue_after=self.requeue_after,
-            events=list(self.events),
-        )
-        return dataclasses.replace(base, **changes) if changes else base

@@ -6,7 +6,7 @@ from typing import Any
 
 from tenant_platform.core.verdict import Verdict
 from tenant_platform.framework.base import CleanupResult, StepContext, StepResult
-from tenant_platform.framework.contract import Action, Given
+from tenant_platform.framework.contract import Action, Given, Step
 
 
 class NoHandoff:
@@ -35,13 +35,11 @@ class NoHandoff:
         return []
 
 
-def reconcile_step(step: Any, ctx: StepContext) -> StepResult:
+def reconcile_step(step: Step[Any], ctx: StepContext) -> StepResult:
     """One step's pass as the pipeline drives it (rounds, published sections), with API errors
     escaping instead of becoming conditions, so a test can assert on either."""
-    from tenant_platform.framework.legacy import Legacy  # noqa: PLC0415 (temporary, see its docstring)
     from tenant_platform.reconcile import pipeline  # noqa: PLC0415 (testing/ sits beside the operator)
 
-    contract_step = Legacy(step) if hasattr(step, "reconcile") else step
-    result = pipeline.result_of(pipeline.run_rounds(contract_step, ctx))
+    result = pipeline.result_of(pipeline.run_rounds(step, ctx))
     ctx.events.extend(result.events)
     return result
