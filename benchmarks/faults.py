@@ -44,8 +44,8 @@ import yaml
 
 from tenant_platform import devmode
 from tenant_platform.api import constants
-from tenant_platform.concerns.podguard import manifests as render_pg
-from tenant_platform.concerns.storage import manifests as render_storage
+from tenant_platform.concerns.podguard.manifests import API_VERSION, BINDING_KIND, POLICY_KIND, SHARED_NAMES
+from tenant_platform.concerns.storage.manifests import ATTEMPT_LABEL, COMPONENT
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube
 from tenant_platform.main import LEASE_NAME
@@ -183,7 +183,7 @@ def _labelled(kube: Kube, api: str, kind: str, name: str, namespace: str | None 
 
 
 def storage_objects(kube: Kube, name: str) -> list[Any]:
-    comp = {constants.LABEL_COMPONENT: render_storage.COMPONENT}
+    comp = {constants.LABEL_COMPONENT: COMPONENT}
     return [
         *_labelled(kube, "v1", "PersistentVolumeClaim", name, OPERATOR_NAMESPACE, **comp),
         *_labelled(kube, "v1", "Pod", name, OPERATOR_NAMESPACE, **comp),
@@ -219,9 +219,9 @@ def problems(kube: Kube, names: list[str], gpu_nodes: set[str] | None, storage_p
         guard = ((body or {}).get("status") or {}).get("podGuard") or {}
         if (guard.get("enforcement"), guard.get("namespaces")) != ("Deny", [name]):
             out.append(f"{name}: pod guard parameter {guard.get('enforcement')} over {guard.get('namespaces')}")
-        for kind in (render_pg.POLICY_KIND, render_pg.BINDING_KIND):
-            for shared in render_pg.SHARED_NAMES:
-                if _get(kube, render_pg.API_VERSION, kind, shared) is None:
+        for kind in (POLICY_KIND, BINDING_KIND):
+            for shared in SHARED_NAMES:
+                if _get(kube, API_VERSION, kind, shared) is None:
                     out.append(f"shared pod guard {kind} {shared} missing")
         kubeconfigs = _labelled(kube, "v1", "Secret", name, name, **{constants.LABEL_COMPONENT: "installer"})
         if len(kubeconfigs) != 1:
@@ -246,7 +246,7 @@ def _storage_problems(kube: Kube, name: str, body: dict[str, Any] | None) -> lis
     stray = sorted(
         o["metadata"]["name"]
         for o in storage_objects(kube, name)
-        if (o["metadata"].get("labels") or {}).get(render_storage.ATTEMPT_LABEL) != str(running)
+        if (o["metadata"].get("labels") or {}).get(ATTEMPT_LABEL) != str(running)
     )
     return [f"{name}: storage test objects not recorded: {stray}"] if stray else []
 
@@ -262,8 +262,8 @@ def leftovers(kube: Kube, names: list[str], gpu_before: set[str]) -> list[str]:
             out.append(f"{name}: Corefile block left")
         for api, kind, ns in (
             ("v1", "Namespace", None),
-            (render_pg.API_VERSION, render_pg.POLICY_KIND, None),
-            (render_pg.API_VERSION, render_pg.BINDING_KIND, None),
+            (API_VERSION, POLICY_KIND, None),
+            (API_VERSION, BINDING_KIND, None),
         ):
             if left := _labelled(kube, api, kind, name, ns):
                 out.append(f"{name}: {kind} {[o['metadata']['name'] for o in left]} left")
@@ -346,7 +346,7 @@ class Suite:
 
     def _play_kubelet(self) -> None:
         """No kubelet here: storage test pods are reported Succeeded once created."""
-        selector = f"{constants.LABEL_COMPONENT}={render_storage.COMPONENT}"
+        selector = f"{constants.LABEL_COMPONENT}={COMPONENT}"
         while not self.kubelet_stop.wait(1.0):
             with contextlib.suppress(errors.KubeError):
                 for pod in self.admin.list("v1", "Pod", OPERATOR_NAMESPACE, label_selector=selector):

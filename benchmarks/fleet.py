@@ -32,7 +32,7 @@ import yaml
 from tenant_platform import devmode, reconcile
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
-from tenant_platform.concerns.target import step as targets
+from tenant_platform.concerns.target import step
 from tenant_platform.config import Settings
 from tenant_platform.kube import remote
 from tenant_platform.kube.client import Kube
@@ -143,14 +143,14 @@ def run(count: int) -> dict[str, Any]:
             after = sum(c.counter.snapshot()[0] + c.counter.snapshot()[1] for c in clients)
             snapshots = TargetSnapshots(wake=lambda _: None, debounce=1.0)
 
-            def observe(p: TenantPlatform, c: targets.TargetConnection) -> targets.TargetObservation:
+            def observe(p: TenantPlatform, c: step.TargetConnection) -> step.TargetObservation:
                 assert c.kube is not None
                 return snapshots.observe(p.name, c.key, c.resource_version, c.kube)
 
             for name in names:
                 body = kube.get(constants.API_VERSION, constants.KIND, name)
                 assert body is not None
-                connection = targets.connect(TenantPlatform.from_body(body), kube)
+                connection = step.connect(TenantPlatform.from_body(body), kube)
                 assert connection.kube is not None
                 seen = observe(TenantPlatform.from_body(body), connection)
                 seen.observed.wait_synced(30)

@@ -26,9 +26,7 @@ from typing import Any
 
 from tenant_platform import devmode
 from tenant_platform.api import constants
-from tenant_platform.concerns.podguard import manifests as render_pg
-from tenant_platform.concerns.podguard import step as pg_step
-from tenant_platform.concerns.podguard import verdict as pg
+from tenant_platform.concerns.podguard import manifests, step, verdict
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube
 from tenant_platform.testing.controlplane import ControlPlane
@@ -79,12 +77,12 @@ def platform_body(name: str, namespace: str) -> dict[str, Any]:
 def add_platform(kube: Kube, name: str, namespace: str) -> None:
     """A TenantPlatform whose parameter (``status.podGuard``) lists ``namespace`` at Deny."""
     kube.create(platform_body(name, namespace))
-    value = render_pg.GuardParam((namespace,), "Deny", ("docker.io/istio/proxyv2",))
+    value = manifests.GuardParam((namespace,), "Deny", ("docker.io/istio/proxyv2",))
     kube.merge_patch(
         constants.API_VERSION,
         constants.KIND,
         name,
-        {"status": {"podGuard": pg.param_fields(value)}},
+        {"status": {"podGuard": verdict.param_fields(value)}},
         subresource="status",
     )
 
@@ -128,7 +126,7 @@ def run(requests: int, counts: list[int]) -> dict[str, Any]:
         )
         rate(kube, 20)  # warm up
         stages: list[dict[str, Any]] = [{"platforms": 0, "guard": False, **rate(kube, requests)}]
-        for obj in pg_step.shared_objects():
+        for obj in step.shared_objects():
             kube.apply(obj)
         add_platform(kube, "bench-0", NAMESPACE)
         wait_for(lambda: guard_denies(kube), "the shared guard to deny", 60, interval=0.2)

@@ -23,7 +23,7 @@ import kubernetes.client
 import pytest
 
 from tenant_platform import devmode
-from tenant_platform.kube import errors as kube_errors
+from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube
 from tenant_platform.testing import binaries, controlplane, seed
 from tenant_platform.testing.controlplane import ControlPlane
@@ -162,7 +162,7 @@ def make_platform(crd: Kube) -> Iterator[Callable[..., dict[str, Any]]]:
     for name in created:
         try:
             crd.merge_patch("tenancy.dev/v1alpha1", "TenantPlatform", name, {"metadata": {"finalizers": None}})
-        except kube_errors.NotFound:
+        except errors.NotFound:
             continue
         crd.delete("tenancy.dev/v1alpha1", "TenantPlatform", name)
 

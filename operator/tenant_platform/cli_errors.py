@@ -32,7 +32,7 @@ import yaml
 
 from tenant_platform.api import admission, constants
 from tenant_platform.config import SettingsError
-from tenant_platform.kube import errors as kube_errors
+from tenant_platform.kube import errors
 
 
 class Exit(enum.IntEnum):
@@ -74,7 +74,7 @@ def guard(command: str, func: Callable[[], int]) -> int:
     except SettingsError as exc:  # a wrong setting is bad input: name it, exit 2
         say(command, f"configuration error: {exc} (docs/install.md lists every setting)")
         return int(Exit.BAD_INPUT)
-    except kube_errors.KubeError as exc:
+    except errors.KubeError as exc:
         message, code = describe_kube_error(exc)
         say(command, message)
         return int(code)
@@ -108,10 +108,10 @@ _CAUSES = (
 )
 
 
-def describe_kube_error(exc: kube_errors.KubeError, server: str = "") -> tuple[str, Exit]:
+def describe_kube_error(exc: errors.KubeError, server: str = "") -> tuple[str, Exit]:
     """One line and an exit code for a failed API call."""
     where = f" at {server}" if server else ""
-    if isinstance(exc, kube_errors.Transient) and exc.status == 0:
+    if isinstance(exc, errors.Transient) and exc.status == 0:
         cause = next((why for needle, why in _CAUSES if needle in exc.message), "")
         cause = cause or _short(exc.message)
         return (
@@ -125,15 +125,15 @@ def describe_kube_error(exc: kube_errors.KubeError, server: str = "") -> tuple[s
             "refresh the token, or pick another --context.",
             Exit.CLUSTER,
         )
-    if isinstance(exc, kube_errors.Forbidden):
+    if isinstance(exc, errors.Forbidden):
         return (
             f"permission denied (403): {_short(exc.message)}. Use an identity allowed to do this (--context), or "
             "grant it the permission (docs/security.md lists what each command reads).",
             Exit.CLUSTER,
         )
-    if isinstance(exc, kube_errors.Invalid):
+    if isinstance(exc, errors.Invalid):
         return f"the API server refused the object: {_short(exc.message)}. Fix the field it names.", Exit.BAD_INPUT
-    if isinstance(exc, kube_errors.Transient):
+    if isinstance(exc, errors.Transient):
         return (
             f"the API server{where} is not answering properly ({exc.status} {exc.reason}: {_short(exc.message)}); "
             "try again when it is healthy.",
@@ -192,7 +192,7 @@ def connect(kubeconfig: str | None, context: str | None) -> Any:
         ) from None
     try:  # one cheap request first: an unreachable cluster is one line, not a table of API errors
         kube.server_version()
-    except kube_errors.KubeError as exc:
+    except errors.KubeError as exc:
         message, code = describe_kube_error(exc, kube.server)
         raise CliError(message, code) from None
     return kube

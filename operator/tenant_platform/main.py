@@ -39,11 +39,11 @@ from tenant_platform import (
     metrics,
 )
 from tenant_platform.api import constants
-from tenant_platform.concerns.apiaddresses import verdict as apiaddresses
+from tenant_platform.concerns.apiaddresses import verdict
 from tenant_platform.concerns.dns import coredns
 from tenant_platform.concerns.dns.coredns import DEFAULT_POD_LABELS, CoreDNSTarget
 from tenant_platform.config import Settings
-from tenant_platform.formats.hami import names as hami_names
+from tenant_platform.formats.hami import names
 from tenant_platform.kube import observed
 from tenant_platform.kube.cache import CachedKube, Scope, operator_scopes
 from tenant_platform.kube.client import Kube
@@ -135,12 +135,12 @@ def cache_scopes(settings: Settings) -> list[Scope]:
         Scope("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"),
         Scope("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"),
         Scope("v1", "Pod", namespace=dns.namespace, labels=tuple(DEFAULT_POD_LABELS.items())),
-        Scope("v1", "Service", namespace=apiaddresses.SERVICE_NAMESPACE, name=apiaddresses.SERVICE_NAME),
+        Scope("v1", "Service", namespace=verdict.SERVICE_NAMESPACE, name=verdict.SERVICE_NAME),
         Scope(
             "discovery.k8s.io/v1",
             "EndpointSlice",
-            namespace=apiaddresses.SERVICE_NAMESPACE,
-            labels=((apiaddresses.SERVICE_NAME_LABEL, apiaddresses.SERVICE_NAME),),
+            namespace=verdict.SERVICE_NAMESPACE,
+            labels=((verdict.SERVICE_NAME_LABEL, verdict.SERVICE_NAME),),
         ),
         # Which ConfigMaps exist (metadata only, names kept): a ConfigMap of ours not written yet
         # (the edge trust ConfigMap while there is no CA to publish) is then known absent without
@@ -149,7 +149,7 @@ def cache_scopes(settings: Settings) -> list[Scope]:
         Scope("v1", "ConfigMap", names_only=True, role="names"),
     ]
     for namespace in dict.fromkeys(settings.cache_hami_namespaces):
-        facts.append(Scope("v1", "ConfigMap", namespace=namespace, name=hami_names.CONFIG_MAP))
+        facts.append(Scope("v1", "ConfigMap", namespace=namespace, name=names.CONFIG_MAP))
         if namespace != mesh:
             facts.append(Scope("apps/v1", "Deployment", namespace=namespace))
     return operator_scopes(child_kinds=CHILD_KINDS, fact_scopes=facts)

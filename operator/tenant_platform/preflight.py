@@ -47,7 +47,7 @@ from tenant_platform.api.reasons import (
     Summary,
 )
 from tenant_platform.api.status.recorded import Recorded
-from tenant_platform.concerns.installvalues import manifests as render_values
+from tenant_platform.concerns.installvalues import manifests
 from tenant_platform.config import Settings, load_settings
 from tenant_platform.kube.client import Kube, Obj
 
@@ -332,4 +332,4 @@ def facts_document(kube: Kube, name: str) -> str:
     except pydantic.ValidationError as exc:
         raise PreflightError(f"{constants.KIND} {name} has recorded facts this version cannot read: {exc}") from exc
     namespace = str((body.get("spec") or {}).get("namespace", ""))
-    return render_values.render_values(platform_name=name, namespace=namespace, recorded=facts)
+    return manifests.render_values(platform_name=name, namespace=namespace, recorded=facts)

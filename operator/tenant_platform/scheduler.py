@@ -33,7 +33,7 @@ from typing import Any, Protocol
 
 from tenant_platform import metrics, reconcile
 from tenant_platform.api import constants
-from tenant_platform.concerns.gpu import step as gpu
+from tenant_platform.concerns.gpu import step
 from tenant_platform.kube import errors
 from tenant_platform.kube.backoff import Backoff
 from tenant_platform.kube.cache import CachedKube
@@ -57,7 +57,7 @@ RETRY_FLOOR_SECONDS = 0.5
 RETRY_RANDOM = random.Random()
 """The random source of the jitter (tests seed it)."""
 
-GPU_ONLY: frozenset[str] = frozenset({gpu.COMPONENT})
+GPU_ONLY: frozenset[str] = frozenset({step.COMPONENT})
 """The steps of the pass a GPU snapshot change asks for (the pipeline adds the hand-off when the
 recorded GPU facts changed)."""
 

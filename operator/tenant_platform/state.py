@@ -21,7 +21,7 @@ from typing import Any
 from tenant_platform import targetwatch
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
-from tenant_platform.concerns.gpu import step as gpu
+from tenant_platform.concerns.gpu import step
 from tenant_platform.concerns.target.step import TargetConnection
 from tenant_platform.config import Settings
 from tenant_platform.kube.client import Kube
@@ -175,7 +175,7 @@ class OperatorState:
         with self.lock:
             names = list(self.wakeups)
         lookup = changes.snapshot.node
-        woken = [name for name in names if gpu.SCOPES.depends_on(name, changes.nodes(name), lookup)]
+        woken = [name for name in names if step.SCOPES.depends_on(name, changes.nodes(name), lookup)]
         with self.lock:
             for name in woken:
                 event = self.wakeups.get(name)

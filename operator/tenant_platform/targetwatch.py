@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tenant_platform.concerns.target.step import TargetObservation
-from tenant_platform.formats.hami import names as hami_names
+from tenant_platform.formats.hami import names
 from tenant_platform.gpuwatch import GpuWatches, gpu_refresher, start_watches
 from tenant_platform.kube import remote
 from tenant_platform.kube.cache import CachedKube, Scope
@@ -39,7 +39,7 @@ def target_cache_scopes(hami_namespaces: tuple[str, ...], mesh_namespace: str = 
         Scope("v1", "Service", namespace=mesh_namespace),
     ]
     for namespace in dict.fromkeys(hami_namespaces):
-        scopes.append(Scope("v1", "ConfigMap", namespace=namespace, name=hami_names.CONFIG_MAP))
+        scopes.append(Scope("v1", "ConfigMap", namespace=namespace, name=names.CONFIG_MAP))
         if namespace != mesh_namespace:
             scopes.append(Scope("apps/v1", "Deployment", namespace=namespace))
     return scopes

@@ -15,8 +15,8 @@ import yaml
 from facts_support import create_platform, get_platform, install_crd, kube_for, reconcile_once, run_step
 
 from tenant_platform import preflight
-from tenant_platform.concerns.apiaddresses import step as apiaddresses
-from tenant_platform.concerns.installvalues import manifests as render_values
+from tenant_platform.concerns.apiaddresses import step
+from tenant_platform.concerns.installvalues import manifests
 from tenant_platform.kube.client import Kube
 from tenant_platform.testing.controlplane import FIRST_SERVICE_IP, ControlPlane
 
@@ -45,7 +45,7 @@ def values_of(kube: Kube, name: str) -> dict:
     body = get_platform(kube, name)
     cm = kube.get("v1", "ConfigMap", f"{name}-install-values", body["spec"]["namespace"])
     assert cm is not None
-    return yaml.safe_load(cm["data"][render_values.VALUES_KEY])
+    return yaml.safe_load(cm["data"][manifests.VALUES_KEY])
 
 
 def test_addresses_recorded_and_kept_current(kube: Kube) -> None:
@@ -56,7 +56,7 @@ def test_addresses_recorded_and_kept_current(kube: Kube) -> None:
     secure_port = service["spec"]["ports"][0]["targetPort"]
 
     # No EndpointSlice: the service address is recorded, the endpoints are empty with a warning.
-    result = run_step(apiaddresses.STEP, kube, get_platform(kube, name))
+    result = run_step(step.STEP, kube, get_platform(kube, name))
     assert result.conditions == []
     assert result.recorded["kubernetesAPI"] == {
         "serviceCIDRs": [f"{FIRST_SERVICE_IP}/32"],
@@ -64,7 +64,7 @@ def test_addresses_recorded_and_kept_current(kube: Kube) -> None:
         "servicePorts": [443],
         "endpointPorts": [secure_port],
     }
-    check = result.status["checks"][apiaddresses.CHECK_NAME]
+    check = result.status["checks"][step.CHECK_NAME]
     assert check["result"] == "Warn" and "EndpointSlice" in check["message"]
     reconcile_once(kube, name)
     assert get_platform(kube, name)["status"]["recorded"]["kubernetesAPI"]["endpointCIDRs"] == []
@@ -72,10 +72,10 @@ def test_addresses_recorded_and_kept_current(kube: Kube) -> None:
 
     # Two API servers, one not ready: both recorded, the not-ready one noted.
     kube.create(endpoint_slice("kubernetes-a", [(["192.0.2.11"], True), (["192.0.2.10"], False)]))
-    result = run_step(apiaddresses.STEP, kube, get_platform(kube, name))
+    result = run_step(step.STEP, kube, get_platform(kube, name))
     assert result.recorded["kubernetesAPI"]["endpointCIDRs"] == ["192.0.2.10/32", "192.0.2.11/32"]
     assert result.recorded["kubernetesAPI"]["endpointPorts"] == [6443]
-    assert result.status["checks"][apiaddresses.CHECK_NAME] == {
+    assert result.status["checks"][step.CHECK_NAME] == {
         "result": "Pass",
         "message": "Recorded although not ready: 192.0.2.10/32.",
     }
@@ -98,4 +98,4 @@ def test_addresses_recorded_and_kept_current(kube: Kube) -> None:
     # `tenant-platform facts` prints the same document as the ConfigMap holds.
     cm = kube.get("v1", "ConfigMap", f"{name}-install-values", "api-addresses")
     assert cm is not None
-    assert preflight.facts_document(kube, name) == cm["data"][render_values.VALUES_KEY]
+    assert preflight.facts_document(kube, name) == cm["data"][manifests.VALUES_KEY]

@@ -26,8 +26,7 @@ from tenant_platform import gpuwatch, main, reconcile
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.reasons import Common
-from tenant_platform.concerns.podguard import step as podguard
-from tenant_platform.concerns.podguard import verdict as pg
+from tenant_platform.concerns.podguard import step, verdict
 from tenant_platform.config import Settings
 from tenant_platform.kube import errors
 from tenant_platform.kube.cache import RBAC_SETTLE_SECONDS, CachedKube
@@ -98,8 +97,8 @@ def guard_type_checked(kube: Kube) -> bool:
     """Whether the shared pod guard policies' current generation has been type-checked (by the
     kube-controller-manager's policy status controller, on its own time): until then PodGuardReady
     says it has not, and the first pass after it reports the change (a status write)."""
-    live = [kube.get(o["apiVersion"], o["kind"], o["metadata"]["name"]) for o in podguard.shared_objects()]
-    return not pg.type_check_pending([o for o in live if o is not None])
+    live = [kube.get(o["apiVersion"], o["kind"], o["metadata"]["name"]) for o in step.shared_objects()]
+    return not verdict.type_check_pending([o for o in live if o is not None])
 
 
 def converge(kube: Kube, name: str) -> reconcile.Outcome:

@@ -21,8 +21,8 @@ from tenant_platform import reconcile
 from tenant_platform.api import constants
 from tenant_platform.api.reasons import DNS, Common
 from tenant_platform.api.status.dns import Mode
-from tenant_platform.concerns.dns import step as dns
 from tenant_platform.concerns.dns.coredns import CoreDNSTarget
+from tenant_platform.concerns.dns.step import STEP, DnsStep
 from tenant_platform.config import Settings
 from tenant_platform.formats import corefile
 from tenant_platform.kube import errors
@@ -57,7 +57,7 @@ def real_coredns(kube: Kube) -> Iterator[str]:
 
 
 @pytest.fixture
-def scratch(kube: Kube, unique_name: str) -> Iterator[Callable[..., dns.DnsStep]]:
+def scratch(kube: Kube, unique_name: str) -> Iterator[Callable[..., DnsStep]]:
     """Make a private CoreDNS setup in a scratch namespace; returns a DnsStep targeting it."""
     created: list[str] = []
 
@@ -67,7 +67,7 @@ def scratch(kube: Kube, unique_name: str) -> Iterator[Callable[..., dns.DnsStep]
         labels: dict[str, str] | None = None,
         annotations: dict[str, str] | None = None,
         custom: dict[str, str] | None = None,
-    ) -> dns.DnsStep:
+    ) -> DnsStep:
         ns = f"{unique_name}-dns"
         create_namespace(kube, ns)
         created.append(ns)
@@ -109,7 +109,7 @@ def scratch(kube: Kube, unique_name: str) -> Iterator[Callable[..., dns.DnsStep]
                 },
             }
         )
-        return dns.DnsStep(target=CoreDNSTarget(namespace=ns))
+        return DnsStep(target=CoreDNSTarget(namespace=ns))
 
     yield make
     for ns in created:
@@ -147,7 +147,7 @@ def test_corefile_edit_is_idempotent_coexists_and_is_removed_cleanly(
     b = platform_body(f"{unique_name}-b", "ns-b")
 
     before = writes(kube)
-    status, reason, message = sole_condition(run(dns.STEP, kube, a))
+    status, reason, message = sole_condition(run(STEP, kube, a))
     assert (status, reason) == ("True", DNS.CONFIGURED), message
     assert "No CoreDNS pod is running" in message  # honest: nothing to ask on this control plane
     assert writes(kube) == before + 1
@@ -160,27 +160,27 @@ def test_corefile_edit_is_idempotent_coexists_and_is_removed_cleanly(
     # Repeated reconciles: zero writes.
     before = writes(kube)
     for _ in range(3):
-        assert sole_condition(run(dns.STEP, kube, a))[0] == "True"
+        assert sole_condition(run(STEP, kube, a))[0] == "True"
     assert writes(kube) == before
 
     # A second platform coexists.
-    assert sole_condition(run(dns.STEP, kube, b))[0] == "True"
+    assert sole_condition(run(STEP, kube, b))[0] == "True"
     text = corefile_of(kube)
     assert corefile.platforms(text)[-2:] == [a["metadata"]["name"], b["metadata"]["name"]]
     before = writes(kube)
-    run(dns.STEP, kube, a)
-    run(dns.STEP, kube, b)
+    run(STEP, kube, a)
+    run(STEP, kube, b)
     assert writes(kube) == before
 
     # Deleting a removes only a's block; a second cleanup writes nothing.
-    assert dns.STEP.cleanup(context(kube, a)).done
+    assert STEP.cleanup(context(kube, a)).done
     text = corefile_of(kube)
     assert corefile.block_for(text, a["metadata"]["name"]) is None
     assert corefile.block_for(text, b["metadata"]["name"]) is not None
     before = writes(kube)
-    assert dns.STEP.cleanup(context(kube, a)).done
+    assert STEP.cleanup(context(kube, a)).done
     assert writes(kube) == before
-    assert dns.STEP.cleanup(context(kube, b)).done
+    assert STEP.cleanup(context(kube, b)).done
     assert corefile_of(kube) == real_coredns
 
 
@@ -249,7 +249,7 @@ class RacingKube(Kube):
 
 
 def test_concurrent_edit_is_retried_and_kept(
-    kube: Kube, control_plane: ControlPlane, scratch: Callable[..., dns.DnsStep], unique_name: str
+    kube: Kube, control_plane: ControlPlane, scratch: Callable[..., DnsStep], unique_name: str
 ) -> None:
     step = scratch()
     racing = RacingKube.from_kubeconfig(str(control_plane.kubeconfig_path))
@@ -265,9 +265,7 @@ def test_concurrent_edit_is_retried_and_kept(
     assert corefile.block_for(text, unique_name) is not None  # and ours is in
 
 
-def test_k3s_style_cluster_uses_coredns_custom(
-    kube: Kube, scratch: Callable[..., dns.DnsStep], unique_name: str
-) -> None:
+def test_k3s_style_cluster_uses_coredns_custom(kube: Kube, scratch: Callable[..., DnsStep], unique_name: str) -> None:
     step = scratch(
         K3S_COREFILE,
         annotations={"objectset.rio.cattle.io/applied": "{}", "objectset.rio.cattle.io/id": ""},
@@ -295,7 +293,7 @@ def test_k3s_style_cluster_uses_coredns_custom(
 
 
 def test_k3s_style_cluster_without_the_custom_configmap_gets_it_created(
-    kube: Kube, scratch: Callable[..., dns.DnsStep], unique_name: str
+    kube: Kube, scratch: Callable[..., DnsStep], unique_name: str
 ) -> None:
     step = scratch(K3S_COREFILE)
     live = kube.get("apps/v1", "Deployment", "coredns", step.target.namespace)
@@ -309,7 +307,7 @@ def test_k3s_style_cluster_without_the_custom_configmap_gets_it_created(
 
 
 def test_k0s_style_cluster_is_not_edited_and_gets_the_patch(
-    kube: Kube, scratch: Callable[..., dns.DnsStep], unique_name: str
+    kube: Kube, scratch: Callable[..., DnsStep], unique_name: str
 ) -> None:
     step = scratch(labels={"k0s.k0sproject.io/stack": "coredns"})
     platform = platform_body(unique_name, unique_name)
@@ -326,7 +324,7 @@ def test_k0s_style_cluster_is_not_edited_and_gets_the_patch(
     assert result.recorded["dns"]["distribution"] == "k0s"
 
 
-def test_stale_coredns_pods_are_detected(kube: Kube, scratch: Callable[..., dns.DnsStep], unique_name: str) -> None:
+def test_stale_coredns_pods_are_detected(kube: Kube, scratch: Callable[..., DnsStep], unique_name: str) -> None:
     """Pods started before our change: without reload they must be restarted; with it, we wait."""
     step = scratch(STOCK_COREFILE.replace("    reload\n", ""))
     ns = step.target.namespace
@@ -351,7 +349,7 @@ def test_stale_coredns_pods_are_detected(kube: Kube, scratch: Callable[..., dns.
 
 
 def test_corefile_without_kubernetes_plugin_is_refused(
-    kube: Kube, scratch: Callable[..., dns.DnsStep], unique_name: str
+    kube: Kube, scratch: Callable[..., DnsStep], unique_name: str
 ) -> None:
     text = ".:53 {\n    forward . /etc/resolv.conf\n}\n"
     step = scratch(text)
@@ -362,7 +360,7 @@ def test_corefile_without_kubernetes_plugin_is_refused(
     assert writes(kube) == before
 
 
-def test_dry_run_reports_without_writing(kube: Kube, scratch: Callable[..., dns.DnsStep], unique_name: str) -> None:
+def test_dry_run_reports_without_writing(kube: Kube, scratch: Callable[..., DnsStep], unique_name: str) -> None:
     step = scratch()
     before = writes(kube)
     status, reason, _ = sole_condition(run(step, kube, platform_body(unique_name, unique_name), dry_run=True))
@@ -371,7 +369,7 @@ def test_dry_run_reports_without_writing(kube: Kube, scratch: Callable[..., dns.
 
 
 def test_disabled_and_external_remove_our_rewrite(
-    kube: Kube, scratch: Callable[..., dns.DnsStep], unique_name: str
+    kube: Kube, scratch: Callable[..., DnsStep], unique_name: str
 ) -> None:
     step = scratch()
     ns = step.target.namespace
@@ -388,7 +386,7 @@ def test_disabled_and_external_remove_our_rewrite(
 
 def test_external_dns_is_verified_only_in_cluster(kube: Kube, unique_name: str) -> None:
     platform = platform_body(unique_name, unique_name, dns={"management": "External"})
-    status, reason, _ = sole_condition(run(dns.STEP, kube, platform))
+    status, reason, _ = sole_condition(run(STEP, kube, platform))
     assert (status, reason) == ("Unknown", DNS.NOT_VERIFIABLE)
 
     cluster_ip = kube.get("v1", "Service", "istio-ingressgateway", "istio-system")["spec"]["clusterIP"]
@@ -396,13 +394,13 @@ def test_external_dns_is_verified_only_in_cluster(kube: Kube, unique_name: str) 
     answers = {"gateway": [cluster_ip], "elsewhere": ["192.0.2.7"]}
 
     for answer, expected in (("gateway", DNS.RESOLVES), ("elsewhere", DNS.RESOLVES_ELSEWHERE)):
-        step = dns.DnsStep(resolver=lambda _host, a=answer: answers[a])
+        step = DnsStep(resolver=lambda _host, a=answer: answers[a])
         assert sole_condition(run(step, kube, platform, settings=in_cluster))[1] == expected
 
     def fail(host: str) -> list[str]:
         raise OSError(f"Name or service not known: {host}")
 
-    status, reason, _ = sole_condition(run(dns.DnsStep(resolver=fail), kube, platform, settings=in_cluster))
+    status, reason, _ = sole_condition(run(DnsStep(resolver=fail), kube, platform, settings=in_cluster))
     assert (status, reason) == ("False", DNS.DOES_NOT_RESOLVE)
 
 
@@ -423,7 +421,7 @@ def rewrites_of(text: str, domain: str) -> int:
 
 
 def test_k0s_cluster_with_the_patch_applied_is_ready(
-    kube: Kube, scratch: Callable[..., dns.DnsStep], unique_name: str
+    kube: Kube, scratch: Callable[..., DnsStep], unique_name: str
 ) -> None:
     """k0s labels its CoreDNS objects and the ClusterConfig patch left the checklist's line in the
     live Corefile: DNSReady True, nothing written."""
@@ -439,7 +437,7 @@ def test_k0s_cluster_with_the_patch_applied_is_ready(
     assert result.recorded["dns"]["distribution"] == "k0s"
 
 
-def test_checklist_line_is_never_doubled(kube: Kube, scratch: Callable[..., dns.DnsStep], unique_name: str) -> None:
+def test_checklist_line_is_never_doubled(kube: Kube, scratch: Callable[..., DnsStep], unique_name: str) -> None:
     """A generic cluster with the checklist's bare line, not opted in: True, one rewrite of the
     domain, nothing written; a block of ours left beside it earlier is removed."""
     platform = platform_body(unique_name, unique_name)
@@ -469,7 +467,7 @@ def test_rke2_helmchartconfig_result_is_ready(kube: Kube, unique_name: str) -> N
     ns = f"{unique_name}-dns"
     create_namespace(kube, ns)
     try:
-        step = dns.DnsStep(target=CoreDNSTarget(namespace=ns))
+        step = DnsStep(target=CoreDNSTarget(namespace=ns))
         cm = {
             "apiVersion": "v1",
             "kind": "ConfigMap",
@@ -493,7 +491,7 @@ def test_rke2_helmchartconfig_result_is_ready(kube: Kube, unique_name: str) -> N
 
 
 def test_an_import_key_of_the_admin_is_never_doubled(
-    kube: Kube, scratch: Callable[..., dns.DnsStep], unique_name: str
+    kube: Kube, scratch: Callable[..., DnsStep], unique_name: str
 ) -> None:
     platform = platform_body(unique_name, unique_name)
     step = scratch(K3S_COREFILE, custom={"kamiwaza.override": checklist_line(platform).strip() + "\n"})
@@ -505,7 +503,7 @@ def test_an_import_key_of_the_admin_is_never_doubled(
     assert list(custom) == ["kamiwaza.override"]
 
 
-def test_kamaji_addon_is_not_fought(kube: Kube, scratch: Callable[..., dns.DnsStep], unique_name: str) -> None:
+def test_kamaji_addon_is_not_fought(kube: Kube, scratch: Callable[..., DnsStep], unique_name: str) -> None:
     """Kamaji's CoreDNS add-on writes its Corefile back (clastix/kamaji#742): no durable way, said in
     the condition; the operator writes nothing, pass after pass (no write loop)."""
     platform = platform_body(unique_name, unique_name)
@@ -550,7 +548,7 @@ def test_external_counts_external_ips_and_load_balancer_names(kube: Kube, unique
         answers = {"node": ["192.0.2.44"], "lb": ["198.51.100.7"]}
         for answer in ("node", "lb"):
             table = {platform["spec"]["domain"]: answers[answer], "lb-1.example.net": ["198.51.100.7"]}
-            step = dns.DnsStep(resolver=lambda host, t=table: t[host])
+            step = DnsStep(resolver=lambda host, t=table: t[host])
             status, reason, message = sole_condition(run(step, kube, platform, settings=Settings(in_cluster=True)))
             assert (status, reason) == ("True", DNS.RESOLVES), (answer, message)
     finally:

@@ -16,7 +16,7 @@ from test_dns import K3S_COREFILE, RacingKube, corefile_of, scratch  # noqa: F40
 from tests.support import sole_condition
 
 from tenant_platform.api.reasons import DNS
-from tenant_platform.concerns.dns import step as dns
+from tenant_platform.concerns.dns.step import DnsStep
 from tenant_platform.formats import corefile
 from tenant_platform.kube.client import Kube
 from tenant_platform.testing.controlplane import ControlPlane
@@ -40,7 +40,7 @@ def snapshot(kube: Kube, namespace: str) -> tuple[str, str, dict[str, str] | Non
 @pytest.mark.parametrize("distribution", ["corefile", "import"])
 def test_a_second_platform_with_the_first_ones_domain_never_changes_the_dns(
     kube: Kube,
-    scratch: Callable[..., dns.DnsStep],  # noqa: F811
+    scratch: Callable[..., DnsStep],  # noqa: F811
     make_platform: Callable[..., dict[str, Any]],
     unique_name: str,
     distribution: str,
@@ -80,7 +80,7 @@ def test_a_second_platform_with_the_first_ones_domain_never_changes_the_dns(
 def test_the_guard_runs_again_on_a_retry_of_the_corefile_edit(
     kube: Kube,
     control_plane: ControlPlane,
-    scratch: Callable[..., dns.DnsStep],  # noqa: F811
+    scratch: Callable[..., DnsStep],  # noqa: F811
     make_platform: Callable[..., dict[str, Any]],
     unique_name: str,
 ) -> None:
@@ -107,7 +107,7 @@ def test_the_guard_runs_again_on_a_retry_of_the_corefile_edit(
 
 def test_a_domain_inside_the_cluster_zone_is_refused(
     kube: Kube,
-    scratch: Callable[..., dns.DnsStep],  # noqa: F811
+    scratch: Callable[..., DnsStep],  # noqa: F811
     make_platform: Callable[..., dict[str, Any]],
     unique_name: str,
 ) -> None:

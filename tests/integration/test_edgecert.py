@@ -22,8 +22,7 @@ from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.reasons import Common
 from tenant_platform.api.reasons import EdgeCertificate as Reason
-from tenant_platform.concerns.edgecert import certs
-from tenant_platform.concerns.edgecert import step as edgecert
+from tenant_platform.concerns.edgecert import certs, step
 from tenant_platform.kube.client import Kube
 from tenant_platform.testing import certs as factory
 
@@ -127,7 +126,7 @@ def test_certificate_cases(kube: Kube, unique_name: str, spaces: tuple[str, str]
     secret, expected = make_case(case, domain, SECRET, spaces[1])
     kube.create(secret)
 
-    result = run(edgecert.STEP, kube, platform, now=NOW)
+    result = run(step.STEP, kube, platform, now=NOW)
     status, reason, message = sole_condition(result)
     assert reason == expected["reason"], message
     assert status == ("True" if reason == Reason.VALID else "False")
@@ -150,7 +149,7 @@ def test_certificate_cases(kube: Kube, unique_name: str, spaces: tuple[str, str]
 
 def test_missing_and_wrong_type(kube: Kube, unique_name: str, spaces: tuple[str, str]) -> None:
     platform = platform_for(unique_name, spaces)
-    assert sole_condition(run(edgecert.STEP, kube, platform, now=NOW))[1] == Reason.SECRET_NOT_FOUND
+    assert sole_condition(run(step.STEP, kube, platform, now=NOW))[1] == Reason.SECRET_NOT_FOUND
     kube.create(
         {
             "apiVersion": "v1",
@@ -160,7 +159,7 @@ def test_missing_and_wrong_type(kube: Kube, unique_name: str, spaces: tuple[str,
             "data": {"tls.crt": base64.b64encode(b"x").decode()},
         }
     )
-    status, reason, message = sole_condition(run(edgecert.STEP, kube, platform, now=NOW))
+    status, reason, message = sole_condition(run(step.STEP, kube, platform, now=NOW))
     assert (status, reason) == ("False", Reason.WRONG_SECRET_TYPE)
     assert "kubernetes.io/tls" in message
 
@@ -177,7 +176,7 @@ def test_self_signed_issuance_and_renewal_with_injected_clock(
     )
     domain = platform["spec"]["domain"]
 
-    result = run(edgecert.STEP, kube, platform, now=NOW)
+    result = run(step.STEP, kube, platform, now=NOW)
     status, reason, message = sole_condition(result)
     assert (status, reason) == ("True", Reason.VALID), message
     assert "issued a self-signed certificate (SecretNotFound)" in message
@@ -204,12 +203,12 @@ def test_self_signed_issuance_and_renewal_with_injected_clock(
 
     # Same clock: nothing to do, nothing written.
     before = writes(kube)
-    assert sole_condition(run(edgecert.STEP, kube, platform, now=NOW + timedelta(days=1)))[0] == "True"
+    assert sole_condition(run(step.STEP, kube, platform, now=NOW + timedelta(days=1)))[0] == "True"
     assert writes(kube) == before
 
     # Sixty-one days later the certificate is within renewBefore (30 days): re-issued.
     later = NOW + timedelta(days=61)
-    result = run(edgecert.STEP, kube, platform, now=later)
+    result = run(step.STEP, kube, platform, now=later)
     status, reason, message = sole_condition(result)
     assert (status, reason) == ("True", Reason.VALID), message
     assert "issued a self-signed certificate (ExpiringSoon)" in message
@@ -231,7 +230,7 @@ def test_self_signed_never_overwrites_a_secret_that_is_not_ours(
     )
     secret = factory.tls_secret(SECRET, spaces[1], chain=[expired.cert], key=expired.key)
     kube.create(secret)
-    status, reason, message = sole_condition(run(edgecert.STEP, kube, platform, now=NOW))
+    status, reason, message = sole_condition(run(step.STEP, kube, platform, now=NOW))
     assert (status, reason) == ("False", Common.CONFLICT)
     assert "expired" in message and "lacks our labels" in message
     assert kube.get("v1", "Secret", SECRET, spaces[1])["data"] == secret["data"]
@@ -244,7 +243,7 @@ def test_publicly_trusted_chain_publishes_nothing_and_prunes_the_old_bundle(
     domain = platform["spec"]["domain"]
     leaf = leaf_for(domain)
     kube.create(factory.tls_secret(SECRET, spaces[1], chain=[leaf.cert], key=leaf.key))
-    assert sole_condition(run(edgecert.STEP, kube, platform, now=NOW))[1] == Reason.VALID
+    assert sole_condition(run(step.STEP, kube, platform, now=NOW))[1] == Reason.VALID
     assert trust_map(kube, platform) is not None
 
     # Replace it with a certificate from an intermediate whose root is not sent along.
@@ -255,7 +254,7 @@ def test_publicly_trusted_chain_publishes_nothing_and_prunes_the_old_bundle(
     live = kube.get("v1", "Secret", SECRET, spaces[1])
     live["data"] = replacement["data"]
     kube.replace(live)
-    result = run(edgecert.STEP, kube, platform, now=NOW)
+    result = run(step.STEP, kube, platform, now=NOW)
     status, reason, message = sole_condition(result)
     assert (status, reason) == ("True", Reason.VALID)
     assert "assumed to be publicly trusted" in message
@@ -266,7 +265,7 @@ def test_publicly_trusted_chain_publishes_nothing_and_prunes_the_old_bundle(
 def test_dry_run_never_issues(kube: Kube, unique_name: str, spaces: tuple[str, str]) -> None:
     platform = platform_for(unique_name, spaces, issuer="SelfSigned")
     before = writes(kube)
-    status, reason, message = sole_condition(run(edgecert.STEP, kube, platform, now=NOW, dry_run=True))
+    status, reason, message = sole_condition(run(step.STEP, kube, platform, now=NOW, dry_run=True))
     assert (status, reason) == ("False", "WouldIssue")
     assert "would issue" in message and Reason.SECRET_NOT_FOUND in message
     assert writes(kube) == before
@@ -288,28 +287,28 @@ def test_issuance_is_conditional_on_the_secret_as_read(
     )
 
     # Absent when read, created by someone else meanwhile: not overwritten.
-    stale = edgecert.gather(context(kube, platform, now=NOW))
-    verdict = edgecert.edgecert.plan(TenantPlatform.from_body(platform), stale, now=NOW)
+    stale = step.gather(context(kube, platform, now=NOW))
+    verdict = step.verdict.plan(TenantPlatform.from_body(platform), stale, now=NOW)
     assert verdict.issue is not None and stale.secret is None
-    sole_condition(run(edgecert.STEP, kube, platform, now=NOW))
+    sole_condition(run(step.STEP, kube, platform, now=NOW))
     first = kube.get("v1", "Secret", SECRET, gw)
     assert first is not None
-    assert edgecert.STEP._issue(context(kube, platform, now=NOW), stale, verdict.issue) is None
+    assert step.STEP._issue(context(kube, platform, now=NOW), stale, verdict.issue) is None
     assert kube.get("v1", "Secret", SECRET, gw) == first
 
     # Repeated (the status write lost): nothing issued, nothing written.
     before = writes(kube)
-    status, _, message = sole_condition(run(edgecert.STEP, kube, platform, now=NOW))
+    status, _, message = sole_condition(run(step.STEP, kube, platform, now=NOW))
     assert status == "True" and "issued" not in message
     assert writes(kube) == before
 
     # Due for renewal when read, renewed by someone else meanwhile: not overwritten.
     later = NOW + timedelta(days=61)
-    stale = edgecert.gather(context(kube, platform, now=later))
-    verdict = edgecert.edgecert.plan(TenantPlatform.from_body(platform), stale, now=later)
+    stale = step.gather(context(kube, platform, now=later))
+    verdict = step.verdict.plan(TenantPlatform.from_body(platform), stale, now=later)
     assert verdict.issue is not None and verdict.issue.because == Reason.EXPIRING_SOON
-    sole_condition(run(edgecert.STEP, kube, platform, now=later))
+    sole_condition(run(step.STEP, kube, platform, now=later))
     renewed = kube.get("v1", "Secret", SECRET, gw)
     assert renewed is not None and renewed["data"] != first["data"]
-    assert edgecert.STEP._issue(context(kube, platform, now=later), stale, verdict.issue) is None
+    assert step.STEP._issue(context(kube, platform, now=later), stale, verdict.issue) is None
     assert kube.get("v1", "Secret", SECRET, gw) == renewed

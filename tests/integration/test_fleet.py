@@ -23,7 +23,7 @@ from tests.support import condition
 from tenant_platform import reconcile
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
-from tenant_platform.concerns.target import step as targets
+from tenant_platform.concerns.target import step
 from tenant_platform.kube import errors, remote
 from tenant_platform.kube.client import Kube
 from tenant_platform.targetwatch import TargetSnapshots
@@ -229,10 +229,10 @@ def test_secret_key_kubeconfig_and_version_refusals(
     body = crd.get(constants.API_VERSION, constants.KIND, unique_name)
     assert body is not None
     platform = TenantPlatform.from_body(body)
-    too_old = targets.connect(platform, crd, minimum=(1, 999))
+    too_old = step.connect(platform, crd, minimum=(1, 999))
     assert too_old.kube is None and too_old.verdict.condition.reason == "VersionTooOld"
     assert admin(a).server_version()[2] in too_old.verdict.condition.message
-    assert targets.connect(platform, crd).reachable
+    assert step.connect(platform, crd).reachable
 
 
 def test_target_cannot_be_added_changed_or_removed(crd: Kube, make_platform: Any, unique_name: str) -> None:

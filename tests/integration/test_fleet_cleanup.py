@@ -27,7 +27,7 @@ from tests.support import condition, shared_label_holders
 
 from tenant_platform import reconcile
 from tenant_platform.api import constants
-from tenant_platform.concerns.podguard import manifests as render_pg
+from tenant_platform.concerns.podguard import manifests
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube
 from tenant_platform.testing.controlplane import ControlPlane
@@ -351,7 +351,7 @@ def test_cleanup_leaves_a_hand_made_policy_with_our_exact_name(crd: Kube, make_p
     """The pod guard's per-platform names (those rendered in a target cluster) are known, but a
     policy of that name without our labels is not ours (and locally cleanup deletes no policy)."""
     make_platform(unique_name, unique_name)
-    names = render_pg.guard_names("Deny", unique_name)
+    names = manifests.guard_names("Deny", unique_name)
     policy = allow_pods_policy(names.pod_guard, {constants.LABEL_PLATFORM: unique_name})
     crd.create(policy)
     try:

@@ -21,8 +21,8 @@ from tests.support import create_namespace, platform_body, sole_condition
 
 from tenant_platform.api import constants, reasons
 from tenant_platform.api.reasons import Gateway as Reason
-from tenant_platform.concerns.gateway import step as gateway
-from tenant_platform.concerns.gateway import verdict as check
+from tenant_platform.concerns.gateway import verdict
+from tenant_platform.concerns.gateway.step import STEP
 from tenant_platform.concerns.installer import step as installer
 from tenant_platform.concerns.mesh import step as mesh
 from tenant_platform.concerns.namespaces import step as namespaces
@@ -71,7 +71,7 @@ def test_managed_gateway_is_created_restored_after_edit_and_idle_when_unchanged(
     platform = make_platform(unique_name, unique_name, gateway={"name": unique_name})
     domain = platform["spec"]["domain"]
 
-    status, reason, message = sole_condition(run(gateway.STEP, kube, platform))
+    status, reason, message = sole_condition(run(STEP, kube, platform))
     assert (status, reason) == ("True", Reason.PROGRAMMED), message
 
     live = kube.get(*GW, unique_name, ISTIO)
@@ -88,7 +88,7 @@ def test_managed_gateway_is_created_restored_after_edit_and_idle_when_unchanged(
 
     # A no-op resync writes nothing.
     before = writes(kube)
-    assert sole_condition(run(gateway.STEP, kube, platform))[0] == "True"
+    assert sole_condition(run(STEP, kube, platform))[0] == "True"
     assert writes(kube) == before
 
     # A manual edit (as another field manager) is repaired on the next pass.
@@ -99,14 +99,14 @@ def test_managed_gateway_is_created_restored_after_edit_and_idle_when_unchanged(
         namespace=ISTIO,
     )
     assert kube.get(*GW, unique_name, ISTIO)["spec"]["servers"][0]["hosts"] == ["evil.example.com"]
-    assert sole_condition(run(gateway.STEP, kube, platform))[0] == "True"
+    assert sole_condition(run(STEP, kube, platform))[0] == "True"
     assert kube.get(*GW, unique_name, ISTIO)["spec"]["servers"][0]["hosts"] == [f"{unique_name}/{domain}"]
 
     # Renamed in the spec: the new one is created and ours under the old name pruned.
     renamed = f"{unique_name}-v2"
     gateways.append(renamed)
     platform["spec"]["gateway"]["name"] = renamed
-    assert sole_condition(run(gateway.STEP, kube, platform))[0] == "True"
+    assert sole_condition(run(STEP, kube, platform))[0] == "True"
     assert kube.get(*GW, renamed, ISTIO) is not None
     assert kube.get(*GW, unique_name, ISTIO) is None
 
@@ -131,22 +131,22 @@ def test_a_second_platform_with_the_same_domain_gets_no_gateway(
     b = make_platform(second, second, domain=domain, gateway={"name": second})
 
     before = writes(as_operator)
-    status, reason, message = sole_condition(run(gateway.STEP, as_operator, b))
+    status, reason, message = sole_condition(run(STEP, as_operator, b))
     assert (status, reason) == ("False", Reason.DOMAIN_HELD_BY_ANOTHER_PLATFORM), message
     assert f"TenantPlatform {first} was created earlier with spec.domain {domain}" in message
     assert writes(as_operator) == before
     assert kube.get(*GW, second, ISTIO) is None
 
-    assert sole_condition(run(gateway.STEP, as_operator, a))[:2] == ("True", Reason.PROGRAMMED)
+    assert sole_condition(run(STEP, as_operator, a))[:2] == ("True", Reason.PROGRAMMED)
     before = writes(as_operator)
-    status, reason, message = sole_condition(run(gateway.STEP, as_operator, b))
+    status, reason, message = sole_condition(run(STEP, as_operator, b))
     assert (status, reason) == ("False", Reason.DOMAIN_HELD_BY_ANOTHER_PLATFORM), message
     assert f"already served by TenantPlatform {first} with Gateway {ISTIO}/{first}" in message
     assert writes(as_operator) == before
     assert kube.get(*GW, second, ISTIO) is None
     # External mode does not lift it: the domain is a's.
     b["spec"]["gateway"]["management"] = "External"
-    assert sole_condition(run(gateway.STEP, as_operator, b))[1] == Reason.DOMAIN_HELD_BY_ANOTHER_PLATFORM
+    assert sole_condition(run(STEP, as_operator, b))[1] == Reason.DOMAIN_HELD_BY_ANOTHER_PLATFORM
 
     # What is in place keeps the domain: a's Gateway moves to another domain, then a platform
     # named to sort first (an earlier claim when created in the same second) cannot take it back.
@@ -154,15 +154,15 @@ def test_a_second_platform_with_the_same_domain_gets_no_gateway(
     a["spec"]["domain"] = f"{first}.example.com"
     kube.merge_patch(constants.API_VERSION, constants.KIND, first, {"spec": {"domain": a["spec"]["domain"]}})
     b["spec"]["gateway"]["management"] = "Managed"
-    assert sole_condition(run(gateway.STEP, as_operator, a))[:2] == ("True", Reason.PROGRAMMED)
-    assert sole_condition(run(gateway.STEP, as_operator, b))[:2] == ("True", Reason.PROGRAMMED)
+    assert sole_condition(run(STEP, as_operator, a))[:2] == ("True", Reason.PROGRAMMED)
+    assert sole_condition(run(STEP, as_operator, b))[:2] == ("True", Reason.PROGRAMMED)
     gateways.append(other)
     zero = make_platform(other, other, domain=domain, gateway={"name": other})
-    status, reason, message = sole_condition(run(gateway.STEP, as_operator, zero))
+    status, reason, message = sole_condition(run(STEP, as_operator, zero))
     assert (status, reason) == ("False", Reason.DOMAIN_HELD_BY_ANOTHER_PLATFORM), message
     assert f"already served by TenantPlatform {second}" in message
     assert kube.get(*GW, other, ISTIO) is None
-    assert sole_condition(run(gateway.STEP, as_operator, b))[:2] == ("True", Reason.PROGRAMMED)
+    assert sole_condition(run(STEP, as_operator, b))[:2] == ("True", Reason.PROGRAMMED)
 
 
 def test_a_virtualservice_from_another_namespace_does_not_bind_the_domain(
@@ -183,7 +183,7 @@ def test_a_virtualservice_from_another_namespace_does_not_bind_the_domain(
     attacker_ns = f"{unique_name}-x"
     platform = make_platform(unique_name, unique_name, gateway={"name": unique_name})
     domain = platform["spec"]["domain"]
-    assert sole_condition(run(gateway.STEP, kube, platform))[:2] == ("True", Reason.PROGRAMMED)
+    assert sole_condition(run(STEP, kube, platform))[:2] == ("True", Reason.PROGRAMMED)
     for ns in (unique_name, attacker_ns):
         create_namespace(kube, ns)
     try:
@@ -228,13 +228,13 @@ def test_a_virtualservice_from_another_namespace_does_not_bind_the_domain(
         for ns in (unique_name, attacker_ns):
             vs = kube.get(*VS, "route", ns)
             assert vs is not None and vs["spec"]["gateways"] == [f"{ISTIO}/{unique_name}"]
-            bound[ns] = check.binds(served, namespace=vs["metadata"]["namespace"], host=vs["spec"]["hosts"][0])
+            bound[ns] = verdict.binds(served, namespace=vs["metadata"]["namespace"], host=vs["spec"]["hosts"][0])
         assert bound == {unique_name: [443, 80], attacker_ns: []}
         # The same route would have bound to the Gateway as it used to be rendered (bare hosts).
         bare = copy.deepcopy(served)
         for server in bare["spec"]["servers"]:
             server["hosts"] = [domain]
-        assert check.binds(bare, namespace=attacker_ns, host=domain) == [443, 80]
+        assert verdict.binds(bare, namespace=attacker_ns, host=domain) == [443, 80]
     finally:
         kube.delete("rbac.authorization.k8s.io/v1", "ClusterRole", f"{unique_name}-vs")
         for ns in (unique_name, attacker_ns):
@@ -278,7 +278,7 @@ def test_istioctl_analyze_binds_only_the_tenants_route(
     attacker_ns = f"{unique_name}-x"
     platform = make_platform(unique_name, unique_name, gateway={"name": unique_name})
     domain = platform["spec"]["domain"]
-    assert sole_condition(run(gateway.STEP, kube, platform))[:2] == ("True", Reason.PROGRAMMED)
+    assert sole_condition(run(STEP, kube, platform))[:2] == ("True", Reason.PROGRAMMED)
     for ns in (unique_name, attacker_ns):
         create_namespace(kube, ns)
     try:
@@ -327,9 +327,7 @@ def virtual_service(namespace: str, host: str, gateway_ref: str) -> dict[str, An
 
 def test_dry_run_reports_without_writing(kube: Kube, unique_name: str) -> None:
     before = writes(kube)
-    result = run(
-        gateway.STEP, kube, platform_body(unique_name, unique_name, gateway={"name": unique_name}), dry_run=True
-    )
+    result = run(STEP, kube, platform_body(unique_name, unique_name, gateway={"name": unique_name}), dry_run=True)
     assert sole_condition(result)[:2] == ("False", Reason.WOULD_APPLY)
     assert writes(kube) == before
     assert kube.get(*GW, unique_name, ISTIO) is None
@@ -341,7 +339,7 @@ def test_managed_gateway_never_overwrites_one_that_is_not_ours(
     gateways.append(unique_name)
     kube.create(external_gateway(unique_name, ["someone.example.com"]))
     status, reason, message = sole_condition(
-        run(gateway.STEP, kube, platform_body(unique_name, unique_name, gateway={"name": unique_name}))
+        run(STEP, kube, platform_body(unique_name, unique_name, gateway={"name": unique_name}))
     )
     assert (status, reason) == ("False", reasons.Common.CONFLICT)
     assert "lacks our labels" in message
@@ -353,13 +351,13 @@ def test_external_gateway_whose_hosts_miss_the_domain(kube: Kube, unique_name: s
     platform = platform_body(unique_name, unique_name, **spec)
     domain = platform["spec"]["domain"]
 
-    status, reason, message = sole_condition(run(gateway.STEP, kube, platform))
+    status, reason, message = sole_condition(run(STEP, kube, platform))
     assert (status, reason) == ("False", "GatewayNotFound"), message
 
     gateways.append(unique_name)
     kube.create(external_gateway(unique_name, ["other.example.com"]))
     before = writes(kube)
-    status, reason, message = sole_condition(run(gateway.STEP, kube, platform))
+    status, reason, message = sole_condition(run(STEP, kube, platform))
     assert (status, reason) == ("False", "HostsMissDomain")
     assert "other.example.com" in message and domain in message
     assert writes(kube) == before  # External never writes
@@ -373,7 +371,7 @@ def test_external_gateway_whose_hosts_miss_the_domain(kube: Kube, unique_name: s
         namespace=ISTIO,
     )
     before = writes(kube)
-    result = run(gateway.STEP, kube, platform)
+    result = run(STEP, kube, platform)
     status, reason, message = sole_condition(result)
     assert (status, reason) == ("True", Reason.VERIFIED), message
     assert f"Hardening recommended: Gateway {ISTIO}/{unique_name}'s hosts ['*.example.com']" in message
@@ -388,7 +386,7 @@ def test_external_gateway_whose_hosts_miss_the_domain(kube: Kube, unique_name: s
         namespace=ISTIO,
     )
     kube.json_patch(*GW, unique_name, [{"op": "remove", "path": "/spec/servers/0/tls/credentialName"}], namespace=ISTIO)
-    assert sole_condition(run(gateway.STEP, kube, platform))[1] == "NoCredential"
+    assert sole_condition(run(STEP, kube, platform))[1] == "NoCredential"
 
     kube.json_patch(
         *GW,
@@ -396,7 +394,7 @@ def test_external_gateway_whose_hosts_miss_the_domain(kube: Kube, unique_name: s
         [{"op": "add", "path": "/spec/servers/0/tls/credentialName", "value": "kamiwaza-edge-tls"}],
         namespace=ISTIO,
     )
-    result = run(gateway.STEP, kube, platform)
+    result = run(STEP, kube, platform)
     status, reason, message = sole_condition(result)
     assert (status, reason) == ("True", Reason.VERIFIED), message
     assert "port 80" in message  # only a note
@@ -418,7 +416,7 @@ def test_gateway_service_must_exist(kube: Kube, unique_name: str, gateways: list
         unique_name,
         gateway={"name": unique_name, "serviceHost": "missing-gw.istio-system.svc.cluster.local"},
     )
-    status, reason, message = sole_condition(run(gateway.STEP, kube, platform))
+    status, reason, message = sole_condition(run(STEP, kube, platform))
     assert (status, reason) == ("False", Reason.GATEWAY_SERVICE_NOT_FOUND)
     assert "istio-system/missing-gw" in message
 
@@ -474,7 +472,7 @@ def test_the_checklists_gateway_with_plain_hosts_is_verified(kube: Kube, unique_
     gateways.append(unique_name)
     kube.create(external_gateway(unique_name, [domain]))
     before = writes(kube)
-    result = run(gateway.STEP, kube, platform)
+    result = run(STEP, kube, platform)
     status, reason, message = sole_condition(result)
     assert (status, reason) == ("True", Reason.VERIFIED), message
     assert f"list it as {unique_name}/{domain} instead" in message

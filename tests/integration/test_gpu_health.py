@@ -27,7 +27,7 @@ from tests.support import platform, sole_condition
 
 from tenant_platform.api import reasons
 from tenant_platform.api.models import TenantPlatform
-from tenant_platform.concerns.gpu import step as gpu
+from tenant_platform.concerns.gpu import step
 from tenant_platform.config import Settings
 from tenant_platform.framework.base import StepContext, StepResult
 from tenant_platform.kube import errors
@@ -95,14 +95,14 @@ class World:
             dry_run=False,
             observed=self.snapshot(),
         )
-        return reconcile_step(gpu.STEP, ctx)
+        return reconcile_step(step.STEP, ctx)
 
     def teardown(self, platforms: list[TenantPlatform]) -> None:
         for p in platforms:
             ctx = StepContext(
                 platform=p, kube=self.kube, settings=Settings(), now=datetime.now(UTC), dry_run=False, observed=None
             )
-            gpu.STEP.cleanup(ctx)
+            step.STEP.cleanup(ctx)
         for api_version, kind, name, namespace in reversed(self.cleanup):
             self.kube.delete(api_version, kind, name, namespace)
 
@@ -208,7 +208,7 @@ def test_hami_not_ready_and_two_device_plugins_on_one_node(world: tuple[World, l
     u = w.prefix
     hami_ns = w.namespace(f"{u}-hami")
     operator_ns = w.namespace(f"{u}-gpu-operator")
-    node = w.node("gpu", labels={"nvidia.com/gpu.present": "true"})
+    node = w.node("gpu", labels={"nvidia.com/step.present": "true"})
     w.kube.create(
         {
             "apiVersion": "apps/v1",
@@ -347,7 +347,7 @@ def test_unreachable_webhook_fails_gpu_ready_naming_it(world: tuple[World, list[
         }
     )
     w.track("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration", f"{u}-hami-webhook")
-    w.node("gpu", labels={"nvidia.com/gpu.present": "true"})
+    w.node("gpu", labels={"nvidia.com/step.present": "true"})
     p = platform(f"{u}-p", tenant, uid=str(uuid.uuid4()), generation=1, gpu={"hami": {"configMapNamespace": hami_ns}})
     platforms.append(p)
     result = w.run(p)

@@ -22,7 +22,7 @@ from tests.support import condition
 
 from tenant_platform import gpuwatch, main, reconcile, scheduler
 from tenant_platform.api import constants
-from tenant_platform.concerns.gpu import step as gpu
+from tenant_platform.concerns.gpu import step
 from tenant_platform.config import Settings
 from tenant_platform.kube.cache import RBAC_SETTLE_SECONDS, CachedKube
 from tenant_platform.kube.client import Kube
@@ -143,8 +143,8 @@ def test_an_allocation_change_makes_one_status_write_and_touches_nothing_else(
     changed = settle(cached, since)
     assert changed == {NODE}
     # The refresher's decision (state.OperatorState.wake_gpu asks exactly this).
-    assert gpu.SCOPES.depends_on(on, changed, snapshot(cached).node)
-    assert not gpu.SCOPES.depends_on(off, changed, snapshot(cached).node)
+    assert step.SCOPES.depends_on(on, changed, snapshot(cached).node)
+    assert not step.SCOPES.depends_on(off, changed, snapshot(cached).node)
 
     last = cached.get(constants.API_VERSION, constants.KIND, on)
     assert last is not None
@@ -153,7 +153,7 @@ def test_an_allocation_change_makes_one_status_write_and_touches_nothing_else(
     outcome = run(cached, on, only=scheduler.GPU_ONLY)
     delta = requests(operator_requests) - before
     assert outcome.partial and outcome.status_written
-    assert set(outcome.results) == {gpu.COMPONENT}  # recorded GPU facts unchanged: no hand-off
+    assert set(outcome.results) == {step.COMPONENT}  # recorded GPU facts unchanged: no hand-off
     # One status write, the gpu step's own reads, and nothing of any other step (no Secret GETs,
     # no child, no access review): a full no-op pass would GET two Secrets and a ConfigMap.
     assert delta == GPU_STEP_READS + Counter({STATUS: 1}), delta
@@ -184,7 +184,7 @@ def test_a_new_gpu_node_changes_the_recorded_facts_so_the_hand_off_runs(
     since = snapshot(cached).changes
     node = manifests.node_manifest(
         node_name,
-        labels={"nvidia.com/gpu.present": "true"},
+        labels={"nvidia.com/step.present": "true"},
         annotations={
             "hami.io/node-nvidia-register": manifests.hami_register_annotation(
                 node_name, cards=2, model="NVIDIA L4", mem_mib=23034
@@ -196,12 +196,12 @@ def test_a_new_gpu_node_changes_the_recorded_facts_so_the_hand_off_runs(
     try:
         changed = settle(cached, since)
         assert changed is not None and node_name in changed
-        assert gpu.SCOPES.depends_on(unique_name, changed, snapshot(cached).node)  # a new GPU node
+        assert step.SCOPES.depends_on(unique_name, changed, snapshot(cached).node)  # a new GPU node
         before = requests(operator_requests)
         outcome = run(cached, unique_name, only=scheduler.GPU_ONLY)
         delta = requests(operator_requests) - before
         assert outcome.partial
-        assert set(outcome.results) == {gpu.COMPONENT, "installvalues"}
+        assert set(outcome.results) == {step.COMPONENT, "installvalues"}
         assert node_name in [n["name"] for n in outcome.status["recorded"]["gpuNodes"]]
         # Writes: the new node's label, the values ConfigMap, status; reads: the gpu step's own.
         assert delta == GPU_STEP_READS + Counter({NODE_APPLY: 1, CONFIGMAP_APPLY: 1, STATUS: 1}), delta

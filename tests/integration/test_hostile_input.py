@@ -24,7 +24,7 @@ from tests.support import condition, create_namespace
 from tenant_platform import metrics, reconcile
 from tenant_platform.api import constants
 from tenant_platform.concerns.gpu import capacity
-from tenant_platform.concerns.gpu import step as gpu
+from tenant_platform.concerns.gpu.step import STEP
 from tenant_platform.concerns.namespaces import step as namespaces
 from tenant_platform.config import Settings
 from tenant_platform.formats.hami import bounds
@@ -185,7 +185,7 @@ def scene(
     crd: Kube, control_plane: ControlPlane, unique_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Scene]:
     # The namespaces step claims the tenant namespace (the write gate lets the values in only then).
-    monkeypatch.setattr(registry, "STEPS", [namespaces.STEP, gpu.STEP])
+    monkeypatch.setattr(registry, "STEPS", [namespaces.STEP, STEP])
     s = Scene(crd, control_plane, unique_name[:40].rstrip("-"), tmp_path)
     try:
         yield s

@@ -34,8 +34,7 @@ from test_podguard import (
 
 from tenant_platform.api import constants
 from tenant_platform.api.models import DEFAULT_PROXY_REPOSITORIES, TenantPlatform
-from tenant_platform.concerns.podguard import manifests as podguard
-from tenant_platform.concerns.podguard import step as pg_step
+from tenant_platform.concerns.podguard import manifests, step
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube
 from tenant_platform.testing import injectedpods, tools
@@ -90,7 +89,7 @@ class Env:
 
     @property
     def policy(self) -> str:
-        return podguard.guard_names("Deny").pod_guard
+        return manifests.guard_names("Deny").pod_guard
 
 
 def guarded(admin: Kube, cp: ControlPlane, directory: Path, *, repositories: list[str] | None) -> Env:
@@ -110,7 +109,7 @@ def guarded(admin: Kube, cp: ControlPlane, directory: Path, *, repositories: lis
     installer = make_installer(admin, cp, namespace, directory)
     apply_guard(admin, platform, "Deny")
     eventually(
-        "the pod guard to deny", lambda: guard_denies(installer, namespace, podguard.guard_names("Deny").pod_guard)
+        "the pod guard to deny", lambda: guard_denies(installer, namespace, manifests.guard_names("Deny").pod_guard)
     )
     return Env(platform, namespace, installer, admin)
 
@@ -271,8 +270,8 @@ def test_the_canary_is_injected_like_the_fixtures() -> None:
     """What the canary renders from the injector's values is what kube-inject wrote (istio-init)."""
     for hub in injectedpods.HUBS:
         for cni, case, name in ((False, "classic", "istio-init"), (True, "cni", "istio-validation")):
-            injector = podguard.injector_from_values(json.loads(values(f"{hub}{'-cni' if cni else ''}")))
-            canary = init_container(podguard.injected_canary("ns", injector), name)
+            injector = manifests.injector_from_values(json.loads(values(f"{hub}{'-cni' if cni else ''}")))
+            canary = init_container(manifests.injected_canary("ns", injector), name)
             real = init_container(PODS[f"{hub}-{case}"], name)
             assert canary["image"] == real["image"]
             assert canary["args"] == real["args"]
@@ -325,7 +324,7 @@ def test_staged_stays_at_warn_while_the_live_injector_would_be_denied(
     # The real kamiwaza pod is admitted at Deny there.
     crd.create(as_submitted(PODS["kamiwaza-native"], unique_name, "real"), dry_run=True)
     body = crd.get(constants.API_VERSION, constants.KIND, unique_name) or {}
-    assert pg_step.STEP.cleanup(context(crd, body)).done
+    assert step.STEP.cleanup(context(crd, body)).done
     for ns in (unique_name, mesh_ns):
         crd.delete("v1", "Namespace", ns)
 
@@ -354,7 +353,7 @@ def test_staged_with_a_cni_injector_promotes(
     result = reconcile_until(crd, unique_name, lambda r: r.conditions[0].status == "True", "promotion")
     assert result.conditions[0].reason == "Enforcing"
     body = crd.get(constants.API_VERSION, constants.KIND, unique_name) or {}
-    assert pg_step.STEP.cleanup(context(crd, body)).done
+    assert step.STEP.cleanup(context(crd, body)).done
     for ns in (unique_name, mesh_ns):
         crd.delete("v1", "Namespace", ns)
 

@@ -19,7 +19,7 @@ from tests.support import condition
 
 from tenant_platform import reconcile
 from tenant_platform.api import constants
-from tenant_platform.concerns.installvalues import manifests as render_values
+from tenant_platform.concerns.installvalues import manifests
 from tenant_platform.config import Settings
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube
@@ -91,7 +91,7 @@ def test_server_from_cluster_info_then_spec_then_operator(
     assert f"names server {PUBLISHED} (from ConfigMap kube-public/cluster-info)" in ready["message"]
     values = crd.get("v1", "ConfigMap", f"{unique_name}-install-values", ns)
     assert values is not None
-    doc = yaml.safe_load(values["data"][render_values.VALUES_KEY])
+    doc = yaml.safe_load(values["data"][manifests.VALUES_KEY])
     assert doc["installer"]["kubeconfigServer"] == PUBLISHED
     assert doc["installer"]["kubeconfigServerSource"] == "ClusterInfo"
 

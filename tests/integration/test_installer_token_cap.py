@@ -14,8 +14,7 @@ from facts_support import kube_for, run_step
 from tests import support
 from tests.support import platform_body
 
-from tenant_platform.concerns.installer import manifests as render_installer
-from tenant_platform.concerns.installer import step as installer
+from tenant_platform.concerns.installer import manifests, step
 from tenant_platform.core import conditions
 from tenant_platform.kube.client import Kube
 from tenant_platform.testing.controlplane import ControlPlane
@@ -35,12 +34,12 @@ def test_a_capped_token_is_kept_until_its_own_renewal_point(capped: Kube) -> Non
     support.create_namespace(kube, "capped")
     body = platform_body("capped", "capped", installer={"kubeconfigSecret": {"enabled": True, "tokenTTL": "24h"}})
     now = datetime.now(UTC)
-    first = run_step(installer.STEP, kube, body, now=now)
+    first = run_step(step.STEP, kube, body, now=now)
     secret = kube.get("v1", "Secret", "platform-installer-kubeconfig", "capped")
     assert secret is not None
     notes = secret["metadata"]["annotations"]
-    expires = conditions.parse_time(notes[render_installer.ANNOTATION_TOKEN_EXPIRES])
-    issued = conditions.parse_time(notes[render_installer.ANNOTATION_TOKEN_ISSUED])
+    expires = conditions.parse_time(notes[manifests.ANNOTATION_TOKEN_EXPIRES])
+    issued = conditions.parse_time(notes[manifests.ANNOTATION_TOKEN_ISSUED])
     assert expires is not None and issued is not None
     granted = expires - issued
     assert timedelta(minutes=59) <= granted <= timedelta(minutes=61), granted  # capped, not 24 h
@@ -49,12 +48,12 @@ def test_a_capped_token_is_kept_until_its_own_renewal_point(capped: Kube) -> Non
 
     # Passes before the renewal point keep the token (the Secret is not rewritten).
     for later in (timedelta(minutes=1), timedelta(minutes=40)):
-        run_step(installer.STEP, kube, body, now=now + later)
+        run_step(step.STEP, kube, body, now=now + later)
         again = kube.get("v1", "Secret", "platform-installer-kubeconfig", "capped")
         assert again is not None and again["data"] == secret["data"], f"re-minted after {later}"
         assert again["metadata"]["resourceVersion"] == secret["metadata"]["resourceVersion"]
 
     # Past it (43 min of 60): a new token.
-    run_step(installer.STEP, kube, body, now=now + timedelta(minutes=43))
+    run_step(step.STEP, kube, body, now=now + timedelta(minutes=43))
     renewed = kube.get("v1", "Secret", "platform-installer-kubeconfig", "capped")
     assert renewed is not None and renewed["data"] != secret["data"]

@@ -16,8 +16,7 @@ from tenant_platform import preflight, reconcile
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.status.recorded import Recorded
-from tenant_platform.concerns.installvalues import manifests as render_values
-from tenant_platform.concerns.installvalues import step as installvalues
+from tenant_platform.concerns.installvalues import manifests, step
 from tenant_platform.config import Settings
 from tenant_platform.framework.base import StepContext
 from tenant_platform.kube.client import Kube
@@ -36,7 +35,7 @@ def config_map(kube: Kube, name: str, namespace: str) -> dict[str, Any] | None:
 def values_text(kube: Kube, name: str, namespace: str) -> str:
     cm = config_map(kube, name, namespace)
     assert cm is not None, f"ConfigMap {namespace}/{name} missing"
-    return str(cm["data"][render_values.VALUES_KEY])
+    return str(cm["data"][manifests.VALUES_KEY])
 
 
 def test_values_match_status_and_follow_fact_changes(kube: Kube, make_platform: Any, unique_name: str) -> None:
@@ -58,7 +57,7 @@ def test_values_match_status_and_follow_fact_changes(kube: Kube, make_platform: 
     assert "ownerReferences" not in cm["metadata"]
 
     # Every recorded fact is in the values, exactly as in status.
-    doc = yaml.safe_load(cm["data"][render_values.VALUES_KEY])
+    doc = yaml.safe_load(cm["data"][manifests.VALUES_KEY])
     for key, value in status["recorded"].items():
         assert doc[key] == value, key
     assert doc["namespace"] == ns
@@ -66,7 +65,7 @@ def test_values_match_status_and_follow_fact_changes(kube: Kube, make_platform: 
     assert doc["kubernetesAPI"]["serviceCIDRs"] == ["10.0.0.1/32"]
     assert doc["objectStore"] == {"mode": "Builtin"}
     # `tenant-platform facts` renders the same text from the live status.
-    assert preflight.facts_document(kube, unique_name) == cm["data"][render_values.VALUES_KEY]
+    assert preflight.facts_document(kube, unique_name) == cm["data"][manifests.VALUES_KEY]
 
     # A fact changes (a pull secret is added): the next pass updates the ConfigMap.
     secret = {
@@ -101,7 +100,7 @@ def test_no_op_pass_writes_nothing(kube: Kube, make_platform: Any, unique_name: 
         recorded=recorded,
     )
     before = kube.counter.snapshot()[1]
-    result = reconcile_step(installvalues.STEP, ctx)
+    result = reconcile_step(step.STEP, ctx)
     assert kube.counter.snapshot()[1] == before, "a no-op pass must not write the ConfigMap"
     assert result.status == {"installValues": {"configMap": f"{unique_name}-install-values"}}
 
@@ -109,7 +108,7 @@ def test_no_op_pass_writes_nothing(kube: Kube, make_platform: Any, unique_name: 
     cm_name = f"{unique_name}-install-values"
     good = values_text(kube, cm_name, ns)
     kube.merge_patch("v1", "ConfigMap", cm_name, {"data": {"values.yaml": "edited: by hand\n"}}, namespace=ns)
-    reconcile_step(installvalues.STEP, ctx)
+    reconcile_step(step.STEP, ctx)
     assert values_text(kube, cm_name, ns) == good
 
 

@@ -29,7 +29,7 @@ from tests.support import find_condition
 from tenant_platform import reconcile
 from tenant_platform.api import constants
 from tenant_platform.config import Settings
-from tenant_platform.kube import errors as kube_errors
+from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube
 from tenant_platform.testing import tools, wait
 from tenant_platform.testing.controlplane import ControlPlane
@@ -158,7 +158,7 @@ def platforms(crd: Kube) -> Iterator[list[str]]:
         try:
             crd.merge_patch(constants.API_VERSION, constants.KIND, name, {"metadata": {"finalizers": None}})
             crd.delete(constants.API_VERSION, constants.KIND, name)
-        except kube_errors.NotFound:
+        except errors.NotFound:
             continue
 
 

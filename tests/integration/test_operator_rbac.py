@@ -19,8 +19,7 @@ from tests.support import find_condition
 
 from tenant_platform import reconcile
 from tenant_platform.api import constants
-from tenant_platform.concerns.podguard import manifests as render_pg
-from tenant_platform.concerns.podguard import step as pg_step
+from tenant_platform.concerns.podguard import manifests, step
 from tenant_platform.config import Settings
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube, Obj
@@ -205,7 +204,7 @@ MUST_BE_NO = [
     *[
         (f"delete {kind} {name}", "delete", kind, ADMISSION, "", name, "")
         for kind in ("validatingadmissionpolicies", "validatingadmissionpolicybindings")
-        for name in render_pg.SHARED_NAMES
+        for name in manifests.SHARED_NAMES
     ],
     ("delete every policy", "delete", "validatingadmissionpolicies", ADMISSION, "", "", ""),
     ("deletecollection policies", "deletecollection", "validatingadmissionpolicies", ADMISSION, "", "", ""),
@@ -235,7 +234,7 @@ MUST_BE_YES = [
         (f"{verb} {kind} {name}", verb, kind, ADMISSION, "", name, "")
         for verb in ("patch", "update", "get")
         for kind in ("validatingadmissionpolicies", "validatingadmissionpolicybindings")
-        for name in render_pg.SHARED_NAMES
+        for name in manifests.SHARED_NAMES
     ],
     ("create policies", "create", "validatingadmissionpolicies", ADMISSION, "", "", ""),
     ("list bindings", "list", "validatingadmissionpolicybindings", ADMISSION, "", "", ""),
@@ -540,15 +539,15 @@ def test_the_operator_cannot_change_or_delete_a_fence(as_operator: Kube, crd: Ku
             refusal = attempt(as_operator, "PATCH", path, {"spec": {"validationActions": ["Audit"]}})
             assert refusal is not None and "forbidden" in refusal.lower(), (kind, name, refusal)
         # The shared pod guard's own objects: allowed (the step repairs drift of them).
-        for obj in pg_step.shared_objects():
+        for obj in step.shared_objects():
             crd.apply(obj)
-        name = render_pg.SHARED_NAMES[0]
+        name = manifests.SHARED_NAMES[0]
         assert attempt(as_operator, "PATCH", as_operator.path(f"{ADMISSION}/v1", kind, name), {}) is None
 
 
 def test_no_pod_guard_name_is_a_fence_name() -> None:
     """The pod guard's names are fixed and none is a fence's (RBAC names them one by one)."""
-    assert not set(render_pg.SHARED_NAMES) & set(FENCES)
+    assert not set(manifests.SHARED_NAMES) & set(FENCES)
     rules = [d for d in yaml.safe_load_all((REPO / "deploy" / "base" / "rbac.yaml").read_text()) if d]
     role = next(d for d in rules if d["kind"] == "ClusterRole")
     named = [r for r in role["rules"] if "validatingadmissionpolicies" in r["resources"]]
@@ -556,7 +555,7 @@ def test_no_pod_guard_name_is_a_fence_name() -> None:
     assert writes
     for rule in named:
         if set(rule["verbs"]) & {"patch", "update", "delete", "deletecollection"}:
-            assert sorted(rule["resourceNames"]) == sorted(render_pg.SHARED_NAMES), rule
+            assert sorted(rule["resourceNames"]) == sorted(manifests.SHARED_NAMES), rule
 
 
 def test_only_the_operator_writes_the_pod_guards_parameter() -> None:

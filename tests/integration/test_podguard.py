@@ -26,9 +26,8 @@ import yaml
 from tenant_platform import devmode, reconcile
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
-from tenant_platform.concerns.podguard import manifests as podguard
-from tenant_platform.concerns.podguard import step as pg_step
-from tenant_platform.concerns.podguard import verdict as pg
+from tenant_platform.concerns.podguard import manifests, verdict
+from tenant_platform.concerns.podguard.step import STEP, shared_objects
 from tenant_platform.config import Settings
 from tenant_platform.framework.base import StepContext, StepResult
 from tenant_platform.kube import errors
@@ -283,8 +282,8 @@ class Guard:
     control_plane: ControlPlane
 
     @property
-    def names(self) -> podguard.GuardNames:
-        return podguard.guard_names("Deny")
+    def names(self) -> manifests.GuardNames:
+        return manifests.guard_names("Deny")
 
     @property
     def as_installer(self) -> str:
@@ -339,21 +338,21 @@ def make_installer(admin: Kube, cp: ControlPlane, namespace: str, directory: Pat
     return installer
 
 
-def apply_guard(admin: Kube, platform: TenantPlatform, enforcement: podguard.Enforcement) -> None:
+def apply_guard(admin: Kube, platform: TenantPlatform, enforcement: manifests.Enforcement) -> None:
     """The shared guard applied and ``platform`` (which must exist) made its parameter: its
     namespaces claimed for it and ``status.podGuard`` as the step writes it."""
-    for obj in pg_step.shared_objects():
+    for obj in shared_objects():
         admin.apply(obj)
     for namespace in platform.spec.all_namespaces:
         admin.merge_patch(
             "v1", "Namespace", namespace, {"metadata": {"labels": {constants.LABEL_PLATFORM: platform.name}}}
         )
-    value = pg.param(platform, enforcement, platform.spec.all_namespaces)
+    value = verdict.param(platform, enforcement, platform.spec.all_namespaces)
     admin.merge_patch(
         constants.API_VERSION,
         constants.KIND,
         platform.name,
-        {"status": {"podGuard": pg.param_fields(value)}},
+        {"status": {"podGuard": verdict.param_fields(value)}},
         subresource="status",
     )
 
@@ -377,8 +376,8 @@ def guard_denies(kube: Kube, namespace: str, policy: str) -> bool:
     return False
 
 
-DENY = podguard.guard_names("Deny")
-WARN = podguard.guard_names("Warn")
+DENY = manifests.guard_names("Deny")
+WARN = manifests.guard_names("Warn")
 
 
 @pytest.fixture(scope="module")
@@ -1112,7 +1111,7 @@ ADMITTED: list[tuple[str, Callable[[str, str], dict[str, Any]]]] = [
     ),
     (
         "baseline-capabilities",
-        lambda n, ns: pod(n, ns, containers=[sc(capabilities={"add": list(podguard.BASELINE_CAPABILITIES)})]),
+        lambda n, ns: pod(n, ns, containers=[sc(capabilities={"add": list(manifests.BASELINE_CAPABILITIES)})]),
     ),
     (
         "runtime-default-seccomp",
@@ -1475,7 +1474,7 @@ def reconcile_until(
     def attempt() -> StepResult | None:
         body = kube.get(constants.API_VERSION, constants.KIND, name)
         assert body is not None
-        result = reconcile_step(pg_step.STEP, context(kube, body, dry_run=dry_run))
+        result = reconcile_step(STEP, context(kube, body, dry_run=dry_run))
         return result if done(result) else None
 
     return eventually(what, attempt)
@@ -1514,7 +1513,7 @@ def test_step_deny_mode_zero_write_resync_and_cleanup(
     body = make_platform(unique_name, unique_name, podGuard={"enforcement": "Deny"})
     kube = recording(crd)
     ctx = context(kube, body)
-    result = reconcile_step(pg_step.STEP, ctx)
+    result = reconcile_step(STEP, ctx)
     (cond,) = result.conditions
     assert cond.type == "PodGuardReady"
     assert (cond.status, cond.reason) == ("True", "Enforcing"), cond
@@ -1525,7 +1524,7 @@ def test_step_deny_mode_zero_write_resync_and_cleanup(
     # the end-of-pass status write is told so.
     assert parameter(crd, unique_name) == param
     assert ctx.status_written == {"podGuard": param}
-    for name in podguard.SHARED_NAMES:
+    for name in manifests.SHARED_NAMES:
         for kind in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"):
             live = kube.get(VAP, kind, name)
             assert live is not None
@@ -1542,12 +1541,12 @@ def test_step_deny_mode_zero_write_resync_and_cleanup(
     # A no-op resync writes nothing (the parameter is found on the API server).
     body = fresh(crd, unique_name)
     _, writes = kube.counter.snapshot()
-    again = reconcile_step(pg_step.STEP, context(kube, body))
+    again = reconcile_step(STEP, context(kube, body))
     assert again.conditions[0].status == "True"
     assert kube.counter.snapshot()[1] == writes
 
     # check (dry run) reports in place and writes nothing.
-    checked = reconcile_step(pg_step.STEP, context(kube, body, dry_run=True))
+    checked = reconcile_step(STEP, context(kube, body, dry_run=True))
     assert checked.conditions[0].status == "True", checked.conditions
     assert kube.counter.snapshot()[1] == writes
 
@@ -1555,9 +1554,9 @@ def test_step_deny_mode_zero_write_resync_and_cleanup(
     kube.merge_patch(
         VAP, "ValidatingAdmissionPolicyBinding", DENY.pod_guard, {"spec": {"validationActions": ["Audit"]}}
     )
-    drifted = reconcile_step(pg_step.STEP, context(kube, body, dry_run=True))
+    drifted = reconcile_step(STEP, context(kube, body, dry_run=True))
     assert (drifted.conditions[0].status, drifted.conditions[0].reason) == ("False", "WouldApply")
-    reconcile_step(pg_step.STEP, context(kube, body))
+    reconcile_step(STEP, context(kube, body))
     assert actions(kube, DENY.pod_guard) == ["Deny", "Audit"]
     crd.merge_patch(
         constants.API_VERSION,
@@ -1566,17 +1565,17 @@ def test_step_deny_mode_zero_write_resync_and_cleanup(
         {"status": {"podGuard": {"namespaces": [], "enforcement": "Warn"}}},
         subresource="status",
     )
-    drifted = reconcile_step(pg_step.STEP, context(kube, fresh(crd, unique_name), dry_run=True))
+    drifted = reconcile_step(STEP, context(kube, fresh(crd, unique_name), dry_run=True))
     assert drifted.conditions[0].reason == "WouldApply"
     assert "status.podGuard" in drifted.conditions[0].message
-    reconcile_step(pg_step.STEP, context(kube, fresh(crd, unique_name)))
+    reconcile_step(STEP, context(kube, fresh(crd, unique_name)))
     assert parameter(crd, unique_name) == param
 
     # Cleanup deletes nothing: the shared objects stay; the parameter goes with the platform.
-    cleaned = pg_step.STEP.cleanup(context(kube, body))
+    cleaned = STEP.cleanup(context(kube, body))
     assert cleaned.done, cleaned.message
     assert kube.deleted == []
-    for name in podguard.SHARED_NAMES:
+    for name in manifests.SHARED_NAMES:
         assert kube.get(VAP, "ValidatingAdmissionPolicy", name) is not None
     crd.delete(constants.API_VERSION, constants.KIND, unique_name)
     eventually("the guard to be gone with the platform", lambda: not guard_denies(crd, unique_name, DENY.pod_guard))
@@ -1596,15 +1595,15 @@ def test_per_platform_guards_of_earlier_versions_are_named_not_deleted(
         constants.LABEL_PLATFORM: unique_name,
         constants.LABEL_COMPONENT: "podguard",
     }
-    literal = podguard.GuardParam((unique_name,), "Deny", ("docker.io/istio/proxyv2",))
-    policy = podguard.render_pod_guard_policy("Deny", literal, unique_name)
+    literal = manifests.GuardParam((unique_name,), "Deny", ("docker.io/istio/proxyv2",))
+    policy = manifests.render_pod_guard_policy("Deny", literal, unique_name)
     policy["metadata"] = {"name": old, "labels": labels}
-    binding = podguard.render_binding(old, "Deny", shared=False)
+    binding = manifests.render_binding(old, "Deny", shared=False)
     binding["metadata"]["labels"] = labels
     for obj in (policy, binding):
         crd.apply(obj)
     kube = recording(crd)
-    result = reconcile_step(pg_step.STEP, context(kube, body))
+    result = reconcile_step(STEP, context(kube, body))
     (cond,) = result.conditions
     assert (cond.status, cond.reason) == ("True", "Enforcing"), cond
     assert f"ValidatingAdmissionPolicy {old}" in cond.message
@@ -1619,7 +1618,7 @@ def test_per_platform_guards_of_earlier_versions_are_named_not_deleted(
 def test_step_warn_mode(crd: Kube, make_platform: Callable[..., dict[str, Any]], unique_name: str) -> None:
     make_namespace(crd, unique_name, claimed_by=unique_name)
     body = make_platform(unique_name, unique_name, podGuard={"enforcement": "Warn"})
-    result = reconcile_step(pg_step.STEP, context(crd, body))
+    result = reconcile_step(STEP, context(crd, body))
     assert (result.conditions[0].status, result.conditions[0].reason) == ("True", "WarnOnly")
     assert result.status["podGuard"]["enforcement"] == "Warn"
     assert parameter(crd, unique_name)["enforcement"] == "Warn"
@@ -1630,7 +1629,7 @@ def test_step_warn_mode(crd: Kube, make_platform: Callable[..., dict[str, Any]],
 
     (warning,) = eventually("the guard to warn", warned)
     assert "host namespaces are not allowed: hostIPC" in warning
-    assert pg_step.STEP.cleanup(context(crd, body)).done
+    assert STEP.cleanup(context(crd, body)).done
     crd.delete("v1", "Namespace", unique_name)
 
 
@@ -1644,7 +1643,7 @@ def test_staged_waits_for_violators_then_denies(
     for ns in (unique_name, extra):
         make_namespace(crd, ns, adoptable_by=unique_name, claimed_by=unique_name)
     body = make_platform(unique_name, unique_name, additionalNamespaces=[extra], podGuard={"enforcement": "Warn"})
-    reconcile_step(pg_step.STEP, context(crd, body))
+    reconcile_step(STEP, context(crd, body))
     assert parameter(crd, unique_name)["enforcement"] == "Warn"
     eventually(
         "the guard to warn",
@@ -1675,14 +1674,12 @@ def test_staged_waits_for_violators_then_denies(
     }
     assert parameter(crd, unique_name)["enforcement"] == "Warn"
     # Still waiting on the next pass (verdicts cached; the parameter never promoted).
-    again = reconcile_step(
-        pg_step.STEP, context(crd, crd.get(constants.API_VERSION, constants.KIND, unique_name) or {})
-    )
+    again = reconcile_step(STEP, context(crd, crd.get(constants.API_VERSION, constants.KIND, unique_name) or {}))
     assert again.conditions[0].reason == "ViolatingPodsFound"
     assert parameter(crd, unique_name)["enforcement"] == "Warn"
 
     # The whole reconcile writes the same into the TenantPlatform's status.
-    if any(step.name == pg_step.STEP.name for step in registry.STEPS):
+    if any(step.name == STEP.name for step in registry.STEPS):
         fresh = crd.get(constants.API_VERSION, constants.KIND, unique_name)
         assert fresh is not None
         reconcile.run(fresh, kube=crd, settings=SETTINGS, now=NOW)
@@ -1715,12 +1712,12 @@ def test_staged_waits_for_violators_then_denies(
     body["status"] = {"podGuard": result.status["podGuard"]}
     _, writes_before = crd.counter.snapshot()
     dry_runs_before = crd.counter.by_verb.get("POST (dry-run)", 0)
-    later = reconcile_step(pg_step.STEP, context(crd, body))
+    later = reconcile_step(STEP, context(crd, body))
     assert later.conditions[0].status == "True"
     assert later.status["podGuard"]["podsThatWouldBeDenied"] == 0
     assert crd.counter.snapshot()[1] == writes_before
     assert crd.counter.by_verb.get("POST (dry-run)", 0) == dry_runs_before
-    assert pg_step.STEP.cleanup(context(crd, body)).done
+    assert STEP.cleanup(context(crd, body)).done
     for ns in (unique_name, extra):
         crd.delete("v1", "Namespace", ns)
 
@@ -1743,7 +1740,7 @@ def test_staged_in_a_namespace_enforcing_pod_security(
     body = make_platform(unique_name, unique_name, podGuard={"enforcement": "Staged"})
     result = reconcile_until(crd, unique_name, lambda r: r.conditions[0].status == "True", "promotion")
     assert result.status["podGuard"]["enforcement"] == "Deny"
-    assert pg_step.STEP.cleanup(context(crd, body)).done
+    assert STEP.cleanup(context(crd, body)).done
     crd.delete("v1", "Namespace", unique_name)
 
 
@@ -1755,14 +1752,14 @@ def test_updates_are_checked_only_when_the_spec_changes(
 ) -> None:
     make_namespace(crd, unique_name, claimed_by=unique_name)
     body = make_platform(unique_name, unique_name, podGuard={"enforcement": "Warn"})
-    reconcile_step(pg_step.STEP, context(crd, body))
+    reconcile_step(STEP, context(crd, body))
     eventually(
         "the guard to warn",
         lambda: any(WARN.pod_guard in w for w in crd.create_with_warnings(pod("w", unique_name, hostPID=True))[1]),
     )
     crd.create(pod("old", unique_name, volumes=[{"name": "host", "hostPath": {"path": "/var/log"}}]))
     crd.merge_patch(constants.API_VERSION, constants.KIND, unique_name, {"spec": {"podGuard": {"enforcement": "Deny"}}})
-    reconcile_step(pg_step.STEP, context(crd, crd.get(constants.API_VERSION, constants.KIND, unique_name) or {}))
+    reconcile_step(STEP, context(crd, crd.get(constants.API_VERSION, constants.KIND, unique_name) or {}))
     eventually("the guard to deny", lambda: guard_denies(crd, unique_name, DENY.pod_guard))
 
     # Metadata-only updates of a pod admitted before the guard still work.
@@ -1785,7 +1782,7 @@ def test_updates_are_checked_only_when_the_spec_changes(
     with pytest.raises(errors.Forbidden) as caught:
         crd.replace(live)
     assert NOT_ALLOWED_IMAGE in caught.value.message
-    assert pg_step.STEP.cleanup(context(crd, body)).done
+    assert STEP.cleanup(context(crd, body)).done
     crd.delete("v1", "Namespace", unique_name)
 
 
@@ -1855,12 +1852,12 @@ def inlined(policy: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-LITERAL = podguard.GuardParam(("tc",), "Deny", ("docker.io/istio/proxyv2",))
+LITERAL = manifests.GuardParam(("tc",), "Deny", ("docker.io/istio/proxyv2",))
 
 
 def test_policies_type_check_without_warnings(type_checking_cluster: Kube) -> None:
     devmode.install_crd(type_checking_cluster)  # the parameter's schema
-    for policy in podguard.render()[:4] + podguard.render(LITERAL, "typecheck")[:4]:
+    for policy in manifests.render()[:4] + manifests.render(LITERAL, "typecheck")[:4]:
         policy["metadata"]["name"] += f"-{uuid.uuid4().hex[:6]}"
         assert type_check(type_checking_cluster, policy) == [], policy["metadata"]["name"]
         if "-pod-guard-" in policy["metadata"]["name"]:
@@ -1869,7 +1866,7 @@ def test_policies_type_check_without_warnings(type_checking_cluster: Kube) -> No
 
 def test_the_type_check_harness_catches_a_typo(type_checking_cluster: Kube) -> None:
     devmode.install_crd(type_checking_cluster)
-    pod_policy = podguard.render(LITERAL, f"typo-{uuid.uuid4().hex[:6]}")[0]
+    pod_policy = manifests.render(LITERAL, f"typo-{uuid.uuid4().hex[:6]}")[0]
     for var in pod_policy["spec"]["variables"]:
         var["expression"] = var["expression"].replace(".?subPathExpr", ".?subPathExp")
     warnings = type_check(type_checking_cluster, inlined(pod_policy))
@@ -1895,14 +1892,14 @@ def test_cluster_without_v1_validating_admission_policy(control_plane: ControlPl
             "metadata": {"name": "old-cluster", "uid": "u-1"},
             "spec": {"namespace": "kamiwaza", "domain": "x.example.com"},
         }
-        result = reconcile_step(pg_step.STEP, context(kube, body))
+        result = reconcile_step(STEP, context(kube, body))
         (cond,) = result.conditions
         assert (cond.status, cond.reason) == ("False", "UnsupportedKubernetesVersion")
         assert "Kyverno or Gatekeeper" in cond.message
         assert "docs/pod-guard.md" in cond.message
         assert result.status["podGuard"] == {"enforcement": "None", "requested": "Staged"}
         assert kube.counter.snapshot()[1] == 0
-        assert pg_step.STEP.cleanup(context(kube, body)).done
+        assert STEP.cleanup(context(kube, body)).done
 
 
 def test_the_session_servers_version_decides_support(admin_kube: Kube) -> None:
@@ -1914,7 +1911,7 @@ def test_the_session_servers_version_decides_support(admin_kube: Kube) -> None:
         "metadata": {"name": f"version-{uuid.uuid4().hex[:6]}", "uid": "u-1"},
         "spec": {"namespace": f"version-{uuid.uuid4().hex[:6]}", "domain": "v.example.com"},
     }
-    result = reconcile_step(pg_step.STEP, context(admin_kube, body, dry_run=True))
+    result = reconcile_step(STEP, context(admin_kube, body, dry_run=True))
     (cond,) = result.conditions
     if (major, minor) < (1, 30):
         assert (cond.status, cond.reason) == ("False", "UnsupportedKubernetesVersion"), cond

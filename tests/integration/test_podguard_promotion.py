@@ -26,8 +26,7 @@ from tests.integration.test_podguard import (
 
 from tenant_platform import reconcile
 from tenant_platform.api import constants
-from tenant_platform.concerns.podguard import manifests as podguard
-from tenant_platform.concerns.podguard import step as pg_step
+from tenant_platform.concerns.podguard import manifests, step
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube
 from tenant_platform.testing.steps import reconcile_step
@@ -46,7 +45,7 @@ def test_promotion_survives_a_deleted_binding_and_a_new_violator(
     crd.merge_patch(constants.API_VERSION, constants.KIND, unique_name, {"status": result.status}, subresource="status")
 
     # Someone deletes the pod guard's Deny binding; meanwhile a violating pod is admitted.
-    crd.delete(podguard.API_VERSION, podguard.BINDING_KIND, DENY.pod_guard)
+    crd.delete(manifests.API_VERSION, manifests.BINDING_KIND, DENY.pod_guard)
 
     def admitted() -> bool:
         try:
@@ -56,7 +55,7 @@ def test_promotion_survives_a_deleted_binding_and_a_new_violator(
         return True
 
     eventually("a violating pod to be admitted without the binding", admitted)
-    again = reconcile_step(pg_step.STEP, context(crd, fresh(crd, unique_name)))
+    again = reconcile_step(step.STEP, context(crd, fresh(crd, unique_name)))
     assert actions(crd, DENY.pod_guard) == ["Deny", "Audit"], "re-created"
     assert parameter(crd, unique_name)["enforcement"] == "Deny", "not sent back to Warn"
     assert again.conditions[0].reason == "Enforcing", again.conditions[0].message
@@ -64,12 +63,12 @@ def test_promotion_survives_a_deleted_binding_and_a_new_violator(
 
     # Back to Warn by the spec: the promotion is forgotten (a later Staged starts over).
     crd.merge_patch(constants.API_VERSION, constants.KIND, unique_name, {"spec": {"podGuard": {"enforcement": "Warn"}}})
-    reconcile_step(pg_step.STEP, context(crd, fresh(crd, unique_name)))
+    reconcile_step(step.STEP, context(crd, fresh(crd, unique_name)))
     assert parameter(crd, unique_name)["enforcement"] == "Warn"
     crd.merge_patch(
         constants.API_VERSION, constants.KIND, unique_name, {"spec": {"podGuard": {"enforcement": "Staged"}}}
     )
-    restarted = reconcile_step(pg_step.STEP, context(crd, fresh(crd, unique_name)))
+    restarted = reconcile_step(step.STEP, context(crd, fresh(crd, unique_name)))
     assert restarted.conditions[0].reason == "ViolatingPodsFound"  # the hostPID pod, checked again
     assert parameter(crd, unique_name)["enforcement"] == "Warn"
     crd.delete("v1", "Namespace", unique_name)

@@ -15,7 +15,7 @@ from facts_support import b64, create_namespace, dockerconfigjson, get_platform,
 from tests.support import condition, platform_body
 
 from tenant_platform.api import constants
-from tenant_platform.concerns.pullsecrets import step as pullsecrets
+from tenant_platform.concerns.pullsecrets import step
 from tenant_platform.config import Settings
 from tenant_platform.framework import probes
 from tenant_platform.kube import errors
@@ -62,7 +62,7 @@ def assert_no_credentials(*texts: str) -> None:
 
 
 def test_none_named_is_true(kube: Kube, unique_name: str) -> None:
-    result = run_step(pullsecrets.STEP, kube, platform_body(unique_name, unique_name))
+    result = run_step(step.STEP, kube, platform_body(unique_name, unique_name))
     cond = result.conditions[0]
     assert (cond.type, cond.status, cond.reason) == (constants.PULL_SECRETS_READY, "True", "NoneRequired")
     assert result.recorded == {"imagePullSecrets": []}
@@ -98,7 +98,7 @@ def test_unusable_secrets_fail_with_a_reason(kube: Kube, unique_name: str, make:
     create_namespace(kube, unique_name)
     if make:
         kube.create(make("pull", unique_name))
-    result = run_step(pullsecrets.STEP, kube, platform_body(unique_name, unique_name, imagePullSecrets=["pull"]))
+    result = run_step(step.STEP, kube, platform_body(unique_name, unique_name, imagePullSecrets=["pull"]))
     cond = result.conditions[0]
     assert (cond.status, cond.reason) == ("False", reason)
     assert f"Secret pull in namespace {unique_name}" in cond.message
@@ -120,7 +120,7 @@ def test_a_payload_without_auths_is_unparseable_and_not_echoed(kube: Kube, uniqu
             data={".dockerconfigjson": b64(json.dumps(legacy))},
         )
     )
-    result = run_step(pullsecrets.STEP, kube, platform_body(unique_name, unique_name, imagePullSecrets=["pull"]))
+    result = run_step(step.STEP, kube, platform_body(unique_name, unique_name, imagePullSecrets=["pull"]))
     cond = result.conditions[0]
     assert (cond.status, cond.reason) == ("False", "Unparseable")
     assert "has no auths object" in cond.message
@@ -178,8 +178,8 @@ def test_in_cluster_probe_is_best_effort_and_never_fails_the_condition(kube: Kub
         )
         body = platform_body(unique_name, ns, imagePullSecrets=["pull"])
         probes.clear_cache()
-        outside = run_step(pullsecrets.STEP, kube, body, settings=Settings(in_cluster=False))
-        inside = run_step(pullsecrets.STEP, kube, body, settings=Settings(in_cluster=True))
+        outside = run_step(step.STEP, kube, body, settings=Settings(in_cluster=False))
+        inside = run_step(step.STEP, kube, body, settings=Settings(in_cluster=True))
     finally:
         listener.close()
     assert "checks" not in outside.status  # only from a pod in the cluster

@@ -17,9 +17,7 @@ from tests.support import condition, platform_body
 
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
-from tenant_platform.concerns.storage import manifests as render_storage
-from tenant_platform.concerns.storage import step as storage
-from tenant_platform.concerns.storage import verdict as storage_status
+from tenant_platform.concerns.storage import manifests, step, verdict
 from tenant_platform.config import Settings
 from tenant_platform.framework.base import StepContext, stamp
 from tenant_platform.kube.client import Kube
@@ -27,7 +25,7 @@ from tenant_platform.testing.controlplane import ControlPlane
 
 GA = "storageclass.kubernetes.io/is-default-class"
 BETA = "storageclass.beta.kubernetes.io/is-default-class"
-SELECTOR = f"{constants.LABEL_COMPONENT}={render_storage.COMPONENT}"
+SELECTOR = f"{constants.LABEL_COMPONENT}={manifests.COMPONENT}"
 OPERATOR_NAMESPACE = Settings().operator_namespace
 """Where the write test runs (the operator's own namespace, see concerns/storage/step.py)."""
 
@@ -51,7 +49,7 @@ def storage_class(name: str, *, annotation: str | None = None, mode: str = "Imme
     if annotation:
         meta["annotations"] = {annotation: "true"}
     return {
-        "apiVersion": "storage.k8s.io/v1",
+        "apiVersion": "step.k8s.io/v1",
         "kind": "StorageClass",
         "metadata": meta,
         "provisioner": "example.com/test",
@@ -60,7 +58,7 @@ def storage_class(name: str, *, annotation: str | None = None, mode: str = "Imme
 
 
 def test_the_seeded_default_class_is_found_and_binding_mode_noted(kube: Kube, unique_name: str) -> None:
-    result = run_step(storage.STEP, kube, platform_body(unique_name, unique_name))
+    result = run_step(step.STEP, kube, platform_body(unique_name, unique_name))
     cond = result.conditions[0]
     assert (cond.type, cond.status, cond.reason) == (constants.STORAGE_READY, "True", "StorageClassFound")
     assert "local-path (the cluster default" in cond.message
@@ -72,9 +70,9 @@ def test_a_named_class_is_used_even_when_not_default(kube: Kube, unique_name: st
     kube.create(storage_class(unique_name))
     try:
         body = platform_body(unique_name, unique_name, storage={"storageClassName": unique_name})
-        result = run_step(storage.STEP, kube, body)
+        result = run_step(step.STEP, kube, body)
     finally:
-        kube.delete("storage.k8s.io/v1", "StorageClass", unique_name)
+        kube.delete("step.k8s.io/v1", "StorageClass", unique_name)
     assert result.conditions[0].status == "True"
     assert result.recorded["storageClassName"] == unique_name
     assert result.recorded["storageVolumeBindingMode"] == "Immediate"
@@ -82,7 +80,7 @@ def test_a_named_class_is_used_even_when_not_default(kube: Kube, unique_name: st
 
 def test_a_missing_named_class_fails_naming_the_field(kube: Kube, unique_name: str) -> None:
     body = platform_body(unique_name, unique_name, storage={"storageClassName": "no-such-class"})
-    result = run_step(storage.STEP, kube, body)
+    result = run_step(step.STEP, kube, body)
     cond = result.conditions[0]
     assert (cond.status, cond.reason) == ("False", "StorageClassNotFound")
     assert "no-such-class" in cond.message and "spec.storage.storageClassName" in cond.message
@@ -95,19 +93,19 @@ def test_no_default_then_ambiguous_defaults(bare: Kube) -> None:
     body = platform_body("tp", "tenant")
     kube = bare
     kube.create(storage_class("plain"))
-    result = run_step(storage.STEP, kube, body)
+    result = run_step(step.STEP, kube, body)
     assert (result.conditions[0].status, result.conditions[0].reason) == ("False", "NoDefaultStorageClass")
     assert "plain" in result.conditions[0].message
 
     kube.create(storage_class("fast", annotation=GA))
     kube.create(storage_class("old", annotation=BETA))  # the beta annotation counts too
-    result = run_step(storage.STEP, kube, body)
+    result = run_step(step.STEP, kube, body)
     cond = result.conditions[0]
     assert (cond.status, cond.reason) == ("False", "AmbiguousDefaultStorageClass")
     assert "fast, old" in cond.message
 
-    kube.delete("storage.k8s.io/v1", "StorageClass", "fast")
-    result = run_step(storage.STEP, kube, body)
+    kube.delete("step.k8s.io/v1", "StorageClass", "fast")
+    result = run_step(step.STEP, kube, body)
     assert (result.conditions[0].status, result.recorded["storageClassName"]) == ("True", "old")
 
 
@@ -143,7 +141,7 @@ def test_write_test_pending_then_verified_and_cleaned_up(kube: Kube, make_platfo
     assert len(pvcs) == 1 and len(pods) == 1
     writer = pods[0]
     assert writer["metadata"]["labels"][constants.LABEL_PLATFORM] == unique_name
-    assert writer["metadata"]["labels"][render_storage.ROLE_LABEL] == "write"
+    assert writer["metadata"]["labels"][manifests.ROLE_LABEL] == "write"
     # In the operator's namespace, never the tenant's: owned by the platform (garbage collection
     # backs up cleanup), and nothing of the test is written where the tenant lives.
     assert writer["metadata"]["namespace"] == OPERATOR_NAMESPACE
@@ -164,7 +162,7 @@ def test_write_test_pending_then_verified_and_cleaned_up(kube: Kube, make_platfo
     cond = condition(outcome.status, constants.STORAGE_READY)
     assert cond["reason"] == "VerificationPending" and "reads it back" in cond["message"]
     pvcs, pods = verify_objects(kube, unique_name)
-    assert [p["metadata"]["labels"][render_storage.ROLE_LABEL] for p in pods] == ["read"]
+    assert [p["metadata"]["labels"][manifests.ROLE_LABEL] for p in pods] == ["read"]
     assert pods[0]["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"] == pvcs[0]["metadata"]["name"]
 
     # The reader found the marker: verified; the result goes onto the PVC and the pods are deleted,
@@ -173,9 +171,9 @@ def test_write_test_pending_then_verified_and_cleaned_up(kube: Kube, make_platfo
     outcome = reconcile_once(kube, unique_name)
     cond = condition(outcome.status, constants.STORAGE_READY)
     assert (cond["status"], cond["reason"]) == ("True", "Verified")
-    assert outcome.requeue_after is not None and outcome.requeue_after <= storage_status.SETTLE_SECONDS
+    assert outcome.requeue_after is not None and outcome.requeue_after <= verdict.SETTLE_SECONDS
     pvcs, pods = verify_objects(kube, unique_name)
-    assert pods == [] and pvcs[0]["metadata"]["annotations"][render_storage.RESULT_ANNOTATION] == "Succeeded"
+    assert pods == [] and pvcs[0]["metadata"]["annotations"][manifests.RESULT_ANNOTATION] == "Succeeded"
     reconcile_once(kube, unique_name)
     assert verify_objects(kube, unique_name) == ([], [])
     memory = get_platform(kube, unique_name)["status"]["recorded"]["storageVerification"]
@@ -245,19 +243,19 @@ def test_a_test_that_never_finishes_times_out_and_cleans_up(kube: Kube, make_pla
     reconcile_once(kube, unique_name, now=start)
     assert len(verify_objects(kube, unique_name)[1]) == 1
 
-    outcome = reconcile_once(kube, unique_name, now=start + storage_status.VERIFY_TIMEOUT - timedelta(seconds=1))
+    outcome = reconcile_once(kube, unique_name, now=start + verdict.VERIFY_TIMEOUT - timedelta(seconds=1))
     assert condition(outcome.status, constants.STORAGE_READY)["reason"] == "VerificationPending"
 
-    outcome = reconcile_once(kube, unique_name, now=start + storage_status.VERIFY_TIMEOUT + timedelta(seconds=1))
+    outcome = reconcile_once(kube, unique_name, now=start + verdict.VERIFY_TIMEOUT + timedelta(seconds=1))
     cond = condition(outcome.status, constants.STORAGE_READY)
     assert (cond["status"], cond["reason"]) == ("False", "VerificationTimedOut")
     assert "did not finish within 10 minutes" in cond["message"]
     assert "is Pending" in cond["message"]
-    reconcile_once(kube, unique_name, now=start + storage_status.VERIFY_TIMEOUT + timedelta(seconds=2))
+    reconcile_once(kube, unique_name, now=start + verdict.VERIFY_TIMEOUT + timedelta(seconds=2))
     assert verify_objects(kube, unique_name) == ([], [])
 
     # After the retry interval a new test starts.
-    later = start + storage_status.VERIFY_TIMEOUT + storage_status.RETRY_AFTER + timedelta(seconds=2)
+    later = start + verdict.VERIFY_TIMEOUT + verdict.RETRY_AFTER + timedelta(seconds=2)
     outcome = reconcile_once(kube, unique_name, now=later)
     assert condition(outcome.status, constants.STORAGE_READY)["reason"] == "VerificationPending"
     assert len(verify_objects(kube, unique_name)[1]) == 1
@@ -281,7 +279,7 @@ def test_dry_run_never_creates_the_test_objects(kube: Kube, make_platform: Any, 
     create_namespace(kube, ns)
     body = make_platform(unique_name, ns, storage={"verify": True})
     before = kube.counter.snapshot()[1]
-    result = run_step(storage.STEP, kube, body, dry_run=True)
+    result = run_step(step.STEP, kube, body, dry_run=True)
     assert kube.counter.snapshot()[1] == before
     assert result.conditions[0].status == "True"
     assert "does not run in a dry run" in result.conditions[0].message
@@ -300,9 +298,9 @@ def test_cleanup_on_deletion_removes_a_running_test(kube: Kube, make_platform: A
         settings=Settings(),
         now=datetime.now(UTC),
     )
-    assert storage.STEP.cleanup(ctx).done
+    assert step.STEP.cleanup(ctx).done
     assert verify_objects(kube, unique_name) == ([], [])
-    assert storage.STEP.cleanup(ctx).done  # idempotent
+    assert step.STEP.cleanup(ctx).done  # idempotent
 
 
 def lose_status(kube: Kube, name: str, recorded: dict[str, Any] | None) -> None:
@@ -328,8 +326,8 @@ def test_a_lost_status_write_neither_leaks_nor_reruns_the_test(
 
     reconcile_once(kube, unique_name)
     pvcs, pods = verify_objects(kube, unique_name)
-    attempt = pvcs[0]["metadata"]["labels"][render_storage.ATTEMPT_LABEL]
-    assert [p["metadata"]["labels"][render_storage.ATTEMPT_LABEL] for p in pods] == [attempt]
+    attempt = pvcs[0]["metadata"]["labels"][manifests.ATTEMPT_LABEL]
+    assert [p["metadata"]["labels"][manifests.ATTEMPT_LABEL] for p in pods] == [attempt]
     uids = [pvcs[0]["metadata"]["uid"], pods[0]["metadata"]["uid"]]
     lose_status(kube, unique_name, None)
     # A later second (a new attempt id if a new test were started): the same test goes on.
@@ -350,7 +348,7 @@ def test_a_lost_status_write_neither_leaks_nor_reruns_the_test(
     assert verify_objects(kube, unique_name)[1] == []
     reconcile_once(kube, unique_name)
     pvcs, pods = verify_objects(kube, unique_name)
-    assert [p["metadata"]["labels"][render_storage.ROLE_LABEL] for p in pods] == ["read"], "no second writer"
+    assert [p["metadata"]["labels"][manifests.ROLE_LABEL] for p in pods] == ["read"], "no second writer"
 
     # The reader succeeded: the result goes onto the PVC; the status write is lost again.
     set_phase(kube, pods[0], "Succeeded")
@@ -375,12 +373,12 @@ def test_objects_of_an_unrecorded_older_test_are_deleted(kube: Kube, make_platfo
     attempt = get_platform(kube, unique_name)["status"]["recorded"]["storageVerification"]["attempt"]
     platform = TenantPlatform.from_body(get_platform(kube, unique_name))
     ctx = StepContext(platform=platform, kube=kube, settings=Settings(), now=datetime.now(UTC))
-    stray = render_storage.render_pvc(
+    stray = manifests.render_pvc(
         platform_name=unique_name, namespace=OPERATOR_NAMESPACE, attempt=12345, storage_class="other-class"
     )
-    kube.create(stamp(stray, ctx, render_storage.COMPONENT))
+    kube.create(stamp(stray, ctx, manifests.COMPONENT))
     assert len(verify_objects(kube, unique_name)[0]) == 2
     reconcile_once(kube, unique_name)
     pvcs, pods = verify_objects(kube, unique_name)
-    assert [p["metadata"]["name"] for p in pvcs] == [render_storage.pvc_name(unique_name, attempt)]
+    assert [p["metadata"]["name"] for p in pvcs] == [manifests.pvc_name(unique_name, attempt)]
     assert len(pods) == 1 and body["metadata"]["name"] == unique_name

@@ -28,11 +28,11 @@ from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.reasons import Common, PodGuard
 from tenant_platform.api.reasons import Gateway as Reason
-from tenant_platform.concerns.dns import step as dns
 from tenant_platform.concerns.dns.coredns import CoreDNSTarget
-from tenant_platform.concerns.edgecert import step as edgecert
+from tenant_platform.concerns.dns.step import DnsStep
+from tenant_platform.concerns.edgecert.step import STEP
 from tenant_platform.concerns.gateway import step as gateway
-from tenant_platform.concerns.podguard import manifests as render_pg
+from tenant_platform.concerns.podguard import manifests
 from tenant_platform.concerns.podguard import step as podguard
 from tenant_platform.formats import corefile
 from tenant_platform.kube import errors
@@ -139,17 +139,17 @@ def checklist_guard(kube: Kube, platform_body: dict[str, Any], prefix: str) -> l
     """The checklist's two policies (its rules: the same CEL, its namespaces inlined), named its
     way, with [Deny] bindings."""
     parsed = TenantPlatform.from_body(platform_body)
-    literal = render_pg.GuardParam(
+    literal = manifests.GuardParam(
         tuple(parsed.spec.all_namespaces), "Deny", tuple(parsed.spec.pod_guard.proxy_image_repositories)
     )
     made = []
     for policy, name in (
-        (render_pg.render_pod_guard_policy("Deny", literal, parsed.name), f"{prefix}-pod-guard"),
-        (render_pg.render_exec_guard_policy("Deny", literal, parsed.name), f"{prefix}-exec-guard"),
+        (manifests.render_pod_guard_policy("Deny", literal, parsed.name), f"{prefix}-pod-guard"),
+        (manifests.render_exec_guard_policy("Deny", literal, parsed.name), f"{prefix}-exec-guard"),
     ):
         policy["metadata"]["name"] = name
         by_hand(kube, policy, parsed.name)
-        binding = render_pg.render_binding(name, "Deny", shared=False)
+        binding = manifests.render_binding(name, "Deny", shared=False)
         binding["spec"]["validationActions"] = ["Deny"]
         by_hand(kube, binding, parsed.name)
         made += [("ValidatingAdmissionPolicy", name), ("ValidatingAdmissionPolicyBinding", name)]
@@ -267,7 +267,7 @@ def test_hand_prepared_cluster_is_taken_over_without_a_gap(
     # The hand-made guard is in effect before anything of ours exists.
     wait_for_denial(prober, hand_guard[0][1])
     prober.start()
-    names = render_pg.guard_names("Deny")
+    names = manifests.guard_names("Deny")
     try:
         # Pass 1: ours at Deny from the start (a hand-made binding denies, so Staged does not start
         # at Warn); the hand-made guard is still needed (ours was written in this pass).
@@ -307,7 +307,7 @@ def test_hand_prepared_cluster_is_taken_over_without_a_gap(
     assert [g["metadata"]["uid"] for g in crd.list(*GW, ISTIO) if g["metadata"]["name"] == unique_name] == [
         hand_gateway["metadata"]["uid"]
     ]
-    status, reason, message = sole_condition(run(edgecert.STEP, crd, platform))
+    status, reason, message = sole_condition(run(STEP, crd, platform))
     assert (status, reason) == ("True", "Valid"), message
     trust = [c for c in crd.list("v1", "ConfigMap", tenant) if c["metadata"]["name"] == TRUST]
     assert [c["metadata"]["uid"] for c in trust] == [hand_trust["metadata"]["uid"]]
@@ -315,7 +315,7 @@ def test_hand_prepared_cluster_is_taken_over_without_a_gap(
     assert trust[0]["data"]["ca-certificates.crt"] != hand_trust["data"]["ca-certificates.crt"]
 
     # One Corefile rewrite of the domain, in our marked block, written once; no other line touched.
-    step_dns = dns.DnsStep(target=CoreDNSTarget(namespace=dns_ns))
+    step_dns = DnsStep(target=CoreDNSTarget(namespace=dns_ns))
     writes_before = crd.counter.snapshot()[1]
     result = reconcile_step(step_dns, context(crd, platform))
     assert crd.counter.snapshot()[1] - writes_before == 1, sole_condition(result)

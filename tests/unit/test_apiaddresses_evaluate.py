@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tenant_platform.concerns.apiaddresses import verdict as apiaddresses
+from tenant_platform.concerns.apiaddresses.verdict import CHECK_NAME, APIAddressesFacts, evaluate
 
 SERVICE = {"spec": {"clusterIPs": ["10.0.0.1"], "ports": [{"port": 443, "targetPort": 6443}]}}
 
@@ -45,7 +45,7 @@ def eps(*endpoints: tuple[str, bool]) -> dict[str, Any]:
     ],
 )
 def test_evaluate(service: Any, slices: list, check: str | None, fragment: str, endpoints: list[str]) -> None:
-    verdict = apiaddresses.evaluate(apiaddresses.APIAddressesFacts(service=service, slices=slices))
+    verdict = evaluate(APIAddressesFacts(service=service, slices=slices))
     assert verdict.conditions == []
     recorded = verdict.recorded.dump()["kubernetesAPI"]
     assert recorded["endpointCIDRs"] == endpoints
@@ -53,6 +53,6 @@ def test_evaluate(service: Any, slices: list, check: str | None, fragment: str, 
     if check is None:
         assert verdict.sections == {}
         return
-    entry = verdict.sections["checks"][apiaddresses.CHECK_NAME]
+    entry = verdict.sections["checks"][CHECK_NAME]
     assert entry["result"] == check and fragment in entry["message"]
     assert set(entry) == {"result", "message"}

@@ -11,8 +11,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from tests.support import platform
 
 from tenant_platform.api.reasons import EdgeCertificate as Reason
-from tenant_platform.concerns.edgecert import certs, issuance
-from tenant_platform.concerns.edgecert import manifests as render_certs
+from tenant_platform.concerns.edgecert import certs, issuance, manifests
 from tenant_platform.testing import certs as factory
 
 NOW = dt.datetime(2026, 6, 1, 12, 0, tzinfo=dt.UTC)
@@ -198,7 +197,7 @@ def test_self_signed_names_and_validity() -> None:
 
 
 def test_trust_config_map_render() -> None:
-    skeleton = render_certs.render_trust_config_map(platform("demo", "kamiwaza", domain=DOMAIN), None)
+    skeleton = manifests.render_trust_config_map(platform("demo", "kamiwaza", domain=DOMAIN), None)
     assert skeleton["metadata"] == {
         "name": "kamiwaza-edge-trust",
         "namespace": "kamiwaza",

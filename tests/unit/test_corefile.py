@@ -9,7 +9,7 @@ import pytest
 from tenant_platform.api.reasons import DNS
 from tenant_platform.api.status.dns import Mode
 from tenant_platform.concerns.dns import coredns
-from tenant_platform.formats import corefile as cf
+from tenant_platform.formats import corefile
 from tenant_platform.testing.seed import STOCK_COREFILE
 
 HOST = "istio-ingressgateway.istio-system.svc.cluster.local"
@@ -62,7 +62,7 @@ def lines_of(text: str) -> list[str]:
 
 
 def test_insert_above_kubernetes_with_its_indentation() -> None:
-    out = cf.upsert_block(STOCK_COREFILE, "demo", "kamiwaza.example.com", HOST)
+    out = corefile.upsert_block(STOCK_COREFILE, "demo", "kamiwaza.example.com", HOST)
     lines = lines_of(out)
     k = next(i for i, line in enumerate(lines) if line.strip().startswith("kubernetes "))
     assert lines[k - 3 : k] == [
@@ -71,65 +71,65 @@ def test_insert_above_kubernetes_with_its_indentation() -> None:
         "    # END tenant-platform demo",
     ]
     # Nothing else changed.
-    assert cf.remove_block(out, "demo") == STOCK_COREFILE
+    assert corefile.remove_block(out, "demo") == STOCK_COREFILE
 
 
 def test_idempotent_returns_the_same_text() -> None:
-    once = cf.upsert_block(STOCK_COREFILE, "demo", "kamiwaza.example.com", HOST)
-    assert cf.upsert_block(once, "demo", "kamiwaza.example.com", HOST) is once
+    once = corefile.upsert_block(STOCK_COREFILE, "demo", "kamiwaza.example.com", HOST)
+    assert corefile.upsert_block(once, "demo", "kamiwaza.example.com", HOST) is once
 
 
 def test_tabs_are_kept() -> None:
-    out = cf.upsert_block(TABS, "demo", "a.example.com", HOST)
+    out = corefile.upsert_block(TABS, "demo", "a.example.com", HOST)
     assert "\t# BEGIN tenant-platform demo\n\trewrite name exact a.example.com" in out
-    assert cf.remove_block(out, "demo") == TABS
+    assert corefile.remove_block(out, "demo") == TABS
 
 
 def test_two_platforms_coexist_and_update_in_place() -> None:
-    text = cf.upsert_block(STOCK_COREFILE, "a", "a.example.com", HOST)
-    text = cf.upsert_block(text, "b", "b.example.com", HOST)
-    assert cf.platforms(text) == ["a", "b"]
+    text = corefile.upsert_block(STOCK_COREFILE, "a", "a.example.com", HOST)
+    text = corefile.upsert_block(text, "b", "b.example.com", HOST)
+    assert corefile.platforms(text) == ["a", "b"]
     # Updating a keeps it before b (no reordering churn).
-    updated = cf.upsert_block(text, "a", "a2.example.com", HOST)
-    assert cf.platforms(updated) == ["a", "b"]
+    updated = corefile.upsert_block(text, "a", "a2.example.com", HOST)
+    assert corefile.platforms(updated) == ["a", "b"]
     assert f"rewrite name exact a2.example.com {HOST}" in updated
     assert "a.example.com " not in updated
     # Removing one leaves the other intact.
-    only_b = cf.remove_block(updated, "a")
-    assert cf.platforms(only_b) == ["b"]
-    assert cf.upsert_block(only_b, "b", "b.example.com", HOST) is only_b
-    assert cf.remove_block(only_b, "b") == STOCK_COREFILE
+    only_b = corefile.remove_block(updated, "a")
+    assert corefile.platforms(only_b) == ["b"]
+    assert corefile.upsert_block(only_b, "b", "b.example.com", HOST) is only_b
+    assert corefile.remove_block(only_b, "b") == STOCK_COREFILE
 
 
 def test_remove_absent_block_is_a_no_op() -> None:
-    assert cf.remove_block(STOCK_COREFILE, "ghost") is STOCK_COREFILE
+    assert corefile.remove_block(STOCK_COREFILE, "ghost") is STOCK_COREFILE
 
 
 def test_misplaced_block_is_moved_into_the_server_block() -> None:
     misplaced = "# BEGIN tenant-platform demo\nrewrite name exact x y\n# END tenant-platform demo\n" + STOCK_COREFILE
-    out = cf.upsert_block(misplaced, "demo", "a.example.com", HOST)
+    out = corefile.upsert_block(misplaced, "demo", "a.example.com", HOST)
     assert out.startswith(".:53 {")
-    assert cf.platforms(out) == ["demo"]
-    block = cf.block_for(out, "demo")
+    assert corefile.platforms(out) == ["demo"]
+    block = corefile.block_for(out, "demo")
     assert block is not None and block.body == [f"rewrite name exact a.example.com {HOST}"]
 
 
 def test_picks_the_root_server_block_and_ignores_snippets_comments_quotes() -> None:
-    out = cf.upsert_block(MULTI, "demo", "a.example.com", HOST)
+    out = corefile.upsert_block(MULTI, "demo", "a.example.com", HOST)
     lines = lines_of(out)
     k = lines.index("    kubernetes cluster.local")
     assert lines[k - 1] == "    # END tenant-platform demo"
     assert lines[k - 3] == "    # BEGIN tenant-platform demo"
-    blocks = cf.parse(MULTI)
+    blocks = corefile.parse(MULTI)
     assert [b.keys for b in blocks] == [["example.org:53"], [".:53"]]
-    assert cf.dns_server_block(MULTI).is_root
+    assert corefile.dns_server_block(MULTI).is_root
 
 
 def test_k3s_override_import_and_reload_detection() -> None:
-    assert cf.override_imports(K3S) == ["/etc/coredns/custom/*.override"]
-    assert cf.override_imports(STOCK_COREFILE) == []
-    assert cf.has_reload(STOCK_COREFILE)
-    assert not cf.has_reload(STOCK_COREFILE.replace("    reload\n", ""))
+    assert corefile.override_imports(K3S) == ["/etc/coredns/custom/*.override"]
+    assert corefile.override_imports(STOCK_COREFILE) == []
+    assert corefile.has_reload(STOCK_COREFILE)
+    assert not corefile.has_reload(STOCK_COREFILE.replace("    reload\n", ""))
 
 
 @pytest.mark.parametrize(
@@ -150,26 +150,26 @@ def test_k3s_override_import_and_reload_detection() -> None:
     ],
 )
 def test_refuses_what_it_cannot_edit_safely(text: str) -> None:
-    with pytest.raises(cf.CorefileError):
-        cf.upsert_block(text, "demo", "a.example.com", HOST)
+    with pytest.raises(corefile.CorefileError):
+        corefile.upsert_block(text, "demo", "a.example.com", HOST)
 
 
 def test_zone_of() -> None:
-    assert cf.zone_of(".:53") == "."
-    assert cf.zone_of("dns://.:53") == "."
-    assert cf.zone_of(".") == "."
-    assert cf.zone_of("Example.ORG:53") == "example.org."
+    assert corefile.zone_of(".:53") == "."
+    assert corefile.zone_of("dns://.:53") == "."
+    assert corefile.zone_of(".") == "."
+    assert corefile.zone_of("Example.ORG:53") == "example.org."
 
 
 def test_override_key_and_content() -> None:
-    assert cf.override_key("demo") == "tenant-platform-demo.override"
-    text = cf.render_override("demo", "a.example.com", HOST)
+    assert corefile.override_key("demo") == "tenant-platform-demo.override"
+    text = corefile.render_override("demo", "a.example.com", HOST)
     assert text.splitlines()[-1] == f"rewrite name exact a.example.com {HOST}"
     assert all(line.startswith("#") for line in text.splitlines()[:-1])
 
 
 def test_preview_is_a_marked_fragment() -> None:
-    obj = cf.render_preview("demo", "a.example.com", HOST, namespace="kube-system", name="coredns")
+    obj = corefile.render_preview("demo", "a.example.com", HOST, namespace="kube-system", name="coredns")
     assert obj["kind"] == "ConfigMap"
     assert "Corefile" not in obj["data"]
     (key,) = obj["data"]
@@ -339,25 +339,27 @@ HAND_MADE = [
         [],
         id="a regex rewrite is not the checklist's",
     ),
-    pytest.param(cf.upsert_block(STOCK_COREFILE, "kamiwaza", "kamiwaza.example.com", HOST), [], id="a marked block"),
+    pytest.param(
+        corefile.upsert_block(STOCK_COREFILE, "kamiwaza", "kamiwaza.example.com", HOST), [], id="a marked block"
+    ),
 ]
 
 
 @pytest.mark.parametrize(("text", "placements"), HAND_MADE)
 def test_hand_made_rewrites_are_found_outside_marked_blocks(text: str, placements: list[str]) -> None:
-    assert [h.placement for h in cf.hand_made_rewrites(text, "kamiwaza.example.com")] == placements
+    assert [h.placement for h in corefile.hand_made_rewrites(text, "kamiwaza.example.com")] == placements
 
 
 def test_take_over_replaces_the_checklist_line_in_one_edit_and_touches_nothing_else() -> None:
-    out = cf.take_over(HAND_IN_BLOCK, "kamiwaza", "kamiwaza.example.com", HOST)
+    out = corefile.take_over(HAND_IN_BLOCK, "kamiwaza", "kamiwaza.example.com", HOST)
     assert out.splitlines().count(CHECKLIST_LINE) == 1  # ours, inside the markers
-    assert out == cf.upsert_block(STOCK_COREFILE, "kamiwaza", "kamiwaza.example.com", HOST)
-    assert cf.take_over(out, "kamiwaza", "kamiwaza.example.com", HOST) == out  # idempotent
+    assert out == corefile.upsert_block(STOCK_COREFILE, "kamiwaza", "kamiwaza.example.com", HOST)
+    assert corefile.take_over(out, "kamiwaza", "kamiwaza.example.com", HOST) == out  # idempotent
 
 
 def test_take_over_removes_a_server_block_of_its_own_but_never_another_zone() -> None:
-    own = cf.take_over(OWN_BLOCK + STOCK_COREFILE, "kamiwaza", "kamiwaza.example.com", HOST)
-    assert own == cf.upsert_block(STOCK_COREFILE, "kamiwaza", "kamiwaza.example.com", HOST)
-    other = cf.take_over(ELSEWHERE + STOCK_COREFILE, "kamiwaza", "kamiwaza.example.com", HOST)
+    own = corefile.take_over(OWN_BLOCK + STOCK_COREFILE, "kamiwaza", "kamiwaza.example.com", HOST)
+    assert own == corefile.upsert_block(STOCK_COREFILE, "kamiwaza", "kamiwaza.example.com", HOST)
+    other = corefile.take_over(ELSEWHERE + STOCK_COREFILE, "kamiwaza", "kamiwaza.example.com", HOST)
     assert other.startswith(ELSEWHERE)  # left alone: the message says to remove it by hand
-    assert cf.block_for(other, "kamiwaza") is not None
+    assert corefile.block_for(other, "kamiwaza") is not None

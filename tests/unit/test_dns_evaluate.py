@@ -16,7 +16,7 @@ from tenant_platform.api.status.dns import DnsRecord
 from tenant_platform.concerns.dns import verdict as dns
 from tenant_platform.concerns.dns.coredns import CoreDNSTarget, corefile_text
 from tenant_platform.concerns.dns.verdict import CorefileWrite, DnsFacts, OverrideWrite
-from tenant_platform.core import domainclaims as dnsguard
+from tenant_platform.core import domainclaims
 from tenant_platform.formats import corefile
 from tenant_platform.testing.seed import STOCK_COREFILE
 
@@ -318,8 +318,8 @@ MODES = ["CoreDNS", "External", "Disabled"]
 OTHER_BLOCK = corefile.upsert_block(STOCK_COREFILE, "other", DOMAIN, HOST)
 
 
-def claim(name: str, created: str, domain: str = DOMAIN, *, deleting: bool = False) -> dnsguard.Claim:
-    return dnsguard.Claim(name, domain, created, deleting)
+def claim(name: str, created: str, domain: str = DOMAIN, *, deleting: bool = False) -> domainclaims.Claim:
+    return domainclaims.Claim(name, domain, created, deleting)
 
 
 GUARD_ROWS = [
@@ -416,8 +416,8 @@ def test_a_held_domain_keeps_the_other_platforms_rewrite_and_writes_nothing() ->
         ),
     ],
 )
-def test_first_come_first_served(claims: tuple[dnsguard.Claim, ...], corefile_text: str, held: bool) -> None:
-    found = dnsguard.refusal(demo(), corefile_text=corefile_text, custom_data={}, claims=claims)
+def test_first_come_first_served(claims: tuple[domainclaims.Claim, ...], corefile_text: str, held: bool) -> None:
+    found = domainclaims.refusal(demo(), corefile_text=corefile_text, custom_data={}, claims=claims)
     assert (found is not None) == held, found
 
 
@@ -426,15 +426,15 @@ def test_claims_of_listed_platforms() -> None:
         {"metadata": {"name": "a", "creationTimestamp": "2026-05-01T00:00:00Z"}, "spec": {"domain": "a.example.com"}},
         {"metadata": {"name": "b", "deletionTimestamp": "2026-05-02T00:00:00Z"}, "spec": {"domain": "b.example.com"}},
     ]
-    assert dnsguard.claims_of(items) == (
+    assert domainclaims.claims_of(items) == (
         claim("a", "2026-05-01T00:00:00Z", "a.example.com"),
         claim("b", "", "b.example.com", deleting=True),
     )
 
 
 def test_cluster_zones() -> None:
-    assert dnsguard.cluster_zones(STOCK_COREFILE) == ["cluster.local", "in-addr.arpa", "ip6.arpa"]
-    assert dnsguard.cluster_zones("broken {") == []
+    assert domainclaims.cluster_zones(STOCK_COREFILE) == ["cluster.local", "in-addr.arpa", "ip6.arpa"]
+    assert domainclaims.cluster_zones("broken {") == []
 
 
 def test_reload_pending_is_progressing_until_the_grace_ends() -> None:
@@ -630,4 +630,4 @@ def test_a_hand_made_rewrite_is_replaced_in_one_write_only_when_opted_in(
     said = plan.verdict.condition.message + " " + write.event[2]
     assert fragment in said, said
     # The guard never calls the hand-made line another platform's.
-    assert dnsguard.refusal(demo(), corefile_text=corefile_text(cm), custom_data={}, claims=()) is None
+    assert domainclaims.refusal(demo(), corefile_text=corefile_text(cm), custom_data={}, claims=()) is None

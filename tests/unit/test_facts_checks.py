@@ -11,10 +11,10 @@ import threading
 import pytest
 
 from tenant_platform import preflight
-from tenant_platform.concerns.apiaddresses import verdict as apiaddresses
-from tenant_platform.concerns.pullsecrets import verdict as pullsecrets
-from tenant_platform.concerns.storage import manifests as render_storage
-from tenant_platform.concerns.storage import verdict as storage_status
+from tenant_platform.concerns.apiaddresses.verdict import compute, sort_cidrs
+from tenant_platform.concerns.pullsecrets.verdict import check_secret
+from tenant_platform.concerns.storage import manifests
+from tenant_platform.concerns.storage.verdict import describe_pod, select_storage_class
 from tenant_platform.framework import probes
 
 GA = "storageclass.kubernetes.io/is-default-class"
@@ -41,21 +41,21 @@ def sc(name: str, *, default: str | None = None, mode: str = "Immediate") -> dic
     ],
 )
 def test_select_storage_class(classes: list, requested: str, reason: str, name: str) -> None:
-    sel = storage_status.select_storage_class(classes, requested)
+    sel = select_storage_class(classes, requested)
     assert sel.reason == reason
     assert sel.name == name
     assert sel.ok == bool(name)
 
 
 def test_select_storage_class_messages_name_what_is_wrong() -> None:
-    missing = storage_status.select_storage_class([sc("a")], "fast")
+    missing = select_storage_class([sc("a")], "fast")
     assert "fast" in missing.message and "spec.storage.storageClassName" in missing.message and "a" in missing.message
-    two = storage_status.select_storage_class([sc("x", default=GA), sc("y", default=GA)], "")
+    two = select_storage_class([sc("x", default=GA), sc("y", default=GA)], "")
     assert "x, y" in two.message
 
 
 def test_wait_for_first_consumer_is_noted() -> None:
-    sel = storage_status.select_storage_class([sc("lp", default=GA, mode="WaitForFirstConsumer")], "")
+    sel = select_storage_class([sc("lp", default=GA, mode="WaitForFirstConsumer")], "")
     assert sel.volume_binding_mode == "WaitForFirstConsumer"
     assert "WaitForFirstConsumer" in sel.message
     assert "WaitForFirstConsumer" not in sel.summary
@@ -69,7 +69,7 @@ def test_describe_pod_names_the_blocker() -> None:
             "conditions": [{"type": "PodScheduled", "status": "False", "message": "0/3 nodes are available"}],
         },
     }
-    assert storage_status.describe_pod(pending) == "pod p is Pending (not scheduled: 0/3 nodes are available)"
+    assert describe_pod(pending) == "pod p is Pending (not scheduled: 0/3 nodes are available)"
     pulling = {
         "metadata": {"name": "p"},
         "spec": {"nodeName": "n1"},
@@ -78,12 +78,12 @@ def test_describe_pod_names_the_blocker() -> None:
             "containerStatuses": [{"state": {"waiting": {"reason": "ErrImagePull", "message": "no route"}}}],
         },
     }
-    assert storage_status.describe_pod(pulling) == "pod p is Pending (container waiting: ErrImagePull (no route))"
-    assert storage_status.describe_pod(None) == "not created"
+    assert describe_pod(pulling) == "pod p is Pending (container waiting: ErrImagePull (no route))"
+    assert describe_pod(None) == "not created"
 
 
 def test_storage_test_pods_are_restricted_and_sidecar_free() -> None:
-    pod = render_storage.render_pod(platform_name="tp", platform_uid="u", namespace="ns", attempt=7, role="write")
+    pod = manifests.render_pod(platform_name="tp", platform_uid="u", namespace="ns", attempt=7, role="write")
     spec = pod["spec"]
     assert spec["securityContext"]["runAsNonRoot"] is True
     assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
@@ -92,10 +92,10 @@ def test_storage_test_pods_are_restricted_and_sidecar_free() -> None:
     assert container["securityContext"]["allowPrivilegeEscalation"] is False
     assert pod["metadata"]["annotations"]["sidecar.istio.io/inject"] == "false"
     assert spec["volumes"][0]["persistentVolumeClaim"]["claimName"] == "tp-storage-verify-7"
-    reader = render_storage.render_pod(platform_name="tp", platform_uid="u", namespace="ns", attempt=7, role="read")
+    reader = manifests.render_pod(platform_name="tp", platform_uid="u", namespace="ns", attempt=7, role="read")
     assert reader["spec"]["containers"][0]["env"] == container["env"]
     with pytest.raises(ValueError):
-        render_storage.render_pod(platform_name="tp", platform_uid="u", namespace="ns", attempt=7, role="other")
+        manifests.render_pod(platform_name="tp", platform_uid="u", namespace="ns", attempt=7, role="other")
 
 
 # ---- API addresses -----------------------------------------------------------------------------
@@ -116,7 +116,7 @@ def eps(*endpoints: tuple[list[str], bool | None], port: int = 6443) -> dict:
 
 
 def test_api_addresses_dual_stack_sorted_and_deduplicated() -> None:
-    found = apiaddresses.compute(
+    found = compute(
         service(["10.0.0.1", "fd00::1"]),
         [eps((["192.0.2.11"], True), (["192.0.2.10"], True)), eps((["192.0.2.10", "2001:db8::a"], None))],
     )
@@ -127,24 +127,24 @@ def test_api_addresses_dual_stack_sorted_and_deduplicated() -> None:
 
 
 def test_api_addresses_numeric_order() -> None:
-    assert apiaddresses.sort_cidrs(["10.0.0.10/32", "10.0.0.9/32", "10.0.0.9/32"]) == ["10.0.0.9/32", "10.0.0.10/32"]
+    assert sort_cidrs(["10.0.0.10/32", "10.0.0.9/32", "10.0.0.9/32"]) == ["10.0.0.9/32", "10.0.0.10/32"]
 
 
 def test_api_addresses_not_ready_are_recorded_and_noted() -> None:
-    found = apiaddresses.compute(service(["10.0.0.1"]), [eps((["192.0.2.10"], True), (["192.0.2.12"], False))])
+    found = compute(service(["10.0.0.1"]), [eps((["192.0.2.10"], True), (["192.0.2.12"], False))])
     assert found.endpoint_cidrs == ["192.0.2.10/32", "192.0.2.12/32"]
     assert found.notes == ["Recorded although not ready: 192.0.2.12/32."]
 
 
 def test_api_addresses_missing_endpoints_is_a_warning_and_ports_fall_back_to_target_port() -> None:
-    found = apiaddresses.compute(service(["10.0.0.1"]), [])
+    found = compute(service(["10.0.0.1"]), [])
     assert found.endpoint_cidrs == []
     assert found.endpoint_ports == [6443]
     assert len(found.warnings) == 1 and "EndpointSlice" in found.warnings[0]
 
 
 def test_api_addresses_without_service() -> None:
-    found = apiaddresses.compute(None, [eps((["192.0.2.10"], True))])
+    found = compute(None, [eps((["192.0.2.10"], True))])
     assert found.service_cidrs == [] and found.endpoint_cidrs == ["192.0.2.10/32"]
     assert any("Service default/kubernetes does not exist" in w for w in found.warnings)
 
@@ -164,7 +164,7 @@ def test_pull_secret_hosts_are_normalised_and_credentials_never_leak() -> None:
             "Registry.Example.com:5000": {"username": "u", "password": "hunter2"},
         }
     )
-    verdict = pullsecrets.check_secret("s", "ns", secret)
+    verdict = check_secret("s", "ns", secret)
     assert verdict.ok and verdict.reason == "PullSecretsFound"
     assert verdict.hosts == ["index.docker.io", "registry.example.com:5000"]
     assert "hunter2" not in repr(verdict) and "dXNlcjpodW50ZXIy" not in repr(verdict)
@@ -192,7 +192,7 @@ def test_pull_secret_hosts_are_normalised_and_credentials_never_leak() -> None:
     ],
 )
 def test_pull_secret_failures(secret: dict | None, reason: str) -> None:
-    verdict = pullsecrets.check_secret("s", "ns", secret)
+    verdict = check_secret("s", "ns", secret)
     assert not verdict.ok and verdict.reason == reason
     assert "Secret s in namespace ns" in verdict.problem
 

@@ -11,9 +11,8 @@ import pytest
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.reasons import Common
 from tenant_platform.api.reasons import Gateway as Reason
-from tenant_platform.concerns.gateway import manifests as render_gateway
-from tenant_platform.concerns.gateway import verdict as check
-from tenant_platform.core import domainclaims as dnsguard
+from tenant_platform.concerns.gateway import manifests, verdict
+from tenant_platform.core import domainclaims
 
 DOMAIN = "kamiwaza.example.com"
 SERVICE = {"metadata": {"name": "istio-ingressgateway"}, "spec": {"ports": [{"port": 443}]}}
@@ -27,7 +26,7 @@ def platform(**spec: Any) -> TenantPlatform:
 
 
 def gateway(**spec: Any) -> dict[str, Any]:
-    live = copy.deepcopy(render_gateway.render_gateway(platform()))
+    live = copy.deepcopy(manifests.render_gateway(platform()))
     live["spec"].update(spec)
     return live
 
@@ -38,8 +37,8 @@ def https(**server: Any) -> list[dict[str, Any]]:
     return servers
 
 
-def subject(live: dict[str, Any] | None) -> check.GatewayUnderCheck:
-    return check.GatewayUnderCheck(
+def subject(live: dict[str, Any] | None) -> verdict.GatewayUnderCheck:
+    return verdict.GatewayUnderCheck(
         live,
         name="kamiwaza-gateway",
         namespace="istio-system",
@@ -107,18 +106,18 @@ VERIFY_ROWS = [
 
 
 def test_every_verify_check_has_a_table() -> None:
-    assert set(VERIFY_TABLE) == set(check.VERIFY_CHECKS.names)
+    assert set(VERIFY_TABLE) == set(verdict.VERIFY_CHECKS.names)
 
 
 @pytest.mark.parametrize(("name", "live", "reason"), VERIFY_ROWS)
 def test_verify_check(name: str, live: dict[str, Any] | None, reason: Reason | None) -> None:
-    (found,) = [c for c in check.VERIFY_CHECKS if c.name == name]
+    (found,) = [c for c in verdict.VERIFY_CHECKS if c.name == name]
     problem = found.run(subject(live))
     assert (problem[0] if problem else None) == reason, problem
 
 
 def test_verify_chain_order() -> None:
-    assert check.VERIFY_CHECKS.names == (
+    assert verdict.VERIFY_CHECKS.names == (
         "Gateway exists",
         "selects the gateway workload",
         "has an HTTPS 443 server",
@@ -129,7 +128,7 @@ def test_verify_chain_order() -> None:
     )
     # Findings come in chain order: a wrong selector, a bare host and another Secret together.
     both = gateway(selector={"istio": "other"}, servers=https(hosts=[DOMAIN], tls={"credentialName": "x"}))
-    assert [f.value[0] for f in check.VERIFY_CHECKS.every(subject(both))] == [
+    assert [f.value[0] for f in verdict.VERIFY_CHECKS.every(subject(both))] == [
         Reason.SELECTOR_MISMATCH,
         Reason.DOMAIN_OPEN_TO_ALL_NAMESPACES,
         Reason.CREDENTIAL_MISMATCH,
@@ -137,12 +136,12 @@ def test_verify_chain_order() -> None:
 
 
 def test_http_redirect_note() -> None:
-    assert check.http_redirect_note(subject(gateway())) == ""
+    assert verdict.http_redirect_note(subject(gateway())) == ""
     only_https = gateway(servers=gateway()["spec"]["servers"][:1])
-    assert "serves no port 80 for" in check.http_redirect_note(subject(only_https))
+    assert "serves no port 80 for" in verdict.http_redirect_note(subject(only_https))
 
 
-def facts(**changes: Any) -> check.GatewayFacts:
+def facts(**changes: Any) -> verdict.GatewayFacts:
     base: dict[str, Any] = {
         "kind_served": True,
         "live": gateway(),
@@ -151,19 +150,19 @@ def facts(**changes: Any) -> check.GatewayFacts:
         "service": SERVICE,
         "applied": True,
     }
-    return check.GatewayFacts(**{**base, **changes})
+    return verdict.GatewayFacts(**{**base, **changes})
 
 
 HELD = (
-    dnsguard.Claim(platform="first", domain=DOMAIN, created="2026-01-01T00:00:00Z"),
-    dnsguard.Claim(platform="demo", domain=DOMAIN, created="2026-02-01T00:00:00Z"),
+    domainclaims.Claim(platform="first", domain=DOMAIN, created="2026-01-01T00:00:00Z"),
+    domainclaims.Claim(platform="demo", domain=DOMAIN, created="2026-02-01T00:00:00Z"),
 )
 
 # check -> rows of (id, spec, facts, dry run, the reason it finds or None)
-EVALUATE_TABLE: dict[str, list[tuple[str, dict[str, Any], check.GatewayFacts, bool, str | None]]] = {
+EVALUATE_TABLE: dict[str, list[tuple[str, dict[str, Any], verdict.GatewayFacts, bool, str | None]]] = {
     "Gateway kind served": [
         ("served", {}, facts(), False, None),
-        ("not served", {}, check.GatewayFacts(kind_served=False), False, Reason.GATEWAY_KIND_NOT_SERVED),
+        ("not served", {}, verdict.GatewayFacts(kind_served=False), False, Reason.GATEWAY_KIND_NOT_SERVED),
     ],
     "domain not held by another platform": [
         ("alone", {}, facts(), False, None),
@@ -203,20 +202,20 @@ EVALUATE_ROWS = [
 
 
 def test_every_evaluate_check_has_a_table() -> None:
-    assert set(EVALUATE_TABLE) == set(check.EVALUATE_CHECKS.names)
+    assert set(EVALUATE_TABLE) == set(verdict.EVALUATE_CHECKS.names)
 
 
 @pytest.mark.parametrize(("name", "spec", "facts_", "dry_run", "reason"), EVALUATE_ROWS)
 def test_evaluate_check(
-    name: str, spec: dict[str, Any], facts_: check.GatewayFacts, dry_run: bool, reason: str | None
+    name: str, spec: dict[str, Any], facts_: verdict.GatewayFacts, dry_run: bool, reason: str | None
 ) -> None:
-    (found,) = [c for c in check.EVALUATE_CHECKS if c.name == name]
-    cond = found.run(check.GatewayDecision(platform(**spec), facts_, dry_run))
+    (found,) = [c for c in verdict.EVALUATE_CHECKS if c.name == name]
+    cond = found.run(verdict.GatewayDecision(platform(**spec), facts_, dry_run))
     assert (cond.reason if cond else None) == reason, cond
 
 
 def test_evaluate_chain_order() -> None:
-    assert check.EVALUATE_CHECKS.names == (
+    assert verdict.EVALUATE_CHECKS.names == (
         "Gateway kind served",
         "domain not held by another platform",
         "Gateway ours or opted in (Managed)",
@@ -225,10 +224,10 @@ def test_evaluate_chain_order() -> None:
         "gateway Service exposes 443",
     )
     # Only the checks before the Gateway is judged keep it from being applied.
-    assert frozenset(check.EVALUATE_CHECKS.names[:4]) == check.WRITES_NOTHING
+    assert frozenset(verdict.EVALUATE_CHECKS.names[:4]) == verdict.WRITES_NOTHING
     # A held domain comes before a conflict, which comes before a missing Service.
     everything = facts(claims=HELD, live_owner="other", applied=False, service=None)
-    found = check.EVALUATE_CHECKS.every(check.GatewayDecision(platform(), everything))
+    found = verdict.EVALUATE_CHECKS.every(verdict.GatewayDecision(platform(), everything))
     assert [f.value.reason for f in found] == [
         Reason.DOMAIN_HELD_BY_ANOTHER_PLATFORM,
         Common.CONFLICT,

@@ -14,9 +14,9 @@ from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.reasons import Common
 from tenant_platform.api.reasons import Gateway as Reason
-from tenant_platform.concerns.gateway import manifests as render_gateway
-from tenant_platform.concerns.gateway import verdict as check
-from tenant_platform.core import domainclaims as dnsguard
+from tenant_platform.concerns.gateway import manifests
+from tenant_platform.concerns.gateway.verdict import GatewayFacts, evaluate, not_applied, prunes, serves_domain
+from tenant_platform.core import domainclaims
 
 DOMAIN = "kamiwaza.example.com"
 SERVICE = {"metadata": {"name": "istio-ingressgateway"}, "spec": {"ports": [{"port": 80}, {"port": 443}]}}
@@ -27,7 +27,7 @@ demo = partial(platform, "demo", namespace="kamiwaza", domain=DOMAIN)
 
 def gateway(**spec: Any) -> dict[str, Any]:
     """The Gateway as the operator renders it, with ``spec`` fields replaced."""
-    live = copy.deepcopy(render_gateway.render_gateway(demo()))
+    live = copy.deepcopy(manifests.render_gateway(demo()))
     live["spec"].update(spec)
     return live
 
@@ -39,9 +39,9 @@ def https(**server: Any) -> list[dict[str, Any]]:
     return servers
 
 
-def facts(**changes: Any) -> check.GatewayFacts:
+def facts(**changes: Any) -> GatewayFacts:
     """A Managed Gateway of ours just applied, and a gateway Service with port 443."""
-    base = check.GatewayFacts(
+    base = GatewayFacts(
         kind_served=True,
         live=gateway(),
         live_owner="demo",
@@ -56,13 +56,13 @@ EXTERNAL = {"gateway": {"management": "External"}}
 EARLIER, LATER = "2026-01-01T00:00:00Z", "2026-02-01T00:00:00Z"
 
 
-def claim(name: str, created: str, domain: str = DOMAIN, *, deleting: bool = False) -> dnsguard.Claim:
-    return dnsguard.Claim(platform=name, domain=domain, created=created, deleting=deleting)
+def claim(name: str, created: str, domain: str = DOMAIN, *, deleting: bool = False) -> domainclaims.Claim:
+    return domainclaims.Claim(platform=name, domain=domain, created=created, deleting=deleting)
 
 
 class Row(NamedTuple):
     name: str
-    facts: check.GatewayFacts
+    facts: GatewayFacts
     spec: dict[str, Any]
     dry_run: bool
     status: str
@@ -76,7 +76,7 @@ ROWS = [
     Row("verified", facts(live_owner=""), EXTERNAL, False, "True", Reason.VERIFIED, "External Gateway istio-system/"),
     Row(
         "kind not served",
-        check.GatewayFacts(kind_served=False),
+        GatewayFacts(kind_served=False),
         {},
         False,
         "False",
@@ -187,7 +187,7 @@ def test_every_reason_has_a_row() -> None:
 
 @pytest.mark.parametrize("row", ROWS, ids=[row.name for row in ROWS])
 def test_evaluate(row: Row) -> None:
-    verdict = check.evaluate(demo(**row.spec), row.facts, dry_run=row.dry_run)
+    verdict = evaluate(demo(**row.spec), row.facts, dry_run=row.dry_run)
     cond = verdict.condition
     assert (cond.type, cond.status, cond.reason) == (constants.GATEWAY_READY, row.status, row.reason), cond.message
     assert row.fragment in cond.message
@@ -196,15 +196,15 @@ def test_evaluate(row: Row) -> None:
 
 
 def test_managed_wants_the_gateway_then_judges_what_the_api_server_kept() -> None:
-    first = check.evaluate(demo(), facts(live=None, live_owner="", applied=False))
-    assert first.desired == render_gateway.render(demo())
-    assert check.prunes(demo(), first) == ["istio-system"]
+    first = evaluate(demo(), facts(live=None, live_owner="", applied=False))
+    assert first.desired == manifests.render(demo())
+    assert prunes(demo(), first) == ["istio-system"]
     assert first.condition.reason == Reason.PROGRAMMED  # the rendered Gateway, as rendered
     assert first.events == []
 
     # Another field manager's selector label survives the server-side apply: caught on the re-check.
     kept = gateway(selector={"istio": "ingressgateway", "extra": "label"})
-    second = check.evaluate(demo(), facts(live=kept, wrote=True))
+    second = evaluate(demo(), facts(live=kept, wrote=True))
     assert second.desired == []
     assert second.condition.reason == Reason.SELECTOR_MISMATCH
     assert second.events == [("Normal", "GatewayApplied", "Applied Gateway istio-system/kamiwaza-gateway.")]
@@ -212,19 +212,19 @@ def test_managed_wants_the_gateway_then_judges_what_the_api_server_kept() -> Non
 
 def test_a_moved_gateway_prunes_the_previous_namespace_too() -> None:
     moved = demo(gateway={"namespace": "gw"}, status={"recorded": {"gateway": {"namespace": "istio-system"}}})
-    verdict = check.evaluate(moved, facts(live=None, applied=False))
-    assert check.prunes(moved, verdict) == ["gw", "istio-system"]
+    verdict = evaluate(moved, facts(live=None, applied=False))
+    assert prunes(moved, verdict) == ["gw", "istio-system"]
 
 
 def test_conflict_names_the_other_platform() -> None:
-    verdict = check.evaluate(demo(), facts(live_owner="other", applied=False))
+    verdict = evaluate(demo(), facts(live_owner="other", applied=False))
     assert verdict.condition.reason == Common.CONFLICT
     assert "belongs to TenantPlatform other" in verdict.condition.message
     assert verdict.desired == []
 
 
 def test_dry_run_verifies_the_live_gateway_and_says_drift_would_be_repaired() -> None:
-    verdict = check.evaluate(demo(), facts(applied=False), dry_run=True)
+    verdict = evaluate(demo(), facts(applied=False), dry_run=True)
     assert verdict.desired == []
     assert verdict.condition.reason == Reason.PROGRAMMED
     assert verdict.condition.message.endswith("(dry run: any drift would be repaired on a real reconcile).")
@@ -232,17 +232,17 @@ def test_dry_run_verifies_the_live_gateway_and_says_drift_would_be_repaired() ->
 
 def test_service_without_port_443_and_hosts_that_are_not_services() -> None:
     no_443 = facts(service={"spec": {"ports": [{"port": 80}]}})
-    message = check.evaluate(demo(), no_443).condition.message
+    message = evaluate(demo(), no_443).condition.message
     assert message == (
         "The gateway Service istio-system/istio-ingressgateway exposes no port 443 (ports: [80]); HTTPS cannot "
         "reach it."
     )
-    assert check.evaluate(demo(), facts(service_ref=None, service=None)).condition.reason == Reason.PROGRAMMED
+    assert evaluate(demo(), facts(service_ref=None, service=None)).condition.reason == Reason.PROGRAMMED
 
 
 def test_missing_port_80_is_a_note_and_the_recorded_coordinates() -> None:
     live = gateway(servers=gateway()["spec"]["servers"][:1])
-    verdict = check.evaluate(demo(**EXTERNAL), facts(live=live, live_owner=""))
+    verdict = evaluate(demo(**EXTERNAL), facts(live=live, live_owner=""))
     assert verdict.condition.is_true
     assert "; note: Gateway istio-system/kamiwaza-gateway serves no port 80" in verdict.condition.message
     assert verdict.recorded.dump() == {
@@ -259,7 +259,7 @@ def test_missing_port_80_is_a_note_and_the_recorded_coordinates() -> None:
 
 
 def test_a_failed_apply_is_an_api_error() -> None:
-    cond = check.not_applied(["Gateway istio-system/kamiwaza-gateway: boom"])
+    cond = not_applied(["Gateway istio-system/kamiwaza-gateway: boom"])
     assert (cond.status, cond.reason) == ("False", Common.API_ERROR)
     assert cond.message == "Could not apply: Gateway istio-system/kamiwaza-gateway: boom."
 
@@ -281,10 +281,10 @@ ADOPTION = {
 
 @pytest.mark.parametrize(("live", "owner", "adopted"), ADOPTION.values(), ids=ADOPTION.keys())
 def test_adoption_needs_the_admins_opt_in(live: dict[str, Any], owner: str, adopted: bool) -> None:
-    v = check.evaluate(demo(), facts(live=live, live_owner=owner, applied=False))
+    v = evaluate(demo(), facts(live=live, live_owner=owner, applied=False))
     cond = v.conditions[0]
     if adopted:
-        assert v.desired == render_gateway.render(demo())
+        assert v.desired == manifests.render(demo())
         assert cond.reason == Reason.PROGRAMMED, cond
     else:
         assert v.desired == []
@@ -330,11 +330,11 @@ def test_adoption_needs_the_admins_opt_in(live: dict[str, Any], owner: str, adop
     ],
 )
 def test_one_domain_one_platform(
-    claims: tuple[dnsguard.Claim, ...], serving: tuple[tuple[str, str], ...], held: str
+    claims: tuple[domainclaims.Claim, ...], serving: tuple[tuple[str, str], ...], held: str
 ) -> None:
-    """The ownership rule DNSReady applies (status/dnsguard.holders), in both modes."""
+    """The ownership rule DNSReady applies (status/domainclaims.holders), in both modes."""
     for spec in ({}, EXTERNAL):
-        cond = check.evaluate(demo(**spec), facts(claims=claims, serving=serving)).condition
+        cond = evaluate(demo(**spec), facts(claims=claims, serving=serving)).condition
         if held:
             assert cond.reason == Reason.DOMAIN_HELD_BY_ANOTHER_PLATFORM, cond.message
             assert held in cond.message
@@ -343,22 +343,22 @@ def test_one_domain_one_platform(
 
 
 def test_a_held_domain_writes_nothing_even_before_the_apply() -> None:
-    verdict = check.evaluate(
+    verdict = evaluate(
         demo(), facts(live=None, live_owner="", applied=False, claims=(claim("a", EARLIER), claim("demo", LATER)))
     )
-    assert verdict.desired == [] and check.prunes(demo(), verdict) == [] and verdict.events == []
+    assert verdict.desired == [] and prunes(demo(), verdict) == [] and verdict.events == []
 
 
 def test_serves_domain_reads_the_dns_name_of_every_host() -> None:
-    assert check.serves_domain(gateway(), DOMAIN)
-    assert check.serves_domain(gateway(servers=https(hosts=[f"*/{DOMAIN.upper()}."])), DOMAIN)
-    assert not check.serves_domain(gateway(servers=[{"hosts": ["ns/other.example.com"]}]), DOMAIN)
+    assert serves_domain(gateway(), DOMAIN)
+    assert serves_domain(gateway(servers=https(hosts=[f"*/{DOMAIN.upper()}."])), DOMAIN)
+    assert not serves_domain(gateway(servers=[{"hosts": ["ns/other.example.com"]}]), DOMAIN)
 
 
 def test_plain_hosts_warn_once_when_verified() -> None:
     """External, plain hosts: a Warning event when the hardening note is new, none once status says it."""
     plain = facts(live=gateway(servers=https(hosts=[DOMAIN])), live_owner="")
-    first = check.evaluate(demo(**EXTERNAL), plain)
+    first = evaluate(demo(**EXTERNAL), plain)
     assert [(e[0], e[1]) for e in first.events] == [("Warning", "GatewayHostsOpen")]
     assert f"list it as kamiwaza/{DOMAIN}" in first.events[0][2]
     body = {
@@ -366,7 +366,7 @@ def test_plain_hosts_warn_once_when_verified() -> None:
         "spec": {"namespace": "kamiwaza", "domain": DOMAIN, **EXTERNAL},
         "status": {"conditions": [{"type": "GatewayReady", "message": first.condition.message}]},
     }
-    again = check.evaluate(TenantPlatform.from_body(body), plain)
+    again = evaluate(TenantPlatform.from_body(body), plain)
     assert again.condition == first.condition and again.events == []
     # Namespaced hosts: nothing to harden, no event.
-    assert check.evaluate(demo(**EXTERNAL), facts(live_owner="")).events == []
+    assert evaluate(demo(**EXTERNAL), facts(live_owner="")).events == []

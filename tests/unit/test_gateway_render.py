@@ -10,8 +10,7 @@ import pytest
 from tests.support import platform
 
 from tenant_platform.api.reasons import Gateway as Reason
-from tenant_platform.concerns.gateway import manifests as render_gateway
-from tenant_platform.concerns.gateway import verdict as check
+from tenant_platform.concerns.gateway import manifests, verdict
 from tenant_platform.core import gatewayservice
 
 DOMAIN = "kamiwaza.example.com"
@@ -21,7 +20,7 @@ demo = partial(platform, "demo", namespace="kamiwaza", domain=DOMAIN)
 
 
 def test_render_managed_gateway() -> None:
-    gw = render_gateway.render_gateway(
+    gw = manifests.render_gateway(
         demo(gateway={"selector": {"istio": "ingressgateway", "app": "gw"}}, edgeCertificate={"secretName": "edge"})
     )
     assert gw == {
@@ -47,10 +46,10 @@ def test_render_managed_gateway() -> None:
 
 
 def test_hosts_name_every_tenant_namespace_and_nothing_else() -> None:
-    gw = render_gateway.render_gateway(demo(additionalNamespaces=["kamiwaza-jobs", "kamiwaza-models"]))
+    gw = manifests.render_gateway(demo(additionalNamespaces=["kamiwaza-jobs", "kamiwaza-models"]))
     hosts = [f"kamiwaza/{DOMAIN}", f"kamiwaza-jobs/{DOMAIN}", f"kamiwaza-models/{DOMAIN}"]
     assert [server["hosts"] for server in gw["spec"]["servers"]] == [hosts, hosts]
-    assert not any(check.open_to_all(h, domain=DOMAIN) for h in hosts)
+    assert not any(verdict.open_to_all(h, domain=DOMAIN) for h in hosts)
 
 
 @pytest.mark.parametrize(
@@ -63,31 +62,31 @@ def test_hosts_name_every_tenant_namespace_and_nothing_else() -> None:
     ],
 )
 def test_which_virtualservices_bind_the_rendered_gateway(namespace: str, host: str, ports: list[int]) -> None:
-    assert check.binds(live_gateway(), namespace=namespace, host=host) == ports
+    assert verdict.binds(live_gateway(), namespace=namespace, host=host) == ports
 
 
 def test_a_bare_host_binds_routes_from_any_namespace() -> None:
     live = with_hosts([DOMAIN])
-    assert check.binds(live, namespace="attacker", host=DOMAIN) == [443]
-    assert check.binds(with_hosts(["./" + DOMAIN]), namespace="istio-system", host=DOMAIN) == [443]
+    assert verdict.binds(live, namespace="attacker", host=DOMAIN) == [443]
+    assert verdict.binds(with_hosts(["./" + DOMAIN]), namespace="istio-system", host=DOMAIN) == [443]
 
 
 def test_selector_values_are_escaped() -> None:
     awkward = {"example.com/role": "a: b # {c}", "yes": "no"}
-    gw = render_gateway.render_gateway(demo(gateway={"selector": awkward}))
+    gw = manifests.render_gateway(demo(gateway={"selector": awkward}))
     assert gw["spec"]["selector"] == awkward
 
 
 def test_external_renders_nothing() -> None:
-    assert render_gateway.render(demo(gateway={"management": "External"})) == []
-    assert len(render_gateway.render(demo())) == 1
+    assert manifests.render(demo(gateway={"management": "External"})) == []
+    assert len(manifests.render(demo())) == 1
 
 
 def live_gateway() -> dict[str, Any]:
-    return copy.deepcopy(render_gateway.render_gateway(demo()))
+    return copy.deepcopy(manifests.render_gateway(demo()))
 
 
-def verify(live: dict[str, Any] | None, **overrides: Any) -> check.GatewayReport:
+def verify(live: dict[str, Any] | None, **overrides: Any) -> verdict.GatewayReport:
     args: dict[str, Any] = {
         "name": "kamiwaza-gateway",
         "namespace": "istio-system",
@@ -97,7 +96,7 @@ def verify(live: dict[str, Any] | None, **overrides: Any) -> check.GatewayReport
         "credential_name": "kamiwaza-edge-tls",
     }
     args.update(overrides)
-    return check.verify_gateway(live, **args)
+    return verdict.verify_gateway(live, **args)
 
 
 def test_rendered_gateway_verifies() -> None:

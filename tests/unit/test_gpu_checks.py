@@ -22,14 +22,13 @@ from tests.unit.test_gpu_verdict import (
 )
 
 from tenant_platform.api import reasons
-from tenant_platform.concerns.gpu import capacity
-from tenant_platform.concerns.gpu import verdict as v
+from tenant_platform.concerns.gpu import capacity, verdict
 from tenant_platform.core import conditions
 
 EMPTY = capacity.NodeCapacity("empty", registered=True)
 
 
-def run(check: Callable[[v.Findings], list[v.GpuProblem] | None], overrides: dict[str, object]) -> object:
+def run(check: Callable[[verdict.Findings], list[verdict.GpuProblem] | None], overrides: dict[str, object]) -> object:
     found = check(findings(**overrides))
     return None if found is None else [reason for reason, _ in found]
 
@@ -39,14 +38,14 @@ def run(check: Callable[[v.Findings], list[v.GpuProblem] | None], overrides: dic
     [({}, None), ({"conflicts": ["Node a: label gpu=x is held."]}, [reasons.Common.CONFLICT])],
 )
 def test_label_conflicts(overrides: dict[str, object], expected: object) -> None:
-    assert run(v.label_conflicts, overrides) == expected
+    assert run(verdict.label_conflicts, overrides) == expected
 
 
 @pytest.mark.parametrize(
     ("overrides", "expected"), [({}, None), ({"pending": ["a: set gpu=on"]}, [reasons.GPU.LABELS_PENDING])]
 )
 def test_labels_pending(overrides: dict[str, object], expected: object) -> None:
-    assert run(v.labels_pending, overrides) == expected
+    assert run(verdict.labels_pending, overrides) == expected
 
 
 WEBHOOK = (reasons.GPU.WEBHOOK_UNREACHABLE, "The webhook is unreachable.")
@@ -57,7 +56,7 @@ WEBHOOK = (reasons.GPU.WEBHOOK_UNREACHABLE, "The webhook is unreachable.")
     [({}, None), ({"health_problems": [WEBHOOK, WEBHOOK]}, [WEBHOOK[0], WEBHOOK[0]])],
 )
 def test_hami_health(overrides: dict[str, object], expected: object) -> None:
-    assert run(v.hami_health, overrides) == expected
+    assert run(verdict.hami_health, overrides) == expected
 
 
 @pytest.mark.parametrize(
@@ -69,7 +68,7 @@ def test_hami_health(overrides: dict[str, object], expected: object) -> None:
     ],
 )
 def test_register_unparseable(overrides: dict[str, object], expected: object) -> None:
-    assert run(v.register_unparseable, overrides) == expected
+    assert run(verdict.register_unparseable, overrides) == expected
 
 
 @pytest.mark.parametrize(
@@ -81,7 +80,7 @@ def test_register_unparseable(overrides: dict[str, object], expected: object) ->
     ],
 )
 def test_labelled_but_silent(overrides: dict[str, object], expected: object) -> None:
-    assert run(v.labelled_but_silent, overrides) == expected
+    assert run(verdict.labelled_but_silent, overrides) == expected
 
 
 @pytest.mark.parametrize(
@@ -94,7 +93,7 @@ def test_labelled_but_silent(overrides: dict[str, object], expected: object) -> 
     ],
 )
 def test_empty_device_list(overrides: dict[str, object], expected: object) -> None:
-    assert run(v.empty_device_list, overrides) == expected
+    assert run(verdict.empty_device_list, overrides) == expected
 
 
 @pytest.mark.parametrize(
@@ -108,7 +107,7 @@ def test_empty_device_list(overrides: dict[str, object], expected: object) -> No
     ],
 )
 def test_nothing_allocatable(overrides: dict[str, object], expected: object) -> None:
-    assert run(v.nothing_allocatable, overrides) == expected
+    assert run(verdict.nothing_allocatable, overrides) == expected
 
 
 @pytest.mark.parametrize(
@@ -120,7 +119,7 @@ def test_nothing_allocatable(overrides: dict[str, object], expected: object) -> 
     ],
 )
 def test_unhealthy_cards(overrides: dict[str, object], expected: object) -> None:
-    assert run(v.unhealthy_cards, overrides) == expected
+    assert run(verdict.unhealthy_cards, overrides) == expected
 
 
 @pytest.mark.parametrize(
@@ -132,11 +131,11 @@ def test_unhealthy_cards(overrides: dict[str, object], expected: object) -> None
     ],
 )
 def test_stale_node_lock(overrides: dict[str, object], expected: object) -> None:
-    assert run(v.stale_node_lock, overrides) == expected
+    assert run(verdict.stale_node_lock, overrides) == expected
 
 
 def test_the_chain_order() -> None:
-    assert v.GPU_PROBLEMS.names == (
+    assert verdict.GPU_PROBLEMS.names == (
         "label conflict",
         "labels pending",
         "HAMi health",
@@ -155,15 +154,15 @@ def test_the_chain_order() -> None:
         labelled=frozenset({"silent"}),
         allocatable={"sick": 10, "locked": 10},
     )
-    found = v.GPU_PROBLEMS.every(everything)
-    assert [f.check for f in found] == list(v.GPU_PROBLEMS.names)
-    assert v.gpu_condition(everything).reason == reasons.Common.CONFLICT  # the first problem gives the reason
+    found = verdict.GPU_PROBLEMS.every(everything)
+    assert [f.check for f in found] == list(verdict.GPU_PROBLEMS.names)
+    assert verdict.gpu_condition(everything).reason == reasons.Common.CONFLICT  # the first problem gives the reason
 
 
 # -- GPUReady: GPU_READY ---------------------------------------------------------------------------
 
 
-def reason_of(check: Callable[[v.Findings], conditions.Condition | None], overrides: dict[str, object]) -> object:
+def reason_of(check: Callable[[verdict.Findings], conditions.Condition | None], overrides: dict[str, object]) -> object:
     found = check(findings(**overrides))
     return None if found is None else (found.status, found.reason)
 
@@ -183,7 +182,7 @@ READY_NODE: dict[str, object] = {"nodes": [HEALTHY], "labelled": frozenset({"lab
     ],
 )
 def test_turned_off(overrides: dict[str, object], expected: object) -> None:
-    assert reason_of(v.turned_off, overrides) == expected
+    assert reason_of(verdict.turned_off, overrides) == expected
 
 
 @pytest.mark.parametrize(
@@ -197,11 +196,13 @@ def test_turned_off(overrides: dict[str, object], expected: object) -> None:
     ],
 )
 def test_problems_found(overrides: dict[str, object], expected: object) -> None:
-    assert reason_of(v.problems_found, overrides) == expected
+    assert reason_of(verdict.problems_found, overrides) == expected
 
 
 def test_problems_found_names_every_problem_then_the_notes() -> None:
-    found = v.problems_found(findings(conflicts=["C."], pending=["a: set gpu=on"], notes=["N1.", "N2.", "N3.", "N4."]))
+    found = verdict.problems_found(
+        findings(conflicts=["C."], pending=["a: set gpu=on"], notes=["N1.", "N2.", "N3.", "N4."])
+    )
     assert found is not None and found.reason == reasons.Common.CONFLICT
     assert found.message.startswith("C. Neither platform overwrites")
     assert "Would change GPU node labels" in found.message
@@ -217,7 +218,7 @@ def test_problems_found_names_every_problem_then_the_notes() -> None:
     ],
 )
 def test_no_gpu_nodes(overrides: dict[str, object], expected: object) -> None:
-    assert reason_of(v.no_gpu_nodes, overrides) == expected
+    assert reason_of(verdict.no_gpu_nodes, overrides) == expected
 
 
 @pytest.mark.parametrize(
@@ -229,7 +230,7 @@ def test_no_gpu_nodes(overrides: dict[str, object], expected: object) -> None:
     ],
 )
 def test_every_node_tainted(overrides: dict[str, object], expected: object) -> None:
-    assert reason_of(v.every_node_tainted, overrides) == expected
+    assert reason_of(verdict.every_node_tainted, overrides) == expected
 
 
 @pytest.mark.parametrize(
@@ -242,14 +243,14 @@ def test_every_node_tainted(overrides: dict[str, object], expected: object) -> N
     ],
 )
 def test_nodes_ready(overrides: dict[str, object], message: str) -> None:
-    found = v.nodes_ready(findings(**overrides))
+    found = verdict.nodes_ready(findings(**overrides))
     assert found is not None and (found.status, found.reason) == ("True", reasons.GPU.READY)
     assert found.message.startswith(message)
     assert "N4." not in found.message
 
 
 def test_the_gpu_ready_chain_order() -> None:
-    assert v.GPU_READY.names == (
+    assert verdict.GPU_READY.names == (
         "GPU reporting turned off",
         "problems found",
         "no GPU nodes",
@@ -258,23 +259,23 @@ def test_the_gpu_ready_chain_order() -> None:
     )
     # A subject every check finds something in: turned off decides, then the problems, then no nodes.
     everything = findings(gpu_nodes=0, conflicts=["C."], all_tainted=True)
-    assert [f.check for f in v.GPU_READY.every(everything)] == [
+    assert [f.check for f in verdict.GPU_READY.every(everything)] == [
         "problems found",
         "no GPU nodes",
         "every GPU node tainted",
         "GPU nodes ready",
     ]
-    assert v.GPU_READY.first(everything).check == "problems found"  # type: ignore[union-attr]
+    assert verdict.GPU_READY.first(everything).check == "problems found"  # type: ignore[union-attr]
     off = findings(**OFF, gpu_nodes=0, conflicts=["C."])
-    assert v.GPU_READY.first(off).check == "GPU reporting turned off"  # type: ignore[union-attr]
+    assert verdict.GPU_READY.first(off).check == "GPU reporting turned off"  # type: ignore[union-attr]
     tainted = findings(**READY_NODE, all_tainted=True)
-    assert [f.check for f in v.GPU_READY.every(tainted)] == ["every GPU node tainted", "GPU nodes ready"]
-    assert v.gpu_condition(tainted).reason == reasons.GPU.TAINTED
+    assert [f.check for f in verdict.GPU_READY.every(tainted)] == ["every GPU node tainted", "GPU nodes ready"]
+    assert verdict.gpu_condition(tainted).reason == reasons.GPU.TAINTED
 
 
 # -- how current the snapshot is: SNAPSHOT_CHECKS ------------------------------------------------------
 
-AS_LISTED = v.GpuReport(
+AS_LISTED = verdict.GpuReport(
     conditions.true("GPUReady", reasons.GPU.READY, "1 GPU node(s)."),
     {"gpu": {"summary": "now"}},
     {"gpuNodes": [{"name": "lab", "model": "L4", "cards": 1}]},
@@ -289,12 +290,12 @@ PREVIOUS: dict[str, Any] = {
 
 def snapshot(
     *, synced: bool = True, stale: float | None = None, previous: Mapping[str, Any] | None = None
-) -> v.Snapshot:
+) -> verdict.Snapshot:
     since = None if stale is None else NOW - timedelta(seconds=stale)
-    return v.Snapshot(facts(synced=synced, stale_since=since), previous or {}, NOW, AS_LISTED)
+    return verdict.Snapshot(facts(synced=synced, stale_since=since), previous or {}, NOW, AS_LISTED)
 
 
-def outcome(found: v.GpuReport | None) -> object:
+def outcome(found: verdict.GpuReport | None) -> object:
     """(reason, summary of status.gpu, requeue, progressing); None when the check passed."""
     if found is None:
         return None
@@ -307,41 +308,45 @@ def outcome(found: v.GpuReport | None) -> object:
         pytest.param({}, None, id="synced"),
         pytest.param({"stale": 500}, None, id="synced, stale"),
         pytest.param(
-            {"synced": False}, (reasons.GPU.SNAPSHOT_NOT_SYNCED, "now", v.UNSYNCED_REQUEUE, True), id="nothing before"
+            {"synced": False},
+            (reasons.GPU.SNAPSHOT_NOT_SYNCED, "now", verdict.UNSYNCED_REQUEUE, True),
+            id="nothing before",
         ),
         pytest.param(
             {"synced": False, "stale": 20, "previous": PREVIOUS},
-            (reasons.GPU.UNHEALTHY, "before", v.UNSYNCED_REQUEUE, True),
+            (reasons.GPU.UNHEALTHY, "before", verdict.UNSYNCED_REQUEUE, True),
             id="previous report kept",
         ),
         pytest.param(
-            {"synced": False, "stale": v.STALE_AFTER + 1, "previous": PREVIOUS},
-            (reasons.GPU.SNAPSHOT_NOT_SYNCED, "before", v.UNSYNCED_REQUEUE, True),
+            {"synced": False, "stale": verdict.STALE_AFTER + 1, "previous": PREVIOUS},
+            (reasons.GPU.SNAPSHOT_NOT_SYNCED, "before", verdict.UNSYNCED_REQUEUE, True),
             id="previous report too old",
         ),
     ],
 )
 def test_first_listing_incomplete(kwargs: dict[str, Any], expected: object) -> None:
-    assert outcome(v.first_listing_incomplete(snapshot(**kwargs))) == expected
+    assert outcome(verdict.first_listing_incomplete(snapshot(**kwargs))) == expected
 
 
 @pytest.mark.parametrize(
     ("kwargs", "expected"),
     [
         pytest.param({}, None, id="current"),
-        pytest.param({"stale": v.STALE_AFTER}, None, id="a relist"),
+        pytest.param({"stale": verdict.STALE_AFTER}, None, id="a relist"),
         pytest.param(
-            {"stale": v.STALE_AFTER + 1}, (reasons.GPU.SNAPSHOT_STALE, "now", v.STALE_REQUEUE, False), id="stale"
+            {"stale": verdict.STALE_AFTER + 1},
+            (reasons.GPU.SNAPSHOT_STALE, "now", verdict.STALE_REQUEUE, False),
+            id="stale",
         ),
         pytest.param(
             {"stale": 500, "previous": PREVIOUS},
-            (reasons.GPU.SNAPSHOT_STALE, "now", v.STALE_REQUEUE, False),
+            (reasons.GPU.SNAPSHOT_STALE, "now", verdict.STALE_REQUEUE, False),
             id="the report as listed, not the previous one",
         ),
     ],
 )
 def test_snapshot_stale(kwargs: dict[str, Any], expected: object) -> None:
-    found = v.snapshot_stale(snapshot(**kwargs))
+    found = verdict.snapshot_stale(snapshot(**kwargs))
     assert outcome(found) == expected
     if found is not None:
         assert found.condition.message.endswith("what follows may be out of date: 1 GPU node(s).")
@@ -349,9 +354,9 @@ def test_snapshot_stale(kwargs: dict[str, Any], expected: object) -> None:
 
 
 def test_the_snapshot_chain_order() -> None:
-    assert v.SNAPSHOT_CHECKS.names == ("first listing incomplete", "snapshot stale")
+    assert verdict.SNAPSHOT_CHECKS.names == ("first listing incomplete", "snapshot stale")
     both = snapshot(synced=False, stale=500)
-    assert [f.check for f in v.SNAPSHOT_CHECKS.every(both)] == ["first listing incomplete", "snapshot stale"]
-    assert v.SNAPSHOT_CHECKS.first(both).check == "first listing incomplete"  # type: ignore[union-attr]
-    assert v.SNAPSHOT_CHECKS.first(snapshot(stale=20)) is None  # the report stands as listed
+    assert [f.check for f in verdict.SNAPSHOT_CHECKS.every(both)] == ["first listing incomplete", "snapshot stale"]
+    assert verdict.SNAPSHOT_CHECKS.first(both).check == "first listing incomplete"  # type: ignore[union-attr]
+    assert verdict.SNAPSHOT_CHECKS.first(snapshot(stale=20)) is None  # the report stands as listed
     assert AS_LISTED.verdict().requeue_after == 241.0 and not AS_LISTED.verdict().progressing

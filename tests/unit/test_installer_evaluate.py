@@ -13,9 +13,19 @@ import pytest
 from tests.support import platform
 
 from tenant_platform.api.reasons import Common, Installer
-from tenant_platform.concerns.installer import manifests as render_installer
-from tenant_platform.concerns.installer import verdict as evaluate_installer
-from tenant_platform.concerns.installer.verdict import Answer, InstallerFacts
+from tenant_platform.concerns.installer import manifests
+from tenant_platform.concerns.installer.verdict import (
+    Answer,
+    InstallerFacts,
+    ServerChoice,
+    choose_server,
+    evaluate,
+    recorded,
+    renewal_requeue,
+    server_sentence,
+    token_minted,
+    token_plan,
+)
 
 NAME = "demo"
 USER = "system:serviceaccount:kamiwaza:platform-installer"
@@ -29,7 +39,7 @@ def answers(**overrides: bool) -> tuple[Answer, ...]:
     """The checklist's answers, each as expected unless overridden by resource name."""
     return tuple(
         Answer(verb, group, resource, namespaced, expected, overrides.get(resource, expected))
-        for verb, group, resource, namespaced, expected in render_installer.CAN_I_CHECKS
+        for verb, group, resource, namespaced, expected in manifests.CAN_I_CHECKS
     )
 
 
@@ -119,7 +129,7 @@ ROWS = {
 
 @pytest.mark.parametrize("row", ROWS.values(), ids=ROWS.keys())
 def test_condition(row: Row) -> None:
-    verdict = evaluate_installer.evaluate(demo(), row.facts, dry_run=row.dry_run)
+    verdict = evaluate(demo(), row.facts, dry_run=row.dry_run)
     cond = verdict.condition
     assert (cond.type, cond.status, cond.reason) == ("InstallerReady", row.status, row.reason)
     assert row.message in cond.message
@@ -134,7 +144,7 @@ def test_every_installer_condition_reason_has_a_row() -> None:
 
 def test_recorded_names_the_kubeconfig_secret_and_the_token_renewal_is_asked_for() -> None:
     facts = InstallerFacts(answers=answers(), kubeconfig_secret="platform-installer-kubeconfig", token_requeue=600.0)
-    verdict = evaluate_installer.evaluate(demo(), facts)
+    verdict = evaluate(demo(), facts)
     assert verdict.recorded.dump() == {
         "installer": {
             "serviceAccountName": "platform-installer",
@@ -144,7 +154,7 @@ def test_recorded_names_the_kubeconfig_secret_and_the_token_renewal_is_asked_for
     }
     assert list(verdict.recorded.dump()["installer"]) == ["serviceAccountName", "namespace", "kubeconfigSecret"]
     assert verdict.requeue_after == 600.0
-    missing = evaluate_installer.evaluate(demo(), InstallerFacts(answers=answers(nodes=True), token_requeue=5.0))
+    missing = evaluate(demo(), InstallerFacts(answers=answers(nodes=True), token_requeue=5.0))
     assert missing.requeue_after == 5.0
 
 
@@ -156,11 +166,11 @@ def secret(
 ) -> dict[str, Any]:
     labels = {"tenancy.dev/tenant-platform": claim} if claim else {}
     annotations = {
-        render_installer.ANNOTATION_TOKEN_EXPIRES: expires.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        render_installer.ANNOTATION_SERVER: server,
+        manifests.ANNOTATION_TOKEN_EXPIRES: expires.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        manifests.ANNOTATION_SERVER: server,
     }
     if issued is not None:
-        annotations[render_installer.ANNOTATION_TOKEN_ISSUED] = issued.strftime("%Y-%m-%dT%H:%M:%SZ")
+        annotations[manifests.ANNOTATION_TOKEN_ISSUED] = issued.strftime("%Y-%m-%dT%H:%M:%SZ")
     return {
         "metadata": {
             "name": "platform-installer-kubeconfig",
@@ -220,13 +230,13 @@ TOKENS = {
     [(timedelta(hours=2), 84 * 60.0), (timedelta(hours=1), 42 * 60.0), (timedelta(minutes=10), 7 * 60.0)],
 )
 def test_renewal_requeue_follows_the_lifetime_granted(granted: timedelta, requeue: float) -> None:
-    assert evaluate_installer.renewal_requeue(NOW, NOW + granted, timedelta(hours=2), NOW) == requeue
+    assert renewal_requeue(NOW, NOW + granted, timedelta(hours=2), NOW) == requeue
 
 
 @pytest.mark.parametrize(("live", "claim", "kept", "requeue"), TOKENS.values(), ids=TOKENS.keys())
 def test_token_plan(live: dict[str, Any] | None, claim: str | None, kept: bool, requeue: float) -> None:
     p = demo(installer=TTL_2H)
-    plan = evaluate_installer.token_plan(p, live, claim=claim, now=NOW, server=SERVER)
+    plan = token_plan(p, live, claim=claim, now=NOW, server=SERVER)
     assert (plan.keep is not None) == kept
     assert plan.requeue_after == requeue
     assert plan.expiration_seconds == 7200
@@ -245,7 +255,7 @@ def test_token_plan(live: dict[str, Any] | None, claim: str | None, kept: bool, 
 
 
 def test_token_minted_event_names_the_secret_not_the_token() -> None:
-    assert evaluate_installer.token_minted(demo(installer=TTL_2H)) == (
+    assert token_minted(demo(installer=TTL_2H)) == (
         "Normal",
         "TokenMinted",
         "Minted a new installer token for Secret kamiwaza/platform-installer-kubeconfig.",
@@ -336,20 +346,20 @@ SERVERS = {
 def test_choose_server(row: tuple[str, dict[str, Any] | None, str, str, str, str]) -> None:
     spec_server, info, server, ca, source, note = row
     p = demo(installer={"kubeconfigSecret": {"enabled": True, "server": spec_server}})
-    choice = evaluate_installer.choose_server(p, cluster_info=info, operator_server=OPERATOR, operator_ca="operator CA")
+    choice = choose_server(p, cluster_info=info, operator_server=OPERATOR, operator_ca="operator CA")
     assert (choice.server, choice.ca_pem, choice.source) == (server, ca, source)
     assert note in choice.note
     if not note:
         assert choice.note == ""
-    sentence = evaluate_installer.server_sentence("kamiwaza", "k", choice)
+    sentence = server_sentence("kamiwaza", "k", choice)
     assert f"names server {server} (from " in sentence
 
 
 def test_server_recorded_only_with_the_secret() -> None:
     p = demo(installer={"kubeconfigSecret": {"enabled": True}})
-    choice = evaluate_installer.ServerChoice(SERVER, None, "ClusterInfo")
-    with_secret = evaluate_installer.recorded(p, "k", choice).dump()["installer"]
+    choice = ServerChoice(SERVER, None, "ClusterInfo")
+    with_secret = recorded(p, "k", choice).dump()["installer"]
     assert with_secret["kubeconfigServer"] == SERVER  # type: ignore[index]
     assert with_secret["kubeconfigServerSource"] == "ClusterInfo"  # type: ignore[index]
-    without = evaluate_installer.recorded(p, None, choice).dump()["installer"]
+    without = recorded(p, None, choice).dump()["installer"]
     assert "kubeconfigServer" not in without  # type: ignore[operator]

@@ -7,12 +7,12 @@ import yaml
 
 from tenant_platform.api.status.dns import Mode
 from tenant_platform.concerns.dns import coredns
-from tenant_platform.formats import corefile as cf
+from tenant_platform.formats import corefile
 from tenant_platform.testing.seed import STOCK_COREFILE
 
 HOST = "istio-ingressgateway.istio-system.svc.cluster.local"
 DIST = coredns.Distribution("k0s", Mode.MANAGED, "the CoreDNS objects carry k0sproject.io labels or annotations")
-PATCHED = cf.upsert_block(STOCK_COREFILE, "kamiwaza", "kamiwaza.example.com", HOST)
+PATCHED = corefile.upsert_block(STOCK_COREFILE, "kamiwaza", "kamiwaza.example.com", HOST)
 MESSAGE = coredns.k0s_instructions(DIST, patched_corefile=PATCHED, target=coredns.CoreDNSTarget())
 
 

@@ -11,8 +11,16 @@ import pytest
 from tests.support import platform
 
 from tenant_platform.api import reasons
-from tenant_platform.concerns.mesh import verdict as mesh
-from tenant_platform.concerns.mesh.verdict import MeshFacts, StyleProbe
+from tenant_platform.concerns.mesh.verdict import (
+    CLASSIC,
+    NAMESPACE_REQUEUE_SECONDS,
+    NATIVE,
+    UNKNOWN,
+    MeshFacts,
+    StyleProbe,
+    evaluate,
+    sidecar_style_of,
+)
 
 ALL_KINDS = {
     "networking.istio.io/v1": frozenset({"Gateway", "VirtualService", "DestinationRule"}),
@@ -182,7 +190,7 @@ ROWS = [
 
 @pytest.mark.parametrize("row", ROWS, ids=[r.name for r in ROWS])
 def test_condition(row: Row) -> None:
-    verdict = mesh.evaluate(demo(mesh=row.spec), row.facts)
+    verdict = evaluate(demo(mesh=row.spec), row.facts)
     cond = verdict.condition
     assert (cond.type, cond.status, cond.reason) == ("MeshReady", row.status, row.reason), cond.message
     assert row.fragment in cond.message
@@ -190,7 +198,7 @@ def test_condition(row: Row) -> None:
     waiting = row.reason == reasons.Mesh.NAMESPACE_MISSING
     assert (verdict.progressing, verdict.requeue_after) == (
         waiting,
-        mesh.NAMESPACE_REQUEUE_SECONDS if waiting else None,
+        NAMESPACE_REQUEUE_SECONDS if waiting else None,
     )
 
 
@@ -200,7 +208,7 @@ def test_every_reason_has_a_row() -> None:
 
 def test_every_problem_is_listed_and_the_first_names_the_reason() -> None:
     broken = MeshFacts(deployments=(), served={}, cannot_create=("gateways.x",), namespace_labels=None)
-    cond = mesh.evaluate(demo(mesh={"sidecarStyle": "Auto"}), broken).condition
+    cond = evaluate(demo(mesh={"sidecarStyle": "Auto"}), broken).condition
     assert cond.reason == reasons.Mesh.ISTIOD_NOT_FOUND
     parts = cond.message.split("; ")
     assert parts[0].startswith("no istiod Deployment")
@@ -213,14 +221,14 @@ def test_every_problem_is_listed_and_the_first_names_the_reason() -> None:
 
 def test_istiod_found_by_name_and_default_revision() -> None:
     named = dataclasses.replace(GOOD, deployments=(deployment("istiod-canary"),))
-    assert mesh.evaluate(demo(mesh={"sidecarStyle": "Native"}), named).condition.status == "True"
-    default = mesh.evaluate(
+    assert evaluate(demo(mesh={"sidecarStyle": "Native"}), named).condition.status == "True"
+    default = evaluate(
         demo(mesh={"sidecarStyle": "Native", "injection": {"mode": "Revision", "revision": "default"}}), GOOD
     )
     assert default.condition.status == "True"
 
 
 def test_sidecar_style_of_pod() -> None:
-    assert mesh.sidecar_style_of(NATIVE_POD) == mesh.NATIVE
-    assert mesh.sidecar_style_of(CLASSIC_POD) == mesh.CLASSIC
-    assert mesh.sidecar_style_of(PLAIN_POD) == mesh.UNKNOWN
+    assert sidecar_style_of(NATIVE_POD) == NATIVE
+    assert sidecar_style_of(CLASSIC_POD) == CLASSIC
+    assert sidecar_style_of(PLAIN_POD) == UNKNOWN

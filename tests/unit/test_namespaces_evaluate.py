@@ -12,7 +12,7 @@ from tests.support import platform
 
 from tenant_platform.api import constants
 from tenant_platform.api.reasons import Common, Namespaces
-from tenant_platform.concerns.namespaces import manifests as render_ns
+from tenant_platform.concerns.namespaces import manifests
 from tenant_platform.concerns.namespaces import verdict as evaluate_ns
 from tenant_platform.concerns.namespaces.verdict import NamespaceFacts, NamespacesFacts
 from tenant_platform.core import ownership
@@ -245,12 +245,12 @@ def test_writes_label_created_and_adopted_namespaces_and_release_dropped_ones() 
     )
     writes = evaluate_ns.writes(p, facts, dry_run=False)
     assert writes.label == (
-        render_ns.render_namespace(p, "kamiwaza", created=True),
-        render_ns.render_namespace(p, "adopted", created=False),
-        render_ns.render_namespace(p, "mine", created=True),
+        manifests.render_namespace(p, "kamiwaza", created=True),
+        manifests.render_namespace(p, "adopted", created=False),
+        manifests.render_namespace(p, "mine", created=True),
     )
     assert "annotations" not in writes.label[1]["metadata"], "an adopted namespace is never marked deletable"
-    assert writes.release == (render_ns.release_intent("gone"),)
+    assert writes.release == (manifests.release_intent("gone"),)
     assert evaluate_ns.writes(p, facts, dry_run=True) == evaluate_ns.Writes()
 
 

@@ -10,7 +10,7 @@ import pytest
 from tests.support import platform
 
 from tenant_platform.api import reasons
-from tenant_platform.concerns.objectstore import verdict as objectstore
+from tenant_platform.concerns.objectstore.verdict import ObjectStoreFacts, evaluate, needs_secret
 
 R = reasons.ObjectStore
 S3 = {
@@ -111,8 +111,8 @@ ROWS = [
 @pytest.mark.parametrize("row", ROWS)
 def test_evaluate(row: Row) -> None:
     tp = platform("tp", "ns", **({} if row.spec is None else {"objectStore": row.spec}))
-    assert objectstore.needs_secret(tp.spec.object_store) == row.needs_secret
-    verdict = objectstore.evaluate(tp, objectstore.ObjectStoreFacts(secret=row.secret))
+    assert needs_secret(tp.spec.object_store) == row.needs_secret
+    verdict = evaluate(tp, ObjectStoreFacts(secret=row.secret))
     cond = verdict.condition
     assert (cond.status, cond.reason) == (row.status, row.reason)
     assert row.fragment in cond.message, cond.message
@@ -123,6 +123,6 @@ def test_evaluate(row: Row) -> None:
 def test_empty_region_is_recorded_and_left_out_of_the_message() -> None:
     spec = {**S3, "s3": {**S3["s3"], "region": ""}}  # type: ignore[dict-item]
     secret = creds(AWS_ACCESS_KEY_ID="a", AWS_SECRET_ACCESS_KEY="b")
-    verdict = objectstore.evaluate(platform("tp", "ns", objectStore=spec), objectstore.ObjectStoreFacts(secret=secret))
+    verdict = evaluate(platform("tp", "ns", objectStore=spec), ObjectStoreFacts(secret=secret))
     assert verdict.recorded.dump()["objectStore"]["region"] == ""
     assert "region" not in verdict.condition.message

@@ -13,9 +13,7 @@ import pytest
 from tests.support import platform
 
 from tenant_platform.api import reasons
-from tenant_platform.concerns.podguard import manifests as render_pg
-from tenant_platform.concerns.podguard import step
-from tenant_platform.concerns.podguard import takeover as tk
+from tenant_platform.concerns.podguard import manifests, step, takeover
 from tenant_platform.concerns.podguard import verdict as pg
 from tenant_platform.concerns.podguard.check import InjectedCheck, StagedCheck
 from tenant_platform.concerns.podguard.step import Facts
@@ -27,9 +25,9 @@ from tenant_platform.framework.contract import Given
 from tenant_platform.kube import errors
 from tenant_platform.reconcile import pipeline
 
-DENY, WARN = render_pg.guard_names("Deny"), render_pg.guard_names("Warn")
+DENY, WARN = manifests.guard_names("Deny"), manifests.guard_names("Warn")
 POD, EXEC = DENY.pod_guard, DENY.exec_guard
-VAP, VAPB = render_pg.POLICY_KIND, render_pg.BINDING_KIND
+VAP, VAPB = manifests.POLICY_KIND, manifests.BINDING_KIND
 NAMESPACES = ("kamiwaza", "kamiwaza-extensions")
 REPOSITORIES = (
     "registry.istio.io/release/proxyv2",
@@ -61,7 +59,7 @@ def policy(name: str, *, generation: int = 1, observed: int | None = 1, warnings
 
 
 def binding(name: str, mode: str) -> pg.Obj:
-    return {"kind": VAPB, "metadata": {"name": name}, "spec": {"validationActions": render_pg.ACTIONS[mode]}}
+    return {"kind": VAPB, "metadata": {"name": name}, "spec": {"validationActions": manifests.ACTIONS[mode]}}
 
 
 def objects(**policy_kw: Any) -> tuple[pg.Obj, ...]:
@@ -73,18 +71,18 @@ def objects(**policy_kw: Any) -> tuple[pg.Obj, ...]:
 
 
 def live(present: bool = True) -> dict[pg.Ref, pg.Obj | None]:
-    found: dict[pg.Ref, pg.Obj | None] = {(kind, name): None for name in render_pg.SHARED_NAMES for kind in (VAP, VAPB)}
+    found: dict[pg.Ref, pg.Obj | None] = {(kind, name): None for name in manifests.SHARED_NAMES for kind in (VAP, VAPB)}
     if present:
         for obj in objects():
             found[pg.ref(obj)] = obj
     return found
 
 
-def param(mode: render_pg.Enforcement) -> render_pg.GuardParam:
-    return render_pg.GuardParam(NAMESPACES, mode, REPOSITORIES)
+def param(mode: manifests.Enforcement) -> manifests.GuardParam:
+    return manifests.GuardParam(NAMESPACES, mode, REPOSITORIES)
 
 
-def facts(mode: render_pg.Enforcement, **changes: Any) -> PodGuardFacts:
+def facts(mode: manifests.Enforcement, **changes: Any) -> PodGuardFacts:
     """One pass that applied cleanly, its parameter at ``mode`` on the API server."""
     base: dict[str, Any] = {
         "live": live(),
@@ -104,10 +102,10 @@ IMAGE_DENIAL = (
 )
 
 
-def injector(**values: Any) -> render_pg.Injector:
+def injector(**values: Any) -> manifests.Injector:
     base: dict[str, Any] = {"global": {"hub": "ghcr.io/kamiwaza-internal/containers/images/istio", "tag": "1.28.0"}}
     base.update(values)
-    return render_pg.injector_from_values(base)
+    return manifests.injector_from_values(base)
 
 
 def injected(reasons_: tuple[str, ...] = (IMAGE_DENIAL,), **values: Any) -> StagedCheck:
@@ -485,7 +483,7 @@ def test_denied_by_guard_reads_the_denial() -> None:
 # ---- the rounds of a pass (pg.writes, pg.judged) and the step's evaluate ------------------------
 
 
-def found(mode: render_pg.Enforcement, **changes: Any) -> PodGuardFacts:
+def found(mode: manifests.Enforcement, **changes: Any) -> PodGuardFacts:
     """Round 1 of a pass: the guard and the parameter as found, nothing written yet."""
     base: dict[str, Any] = {"live": live(), "namespaces": NAMESPACES, "applied": Applied()}
     return PodGuardFacts(**{**base, **changes})
@@ -496,7 +494,7 @@ def test_round_one_applies_the_guard_and_publishes_the_parameter_the_api_server_
     verdict = pg.writes(demo(), found("Warn", found={**held, "enforcement": "Deny", "namespaces": []}), dry_run=False)
     assert verdict is not None
     assert verdict.again and verdict.conditions == []
-    assert verdict.desired == render_pg.render()
+    assert verdict.desired == manifests.render()
     # Staged, at Deny already: it stays there; the merge patch keeps what the API server holds.
     assert verdict.publish == ("podGuard",)
     assert verdict.sections == {"podGuard": {**held, "enforcement": "Deny"}}
@@ -514,7 +512,7 @@ def test_round_one_applies_the_guard_and_publishes_the_parameter_the_api_server_
 def test_round_one_in_a_target_cluster_applies_the_platforms_own_guard() -> None:
     verdict = pg.writes(demo(podGuard={"enforcement": "Deny"}), found("Deny", shared=False), dry_run=False)
     assert verdict is not None and verdict.again and not verdict.publish
-    assert verdict.desired == render_pg.render(param("Deny"), "demo")
+    assert verdict.desired == manifests.render(param("Deny"), "demo")
 
 
 def test_round_two_promotes_after_a_clean_check_and_otherwise_judges() -> None:
@@ -525,7 +523,7 @@ def test_round_two_promotes_after_a_clean_check_and_otherwise_judges() -> None:
     assert shared.sections == {"podGuard": {**held, "enforcement": "Deny"}}
     target = pg.writes(demo(), dataclasses.replace(checked, shared=False), dry_run=False)
     assert target is not None and target.again and not target.publish
-    assert target.desired == render_pg.render(param("Deny"), "demo")
+    assert target.desired == manifests.render(param("Deny"), "demo")
     assert pg.writes(demo(), checked, dry_run=True) is None  # never promoted in a dry run
     assert pg.writes(demo(), dataclasses.replace(checked, check=VIOLATORS), dry_run=False) is None
     assert pg.writes(demo(), found("Warn", round=2, found=held), dry_run=False) is None
@@ -571,7 +569,7 @@ def given(spec: dict[str, Any], *, dry_run: bool = False, **written: Any) -> Giv
 
 def test_the_step_judges_a_failed_publish_of_the_parameter() -> None:
     """reconcile/pipeline.py maps a section whose publish failed to the error, for the next round."""
-    round_two = Facts(found("Deny", round=2, applied=Applied(objects=objects())), tk.HandMade())
+    round_two = Facts(found("Deny", round=2, applied=Applied(objects=objects())), takeover.HandMade())
     busy = errors.KubeError(503, "ServiceUnavailable", "the server is busy")
     verdict = step.STEP.evaluate(given({"enforcement": "Deny"}, podGuard=busy), round_two)
     assert (verdict.condition.reason, verdict.failed, verdict.progressing) == (reasons.Common.API_ERROR, True, True)
@@ -586,7 +584,7 @@ def test_the_step_judges_a_failed_publish_of_the_parameter() -> None:
 
 
 def test_the_step_names_a_redundant_hand_made_guard_only_when_nothing_was_written_in_the_pass() -> None:
-    hand = tk.HandMade(bindings=("mine",), denying=("mine",))
+    hand = takeover.HandMade(bindings=("mine",), denying=("mine",))
     held = {"enforcement": "Deny", **PARAM_FIELDS}
     settled = Facts(found("Deny", round=2, found=held, applied=Applied(objects=objects())), hand)
     verdict = step.STEP.evaluate(given({"enforcement": "Deny"}), settled)

@@ -11,9 +11,7 @@ from typing import Any
 import pytest
 from tests.support import platform
 
-from tenant_platform.concerns.podguard import manifests as podguard
-from tenant_platform.concerns.podguard import step
-from tenant_platform.concerns.podguard import verdict as verdicts
+from tenant_platform.concerns.podguard import manifests, step, verdict
 from tenant_platform.kube.client import parse_warnings
 
 demo = partial(
@@ -32,20 +30,20 @@ def variables(policy: dict[str, Any]) -> dict[str, str]:
 
 SHARED = ["tenant-platform-pod-guard-deny", "tenant-platform-pod-guard-warn"]
 SHARED += ["tenant-platform-exec-guard-deny", "tenant-platform-exec-guard-warn"]
-LITERAL = podguard.GuardParam(("kamiwaza", "kamiwaza-extensions"), "Deny", ("mirror.example.com:5000/istio/proxyv2",))
+LITERAL = manifests.GuardParam(("kamiwaza", "kamiwaza-extensions"), "Deny", ("mirror.example.com:5000/istio/proxyv2",))
 
 
 def test_render_returns_four_policies_then_four_bindings_in_stable_order() -> None:
-    objs = podguard.render()
+    objs = manifests.render()
     kinds = ["ValidatingAdmissionPolicy"] * 4 + ["ValidatingAdmissionPolicyBinding"] * 4
     assert [(o["kind"], o["metadata"]["name"]) for o in objs] == list(zip(kinds, SHARED * 2, strict=True))
-    assert list(podguard.SHARED_NAMES) == SHARED
+    assert list(manifests.SHARED_NAMES) == SHARED
     assert all(o["apiVersion"] == "admissionregistration.k8s.io/v1" for o in objs)
-    assert podguard.render() == objs
+    assert manifests.render() == objs
 
 
 def test_shared_policies_fail_closed_take_the_platform_as_parameter_and_match_claimed_namespaces() -> None:
-    policies = podguard.render()[:4]
+    policies = manifests.render()[:4]
     for policy in policies:
         spec = policy["spec"]
         assert spec["failurePolicy"] == "Fail"
@@ -76,7 +74,7 @@ def test_shared_policies_fail_closed_take_the_platform_as_parameter_and_match_cl
 
 
 def test_shared_bindings_bind_everyone_with_their_actions_and_every_platform_as_parameter() -> None:
-    for binding in podguard.render()[4:]:
+    for binding in manifests.render()[4:]:
         name = binding["metadata"]["name"]
         actions = ["Deny", "Audit"] if name.endswith("-deny") else ["Warn", "Audit"]
         assert binding["spec"] == {
@@ -87,7 +85,7 @@ def test_shared_bindings_bind_everyone_with_their_actions_and_every_platform_as_
 
 
 def test_a_target_clusters_guard_inlines_the_parameter() -> None:
-    objs = podguard.render(LITERAL, "demo")
+    objs = manifests.render(LITERAL, "demo")
     assert [o["metadata"]["name"] for o in objs[:4]] == [n.replace("platform-", "platform-demo-") for n in SHARED]
     for policy in objs[:4]:
         spec = policy["spec"]
@@ -107,7 +105,7 @@ def test_a_target_clusters_guard_inlines_the_parameter() -> None:
 
 
 def test_every_validation_is_forbidden_with_a_message_naming_what_is_wrong() -> None:
-    for policy in podguard.render()[:4]:
+    for policy in manifests.render()[:4]:
         for validation in policy["spec"]["validations"]:
             assert validation["reason"] == "Forbidden"
             assert validation["message"].endswith(".")
@@ -115,7 +113,7 @@ def test_every_validation_is_forbidden_with_a_message_naming_what_is_wrong() -> 
 
 
 def test_variables_only_reference_earlier_variables() -> None:
-    policy = podguard.render()[0]
+    policy = manifests.render()[0]
     defined: list[str] = []
     for var in policy["spec"]["variables"]:
         for ref in re.findall(r"variables\.([A-Za-z0-9_]+)", var["expression"]):
@@ -127,9 +125,9 @@ def test_variables_only_reference_earlier_variables() -> None:
 
 
 def test_constants_are_rendered_as_cel_list_literals_and_the_repositories_read_from_the_parameter() -> None:
-    found = variables(podguard.render()[0])
-    assert json.loads(found["baselineCapabilities"]) == list(podguard.BASELINE_CAPABILITIES)
-    assert json.loads(found["safeSysctls"]) == list(podguard.SAFE_SYSCTLS)
+    found = variables(manifests.render()[0])
+    assert json.loads(found["baselineCapabilities"]) == list(manifests.BASELINE_CAPABILITIES)
+    assert json.loads(found["safeSysctls"]) == list(manifests.SAFE_SYSCTLS)
     assert json.loads(found["istioInitCapabilities"]) == ["NET_ADMIN", "NET_RAW"]
     assert found["proxyImageRepositories"] == "params.?status.?podGuard.?proxyImageRepositories.orValue([])"
     assert json.loads(found["tokenMountPath"]) == "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -153,9 +151,9 @@ def test_constants_are_rendered_as_cel_list_literals_and_the_repositories_read_f
 )
 def test_unsafe_proxy_repositories_are_left_out_and_reported(repository: str) -> None:
     repos = ["docker.io/istio/proxyv2", repository]
-    assert podguard.invalid_proxy_repositories(repos) == [repository]
-    assert podguard.valid_proxy_repositories(repos) == ["docker.io/istio/proxyv2"]
-    value = verdicts.param(demo(podGuard={"proxyImageRepositories": repos}), "Deny", ["kamiwaza"])
+    assert manifests.invalid_proxy_repositories(repos) == [repository]
+    assert manifests.valid_proxy_repositories(repos) == ["docker.io/istio/proxyv2"]
+    value = verdict.param(demo(podGuard={"proxyImageRepositories": repos}), "Deny", ["kamiwaza"])
     assert value.proxy_image_repositories == ("docker.io/istio/proxyv2",)
 
 
@@ -164,24 +162,23 @@ def test_unsafe_proxy_repositories_are_left_out_and_reported(repository: str) ->
     ["docker.io/istio/proxyv2", "localhost:5000/proxyv2", "mirror.example.com:5000/a/b/proxyv2", "gcr.io/x_y/p-v2"],
 )
 def test_full_repository_names_are_accepted(repository: str) -> None:
-    assert podguard.invalid_proxy_repositories([repository]) == []
+    assert manifests.invalid_proxy_repositories([repository]) == []
 
 
 def test_no_valid_repository_means_no_repository_at_all() -> None:
     assert (
-        verdicts.param(demo(podGuard={"proxyImageRepositories": ["proxyv2"]}), "Deny", []).proxy_image_repositories
-        == ()
+        verdict.param(demo(podGuard={"proxyImageRepositories": ["proxyv2"]}), "Deny", []).proxy_image_repositories == ()
     )
 
 
 def test_long_platform_names_give_valid_stable_distinct_names() -> None:
     long = "p" + "a" * 240
-    names = podguard.all_names(long)
-    assert names == podguard.all_names(long)
+    names = manifests.all_names(long)
+    assert names == manifests.all_names(long)
     assert all(len(n) <= 253 for n in names)
     assert len(set(names)) == 4
-    assert names != podguard.all_names(long[:-1] + "b")
-    assert not set(names) & set(podguard.SHARED_NAMES)
+    assert names != manifests.all_names(long[:-1] + "b")
+    assert not set(names) & set(manifests.SHARED_NAMES)
 
 
 def test_step_render_adds_our_labels_and_no_platform() -> None:
@@ -196,17 +193,17 @@ def test_step_render_adds_our_labels_and_no_platform() -> None:
 
 
 def test_actions_in_effect() -> None:
-    assert verdicts.actions_in_effect({"spec": {"validationActions": ["Audit", "Deny"]}}) == "Deny"
-    assert verdicts.actions_in_effect({"spec": {"validationActions": ["Warn", "Audit"]}}) == "Warn"
-    assert verdicts.actions_in_effect({"spec": {"validationActions": ["Deny"]}}) is None
-    assert verdicts.actions_in_effect(None) is None
-    objs = podguard.render()
-    assert verdicts.guard_in_place(objs, "Deny")
-    assert verdicts.guard_in_place(objs, "Warn")
-    assert not verdicts.guard_in_place(objs[1:], "Deny")  # a policy missing
+    assert verdict.actions_in_effect({"spec": {"validationActions": ["Audit", "Deny"]}}) == "Deny"
+    assert verdict.actions_in_effect({"spec": {"validationActions": ["Warn", "Audit"]}}) == "Warn"
+    assert verdict.actions_in_effect({"spec": {"validationActions": ["Deny"]}}) is None
+    assert verdict.actions_in_effect(None) is None
+    objs = manifests.render()
+    assert verdict.guard_in_place(objs, "Deny")
+    assert verdict.guard_in_place(objs, "Warn")
+    assert not verdict.guard_in_place(objs[1:], "Deny")  # a policy missing
     wrong = [*objs[:4], {**objs[4], "spec": {**objs[4]["spec"], "validationActions": ["Audit"]}}, *objs[5:]]
-    assert not verdicts.guard_in_place(wrong, "Deny")
-    assert verdicts.guard_in_place(wrong, "Warn")
+    assert not verdict.guard_in_place(wrong, "Deny")
+    assert verdict.guard_in_place(wrong, "Warn")
 
 
 def test_guard_warnings_keeps_only_this_policys_messages() -> None:
@@ -216,7 +213,7 @@ def test_guard_warnings_keeps_only_this_policys_messages() -> None:
         'would violate PodSecurity "restricted:latest": privileged',
         "Validation failed for ValidatingAdmissionPolicy 'other' with binding 'other': x",
     ]
-    assert verdicts.guard_warnings(warnings, "tenant-platform-demo-pod-guard") == [
+    assert verdict.guard_warnings(warnings, "tenant-platform-demo-pod-guard") == [
         "privileged containers are not allowed: app"
     ]
 
@@ -232,7 +229,7 @@ def test_parse_warnings_unescapes_and_splits() -> None:
 
 @pytest.mark.parametrize("name", ["web", "a" * 63, "a" * 50 + ".b" * 6, "x" * 51 + "-guard-check", "p-"])
 def test_check_name_is_short_distinct_and_valid(name: str) -> None:
-    renamed = podguard.check_name(name)
+    renamed = manifests.check_name(name)
     assert len(renamed) <= 63
     assert renamed != name
     assert renamed.endswith("-guard-check")
@@ -263,7 +260,7 @@ def test_resubmission_strips_server_and_node_fields() -> None:
         },
         "status": {"phase": "Running"},
     }
-    body = podguard.resubmission(pod)
+    body = manifests.resubmission(pod)
     assert body == {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -279,10 +276,10 @@ def test_resubmission_strips_server_and_node_fields() -> None:
 
 
 def test_staged_check_examples_are_capped() -> None:
-    check = verdicts.StagedCheck(violators=[(f"ns/p{i}", [f"reason {i}"]) for i in range(7)])
+    check = verdict.StagedCheck(violators=[(f"ns/p{i}", [f"reason {i}"]) for i in range(7)])
     assert check.examples() == [f"ns/p{i}: reason {i}" for i in range(5)]
     assert not check.clean
-    assert verdicts.StagedCheck().clean
+    assert verdict.StagedCheck().clean
 
 
 # ---- the injector canary (Istio's ProxyImage/ProxyInitImage and injection template) ----------------
@@ -343,19 +340,19 @@ def test_staged_check_examples_are_capped() -> None:
     ],
 )
 def test_injector_from_values(values: dict[str, Any], init_image: str, proxy_image: str, cni: bool) -> None:
-    injector = podguard.injector_from_values(values)
+    injector = manifests.injector_from_values(values)
     assert (injector.init_image, injector.proxy_image, injector.cni) == (init_image, proxy_image, cni)
 
 
 def test_injected_canary_classic_and_cni() -> None:
-    classic = podguard.injected_canary("ns", podguard.injector_from_values({"global": {"hub": "h.io/i", "tag": "1"}}))
+    classic = manifests.injected_canary("ns", manifests.injector_from_values({"global": {"hub": "h.io/i", "tag": "1"}}))
     init = classic["spec"]["initContainers"][0]
     assert init["name"] == "istio-init"
     assert init["args"][0] == "istio-iptables"
     assert init["securityContext"]["capabilities"] == {"add": ["NET_ADMIN", "NET_RAW"], "drop": ["ALL"]}
     assert classic["metadata"]["annotations"] == {"sidecar.istio.io/inject": "false"}
-    cni = podguard.injected_canary(
-        "ns", podguard.injector_from_values({"global": {"hub": "h", "tag": "1"}, "pilot": {"cni": {"enabled": True}}})
+    cni = manifests.injected_canary(
+        "ns", manifests.injector_from_values({"global": {"hub": "h", "tag": "1"}, "pilot": {"cni": {"enabled": True}}})
     )
     init = cni["spec"]["initContainers"][0]
     assert init["name"] == "istio-validation"
@@ -373,4 +370,4 @@ def test_injected_canary_classic_and_cni() -> None:
     ],
 )
 def test_repository_of(image: str, repository: str) -> None:
-    assert podguard.repository_of(image) == repository
+    assert manifests.repository_of(image) == repository

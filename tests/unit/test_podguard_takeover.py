@@ -11,13 +11,12 @@ import pytest
 from tests.support import platform
 
 from tenant_platform.api import constants, reasons
-from tenant_platform.concerns.podguard import manifests as render_pg
-from tenant_platform.concerns.podguard import takeover as tk
+from tenant_platform.concerns.podguard import manifests, takeover
 from tenant_platform.core.conditions import Condition
 from tenant_platform.core.verdict import Verdict
 
-NAMES = render_pg.guard_names("Deny")
-VAP, VAPB = render_pg.POLICY_KIND, render_pg.BINDING_KIND
+NAMES = manifests.guard_names("Deny")
+VAP, VAPB = manifests.POLICY_KIND, manifests.BINDING_KIND
 ALL = ["kamiwaza", "kamiwaza-extensions"]
 
 
@@ -107,7 +106,7 @@ HAND_MADE = [
         id="this platform's per-platform guard of an earlier version: reported",
     ),
     pytest.param(
-        [obj(VAP, render_pg.guard_names("Deny", "demo").pod_guard, adopt=None, labels=LEGACY_LABELS)],
+        [obj(VAP, manifests.guard_names("Deny", "demo").pod_guard, adopt=None, labels=LEGACY_LABELS)],
         [],
         (),
         (),
@@ -128,14 +127,14 @@ def test_hand_made(
     denies: bool,
     legacy: tuple[str, ...],
 ) -> None:
-    found = tk.hand_made(demo(), policies, bindings)
+    found = takeover.hand_made(demo(), policies, bindings)
     assert (found.policies, found.bindings, found.denies) == (taken, taken_bindings, denies)
     assert sorted(found.legacy) == sorted(legacy)
 
 
-DENYING = tk.HandMade(policies=("g",), bindings=("g",), denying=("g",))
-WARNING = tk.HandMade(policies=("g",), bindings=("g",))
-LEFTOVER = tk.HandMade(legacy=(f"{VAP} tenant-platform-demo-pod-guard",))
+DENYING = takeover.HandMade(policies=("g",), bindings=("g",), denying=("g",))
+WARNING = takeover.HandMade(policies=("g",), bindings=("g",))
+LEFTOVER = takeover.HandMade(legacy=(f"{VAP} tenant-platform-demo-pod-guard",))
 ENFORCING = Condition("PodGuardReady", "True", reasons.PodGuard.ENFORCING, "ours deny.")
 WAITING = Condition("PodGuardReady", "False", reasons.PodGuard.VIOLATING_PODS_FOUND, "pods would be denied.")
 
@@ -203,7 +202,7 @@ AMEND_ROWS = [
 
 @pytest.mark.parametrize(("hand", "enforcement", "cond", "everywhere", "reason", "status", "fragment"), AMEND_ROWS)
 def test_amend(  # noqa: PLR0917 (one row's columns)
-    hand: tk.HandMade,
+    hand: takeover.HandMade,
     enforcement: str,
     cond: Condition,
     everywhere: bool,
@@ -211,7 +210,9 @@ def test_amend(  # noqa: PLR0917 (one row's columns)
     status: str,
     fragment: str,
 ) -> None:
-    verdict = tk.amend(demo(podGuard={"enforcement": enforcement}), Verdict([cond]), hand, denies_everywhere=everywhere)
+    verdict = takeover.amend(
+        demo(podGuard={"enforcement": enforcement}), Verdict([cond]), hand, denies_everywhere=everywhere
+    )
     (new,) = verdict.conditions
     assert (new.reason, new.status) == (reason, status), new.message
     assert fragment in new.message
@@ -219,8 +220,8 @@ def test_amend(  # noqa: PLR0917 (one row's columns)
 
 def test_nothing_found_leaves_the_verdict() -> None:
     verdict = Verdict([ENFORCING])
-    assert tk.amend(demo(), verdict, tk.HandMade(), denies_everywhere=True) is verdict
-    assert tk.amend(demo(), verdict, None, denies_everywhere=True) is verdict
+    assert takeover.amend(demo(), verdict, takeover.HandMade(), denies_everywhere=True) is verdict
+    assert takeover.amend(demo(), verdict, None, denies_everywhere=True) is verdict
 
 
 def test_every_takeover_reason_has_a_row() -> None:

@@ -10,7 +10,7 @@ import pytest
 from tests.support import platform
 
 from tenant_platform.api import reasons
-from tenant_platform.concerns.pullsecrets import verdict as pullsecrets
+from tenant_platform.concerns.pullsecrets.verdict import PullSecretsFacts, evaluate, registry_hosts
 
 R = reasons.PullSecrets
 
@@ -83,11 +83,11 @@ MIRROR = docker({"mirror.example": {"auth": "eDp5"}})
 )
 def test_evaluate(secrets: list, status: str, reason: str, fragment: str, hosts: list[str]) -> None:
     tp = platform("tp", "ns", imagePullSecrets=[n for n, _ in secrets])
-    facts = pullsecrets.PullSecretsFacts(secrets=secrets)
-    verdict = pullsecrets.evaluate(tp, facts)
+    facts = PullSecretsFacts(secrets=secrets)
+    verdict = evaluate(tp, facts)
     cond = verdict.condition
     assert (cond.status, cond.reason) == (status, reason)
     assert fragment in cond.message, cond.message
-    assert pullsecrets.registry_hosts(tp, facts) == hosts
+    assert registry_hosts(tp, facts) == hosts
     assert verdict.recorded.dump() == {"imagePullSecrets": [n for n, _ in secrets]}
     assert "hunter2" not in cond.message and "dXNlcjpodW50ZXIy" not in cond.message

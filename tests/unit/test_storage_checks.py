@@ -26,23 +26,23 @@ from tests.unit.test_storage_evaluate import (
 from tenant_platform.api import reasons
 from tenant_platform.api.models import Storage
 from tenant_platform.api.status.storage import StorageVerification, VerificationResult
-from tenant_platform.concerns.storage import verdict as st
+from tenant_platform.concerns.storage import verdict
 from tenant_platform.concerns.storage.verdict import Action
 
 R = reasons.Storage
 V = VerificationResult
-FOUND = st.select_storage_class(ONE_DEFAULT, "")
-MISSING = st.select_storage_class(ONE_DEFAULT, "nope")
+FOUND = verdict.select_storage_class(ONE_DEFAULT, "")
+MISSING = verdict.select_storage_class(ONE_DEFAULT, "nope")
 LONG_AGO = dict(finished_at="2025-12-31T00:00:00Z")  # a failure whose retry is due
 
 
 def subject(
     *, verify: bool = True, found: bool = True, mem: StorageVerification | None = None, dry_run: bool = False
-) -> st.Subject:
-    return st.Subject(Storage(verify=verify), FOUND if found else MISSING, mem, NOW, dry_run)
+) -> verdict.Subject:
+    return verdict.Subject(Storage(verify=verify), FOUND if found else MISSING, mem, NOW, dry_run)
 
 
-def summary(found: st.StorageVerdict | None) -> Any:
+def summary(found: verdict.StorageVerdict | None) -> Any:
     """(reason, memory kept, delete, test started or advanced) of a verdict; None when the check passed."""
     if found is None:
         return None
@@ -75,7 +75,7 @@ def summary(found: st.StorageVerdict | None) -> Any:
     ],
 )
 def test_no_test_wanted(kwargs: dict[str, Any], expected: Any) -> None:
-    assert summary(st.no_test_wanted(subject(**kwargs))) == expected
+    assert summary(verdict.no_test_wanted(subject(**kwargs))) == expected
 
 
 @pytest.mark.parametrize(
@@ -87,7 +87,7 @@ def test_no_test_wanted(kwargs: dict[str, Any], expected: Any) -> None:
     ],
 )
 def test_dry_run(kwargs: dict[str, Any], expected: Any) -> None:
-    assert summary(st.dry_run(subject(**kwargs))) == expected
+    assert summary(verdict.dry_run(subject(**kwargs))) == expected
 
 
 @pytest.mark.parametrize(
@@ -106,7 +106,7 @@ def test_dry_run(kwargs: dict[str, Any], expected: Any) -> None:
     ],
 )
 def test_verdict_stands(mem: StorageVerification | None, expected: Any) -> None:
-    assert summary(st.verdict_stands(subject(mem=mem))) == expected
+    assert summary(verdict.verdict_stands(subject(mem=mem))) == expected
 
 
 @pytest.mark.parametrize(
@@ -119,7 +119,7 @@ def test_verdict_stands(mem: StorageVerification | None, expected: Any) -> None:
     ],
 )
 def test_other_class_running(mem: StorageVerification | None, expected: Any) -> None:
-    found = st.other_class_running(subject(mem=mem))
+    found = verdict.other_class_running(subject(mem=mem))
     assert summary(found) == expected
     if found is not None:
         assert found.if_not_deleted is not None and found.if_not_deleted.failed
@@ -134,11 +134,11 @@ def test_other_class_running(mem: StorageVerification | None, expected: Any) -> 
     ],
 )
 def test_run_the_test(mem: StorageVerification | None, attempt: int) -> None:
-    assert summary(st.run_the_test(subject(mem=mem))) == (None, None, None, attempt)
+    assert summary(verdict.run_the_test(subject(mem=mem))) == (None, None, None, attempt)
 
 
 def test_the_chain_order() -> None:
-    assert st.FIRST_PHASE.names == (
+    assert verdict.FIRST_PHASE.names == (
         "no test wanted",
         "dry run",
         "finished verdict stands",
@@ -146,17 +146,21 @@ def test_the_chain_order() -> None:
         "run the test",
     )
     # A subject several checks find something in: the first in the chain decides.
-    assert st.FIRST_PHASE.first(subject(verify=False, dry_run=True)).check == "no test wanted"  # type: ignore[union-attr]
+    assert verdict.FIRST_PHASE.first(subject(verify=False, dry_run=True)).check == "no test wanted"  # type: ignore[union-attr]
     standing = subject(mem=memory(V.SUCCEEDED), dry_run=True)
-    assert [f.check for f in st.FIRST_PHASE.every(standing)] == ["dry run", "finished verdict stands", "run the test"]
+    assert [f.check for f in verdict.FIRST_PHASE.every(standing)] == [
+        "dry run",
+        "finished verdict stands",
+        "run the test",
+    ]
     other = subject(mem=memory(cls="other"))
-    assert [f.check for f in st.FIRST_PHASE.every(other)] == ["test of another class running", "run the test"]
-    assert st.FIRST_PHASE.first(other).check == "test of another class running"  # type: ignore[union-attr]
+    assert [f.check for f in verdict.FIRST_PHASE.every(other)] == ["test of another class running", "run the test"]
+    assert verdict.FIRST_PHASE.first(other).check == "test of another class running"  # type: ignore[union-attr]
 
 
 # ---- the second phase: the running test's objects -------------------------------------------------
 
-LATE = EARLIER + st.VERIFY_TIMEOUT
+LATE = EARLIER + verdict.VERIFY_TIMEOUT
 DELETING = dict(deletionTimestamp="2026-01-01T11:00:00Z")
 
 
@@ -166,12 +170,12 @@ def running(
     writer: dict[str, Any] | None = None,
     reader: dict[str, Any] | None = None,
     now: datetime = NOW,
-) -> st.RunningTest:
-    objects = st.WriteTestObjects(ATTEMPT, PVC, WRITER, READER, "busybox", pvc=pvc, writer=writer, reader=reader)
-    return st.RunningTest(FOUND, memory(), objects, "ns", now)
+) -> verdict.RunningTest:
+    objects = verdict.WriteTestObjects(ATTEMPT, PVC, WRITER, READER, "busybox", pvc=pvc, writer=writer, reader=reader)
+    return verdict.RunningTest(FOUND, memory(), objects, "ns", now)
 
 
-def ending(found: st.StorageVerdict | None) -> Any:
+def ending(found: verdict.StorageVerdict | None) -> Any:
     """(reason, result recorded, only the pods deleted) of a finished test; None when the check passed."""
     if found is None:
         return None
@@ -194,7 +198,7 @@ BOUND = obj(PVC, "Bound")
     ],
 )
 def test_reader_succeeded(kwargs: dict[str, Any], expected: Any) -> None:
-    assert ending(st.reader_succeeded(running(**kwargs))) == expected
+    assert ending(verdict.reader_succeeded(running(**kwargs))) == expected
 
 
 @pytest.mark.parametrize(
@@ -210,7 +214,7 @@ def test_reader_succeeded(kwargs: dict[str, Any], expected: Any) -> None:
     ],
 )
 def test_reader_failed(kwargs: dict[str, Any], expected: Any) -> None:
-    assert ending(st.reader_failed(running(**kwargs))) == expected
+    assert ending(verdict.reader_failed(running(**kwargs))) == expected
 
 
 @pytest.mark.parametrize(
@@ -226,7 +230,7 @@ def test_reader_failed(kwargs: dict[str, Any], expected: Any) -> None:
     ],
 )
 def test_writer_failed(kwargs: dict[str, Any], expected: Any) -> None:
-    assert ending(st.writer_failed(running(**kwargs))) == expected
+    assert ending(verdict.writer_failed(running(**kwargs))) == expected
 
 
 @pytest.mark.parametrize(
@@ -243,10 +247,10 @@ def test_writer_failed(kwargs: dict[str, Any], expected: Any) -> None:
     ],
 )
 def test_deadline_passed(kwargs: dict[str, Any], expected: Any) -> None:
-    assert ending(st.deadline_passed(running(**kwargs))) == expected
+    assert ending(verdict.deadline_passed(running(**kwargs))) == expected
 
 
-def progress(found: st.Progress | None) -> Any:
+def progress(found: verdict.Progress | None) -> Any:
     return None if found is None else (found.note, found.actions)
 
 
@@ -266,7 +270,7 @@ READ_BACK = f"pod {WRITER} wrote the marker and was deleted; a new pod reads it 
     ],
 )
 def test_pvc_deleting(kwargs: dict[str, Any], expected: Any) -> None:
-    assert progress(st.pvc_deleting(running(**kwargs))) == expected
+    assert progress(verdict.pvc_deleting(running(**kwargs))) == expected
 
 
 @pytest.mark.parametrize(
@@ -294,7 +298,7 @@ def test_pvc_deleting(kwargs: dict[str, Any], expected: Any) -> None:
     ],
 )
 def test_writer_done(kwargs: dict[str, Any], expected: Any) -> None:
-    assert progress(st.writer_done(running(**kwargs))) == expected
+    assert progress(verdict.writer_done(running(**kwargs))) == expected
 
 
 @pytest.mark.parametrize(
@@ -309,7 +313,7 @@ def test_writer_done(kwargs: dict[str, Any], expected: Any) -> None:
     ],
 )
 def test_marker_written(kwargs: dict[str, Any], expected: Any) -> None:
-    assert progress(st.marker_written(running(**kwargs))) == expected
+    assert progress(verdict.marker_written(running(**kwargs))) == expected
 
 
 @pytest.mark.parametrize(
@@ -333,7 +337,7 @@ def test_marker_written(kwargs: dict[str, Any], expected: Any) -> None:
     ],
 )
 def test_nothing_written(kwargs: dict[str, Any], expected: Any) -> None:
-    assert progress(st.nothing_written(running(**kwargs))) == expected
+    assert progress(verdict.nothing_written(running(**kwargs))) == expected
 
 
 @pytest.mark.parametrize(
@@ -355,12 +359,12 @@ def test_nothing_written(kwargs: dict[str, Any], expected: Any) -> None:
     ],
 )
 def test_pods_at_work(kwargs: dict[str, Any], expected: Any) -> None:
-    assert progress(st.pods_at_work(running(**kwargs))) == expected
+    assert progress(verdict.pods_at_work(running(**kwargs))) == expected
 
 
 def test_the_second_phase_chain_order() -> None:
-    assert st.TEST_ENDINGS.names == ("reader succeeded", "reader failed", "writer failed", "deadline passed")
-    assert st.TEST_PROGRESS.names == (
+    assert verdict.TEST_ENDINGS.names == ("reader succeeded", "reader failed", "writer failed", "deadline passed")
+    assert verdict.TEST_PROGRESS.names == (
         "PVC still deleting",
         "writer done: read back next",
         "marker written, pods gone: read back",
@@ -369,27 +373,27 @@ def test_the_second_phase_chain_order() -> None:
     )
     # A test several endings find: the reader's outcome decides, then the writer's, then the clock.
     late_and_read = running(pvc=BOUND, writer=obj(WRITER, "Failed"), reader=obj(READER, "Succeeded"), now=LATE)
-    assert [f.check for f in st.TEST_ENDINGS.every(late_and_read)] == [
+    assert [f.check for f in verdict.TEST_ENDINGS.every(late_and_read)] == [
         "reader succeeded",
         "writer failed",
         "deadline passed",
     ]
-    decided = st.evaluate_test(FOUND, memory(), late_and_read.objects, namespace="ns", now=LATE)
+    decided = verdict.evaluate_test(FOUND, memory(), late_and_read.objects, namespace="ns", now=LATE)
     assert decided.report is not None and decided.report.condition.reason == R.VERIFIED
     late_and_failed = running(pvc=BOUND, writer=obj(WRITER, "Failed"), now=LATE)
-    assert st.TEST_ENDINGS.first(late_and_failed).check == "writer failed"  # type: ignore[union-attr]
+    assert verdict.TEST_ENDINGS.first(late_and_failed).check == "writer failed"  # type: ignore[union-attr]
     # A deleting PVC waits, whatever the pods say; a noted PVC with no pods reads back, never writes again.
     deleting = running(pvc=written(obj(PVC, "Bound", **DELETING)))
-    assert [f.check for f in st.TEST_PROGRESS.every(deleting)] == [
+    assert [f.check for f in verdict.TEST_PROGRESS.every(deleting)] == [
         "PVC still deleting",
         "marker written, pods gone: read back",
         "no pod yet: write",
         "pods at work: wait",
     ]
     noted = running(pvc=written(obj(PVC, "Bound")))
-    assert st.TEST_PROGRESS.first(noted).check == "marker written, pods gone: read back"  # type: ignore[union-attr]
+    assert verdict.TEST_PROGRESS.first(noted).check == "marker written, pods gone: read back"  # type: ignore[union-attr]
     # A test that has not ended runs on, whatever the progress checks find.
-    assert st.TEST_ENDINGS.first(running(pvc=BOUND, writer=obj(WRITER, "Succeeded"))) is None
+    assert verdict.TEST_ENDINGS.first(running(pvc=BOUND, writer=obj(WRITER, "Succeeded"))) is None
 
 
 # ---- the class: CLASS_CHECKS -------------------------------------------------------------------------
@@ -398,7 +402,7 @@ TWO_DEFAULTS = [sc("a", default=True), sc("b", default=True)]
 NO_DEFAULT = [sc("a"), sc("b")]
 
 
-def chosen(found: st.Selection | None) -> Any:
+def chosen(found: verdict.Selection | None) -> Any:
     """(reason, class chosen) of a selection; None when the check passed."""
     return None if found is None else (found.reason, found.name)
 
@@ -413,7 +417,7 @@ def chosen(found: st.Selection | None) -> Any:
     ],
 )
 def test_named_class_missing(classes: list[dict[str, Any]], requested: str, expected: Any) -> None:
-    assert chosen(st.named_class_missing(st.ClassRequest(classes, requested))) == expected
+    assert chosen(verdict.named_class_missing(verdict.ClassRequest(classes, requested))) == expected
 
 
 @pytest.mark.parametrize(
@@ -427,7 +431,7 @@ def test_named_class_missing(classes: list[dict[str, Any]], requested: str, expe
     ],
 )
 def test_no_default_class(classes: list[dict[str, Any]], requested: str, expected: Any) -> None:
-    assert chosen(st.no_default_class(st.ClassRequest(classes, requested))) == expected
+    assert chosen(verdict.no_default_class(verdict.ClassRequest(classes, requested))) == expected
 
 
 @pytest.mark.parametrize(
@@ -440,7 +444,7 @@ def test_no_default_class(classes: list[dict[str, Any]], requested: str, expecte
     ],
 )
 def test_several_default_classes(classes: list[dict[str, Any]], requested: str, expected: Any) -> None:
-    found = st.several_default_classes(st.ClassRequest(classes, requested))
+    found = verdict.several_default_classes(verdict.ClassRequest(classes, requested))
     assert chosen(found) == expected
     if found is not None:
         assert "several StorageClasses are marked default: a, b." in found.message
@@ -457,22 +461,22 @@ def test_several_default_classes(classes: list[dict[str, Any]], requested: str, 
     ],
 )
 def test_class_found(classes: list[dict[str, Any]], requested: str, expected: Any) -> None:
-    found = st.class_found(st.ClassRequest(classes, requested))
+    found = verdict.class_found(verdict.ClassRequest(classes, requested))
     assert chosen(found) == expected
     if found is not None:
         assert found.ok and found.message.startswith(f"StorageClass {found.name} (")
 
 
 def test_the_class_chain_order() -> None:
-    assert st.CLASS_CHECKS.names == (
+    assert verdict.CLASS_CHECKS.names == (
         "named class missing",
         "no default class",
         "several default classes",
         "class found",
     )
     # Several defaults: refused, though a class could be picked.
-    ambiguous = st.ClassRequest(TWO_DEFAULTS, "")
-    assert [f.check for f in st.CLASS_CHECKS.every(ambiguous)] == ["several default classes", "class found"]
-    assert st.select_storage_class(TWO_DEFAULTS, "").reason == R.AMBIGUOUS_DEFAULT_STORAGE_CLASS
+    ambiguous = verdict.ClassRequest(TWO_DEFAULTS, "")
+    assert [f.check for f in verdict.CLASS_CHECKS.every(ambiguous)] == ["several default classes", "class found"]
+    assert verdict.select_storage_class(TWO_DEFAULTS, "").reason == R.AMBIGUOUS_DEFAULT_STORAGE_CLASS
     # A named class is looked up whatever the defaults say.
-    assert [f.check for f in st.CLASS_CHECKS.every(st.ClassRequest(NO_DEFAULT, "b"))] == ["class found"]
+    assert [f.check for f in verdict.CLASS_CHECKS.every(verdict.ClassRequest(NO_DEFAULT, "b"))] == ["class found"]

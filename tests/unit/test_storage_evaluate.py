@@ -16,9 +16,19 @@ import pytest
 from tenant_platform.api import reasons
 from tenant_platform.api.models import Storage
 from tenant_platform.api.status.storage import StorageVerification, VerificationResult
-from tenant_platform.concerns.storage import manifests as render_storage
-from tenant_platform.concerns.storage import verdict as st
-from tenant_platform.concerns.storage.verdict import Action
+from tenant_platform.concerns.storage import manifests
+from tenant_platform.concerns.storage.verdict import (
+    POLL_SECONDS,
+    SETTLE_SECONDS,
+    VERIFY_TIMEOUT,
+    Action,
+    StorageFacts,
+    WriteTestObjects,
+    evaluate,
+    evaluate_test,
+    read_memory,
+    select_storage_class,
+)
 
 GA = "storageclass.kubernetes.io/is-default-class"
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
@@ -224,9 +234,7 @@ PHASE_ONE = [
 @pytest.mark.parametrize("row", PHASE_ONE)
 def test_evaluate(row: Row) -> None:
     spec = Storage.model_validate(row.spec)
-    verdict = st.evaluate(
-        spec, st.StorageFacts(classes=row.classes, memory=row.memory), now=row.now, dry_run=row.dry_run
-    )
+    verdict = evaluate(spec, StorageFacts(classes=row.classes, memory=row.memory), now=row.now, dry_run=row.dry_run)
     assert verdict.delete == row.delete
     if verdict.delete is not None:
         assert verdict.if_not_deleted is not None
@@ -279,33 +287,31 @@ def test_evaluate(row: Row) -> None:
 )
 def test_when_the_deletion_fails(row: Row, kept: VerificationResult, status: str, reason: str, failed: bool) -> None:
     spec = Storage.model_validate(row.spec)
-    verdict = st.evaluate(spec, st.StorageFacts(classes=row.classes, memory=row.memory), now=NOW)
+    verdict = evaluate(spec, StorageFacts(classes=row.classes, memory=row.memory), now=NOW)
     report = verdict.if_not_deleted
     assert report is not None and report.memory is not None
     assert report.memory.result == kept and report.memory == row.memory
     assert (report.condition.status, report.condition.reason) == (status, reason)
     assert report.failed == failed and report.progressing == failed
     if failed:
-        assert "previously used StorageClass" in report.condition.message and report.requeue_after == st.POLL_SECONDS
+        assert "previously used StorageClass" in report.condition.message and report.requeue_after == POLL_SECONDS
 
 
 def test_recorded_facts() -> None:
-    verdict = st.evaluate(
-        Storage(), st.StorageFacts(classes=[sc("lp", default=True, mode="WaitForFirstConsumer")]), now=NOW
-    )
+    verdict = evaluate(Storage(), StorageFacts(classes=[sc("lp", default=True, mode="WaitForFirstConsumer")]), now=NOW)
     assert verdict.report is not None
     assert verdict.recorded(verdict.report).dump() == {
         "storageClassName": "lp",
         "storageVolumeBindingMode": "WaitForFirstConsumer",
     }
-    missing = st.evaluate(Storage(), st.StorageFacts(classes=[]), now=NOW)
+    missing = evaluate(Storage(), StorageFacts(classes=[]), now=NOW)
     assert missing.report is not None and missing.recorded(missing.report).dump() == {}
 
 
 def test_read_memory() -> None:
-    assert st.read_memory(memory().dump()) == memory()
-    assert st.read_memory(None) is None
-    assert st.read_memory({"attempt": "soon"}) is None
+    assert read_memory(memory().dump()) == memory()
+    assert read_memory(None) is None
+    assert read_memory({"attempt": "soon"}) is None
 
 
 # ---- phase two: the running test's objects --------------------------------------------------------
@@ -316,7 +322,7 @@ def obj(name: str, phase: str | None = None, **extra: Any) -> dict[str, Any]:
 
 
 def written(pvc: dict[str, Any]) -> dict[str, Any]:
-    pvc["metadata"]["annotations"] = {render_storage.WRITTEN_ANNOTATION: "true"}
+    pvc["metadata"]["annotations"] = {manifests.WRITTEN_ANNOTATION: "true"}
     return pvc
 
 
@@ -445,7 +451,7 @@ PHASE_TWO = [
         ProbeRow(
             pvc=obj(PVC, "Pending"),
             writer=obj(WRITER, "Pending"),
-            now=EARLIER + st.VERIFY_TIMEOUT,
+            now=EARLIER + VERIFY_TIMEOUT,
             status="False",
             reason=R.VERIFICATION_TIMED_OUT,
             fragment=f"did not finish within 10 minutes (started {stamp(EARLIER)}): PVC {PVC} is Pending; "
@@ -460,8 +466,8 @@ PHASE_TWO = [
 
 @pytest.mark.parametrize("row", PHASE_TWO)
 def test_evaluate_test(row: ProbeRow) -> None:
-    selection = st.select_storage_class(row.classes, "")
-    objects = st.WriteTestObjects(
+    selection = select_storage_class(row.classes, "")
+    objects = WriteTestObjects(
         attempt=ATTEMPT,
         pvc_name=PVC,
         writer_name=WRITER,
@@ -471,7 +477,7 @@ def test_evaluate_test(row: ProbeRow) -> None:
         writer=row.writer,
         reader=row.reader,
     )
-    verdict = st.evaluate_test(selection, memory(), objects, namespace="ns", now=row.now)
+    verdict = evaluate_test(selection, memory(), objects, namespace="ns", now=row.now)
     report = verdict.report
     assert report is not None
     cond = report.condition
@@ -480,7 +486,7 @@ def test_evaluate_test(row: ProbeRow) -> None:
     assert verdict.actions == row.actions
     assert report.memory is not None
     if row.finished is None:
-        assert report.memory == memory() and report.progressing and report.requeue_after == st.POLL_SECONDS
+        assert report.memory == memory() and report.progressing and report.requeue_after == POLL_SECONDS
         assert verdict.delete is None
         return
     # A finished test is recorded with its message; the result goes onto the PVC and only the pods
@@ -491,5 +497,5 @@ def test_evaluate_test(row: ProbeRow) -> None:
     assert verdict.record_result == report.memory.model_copy(update={"cleaned_up": None})
     assert verdict.if_not_deleted is not None and verdict.if_not_deleted.memory is not None
     assert verdict.if_not_deleted.memory.cleaned_up is False
-    assert report.requeue_after == st.SETTLE_SECONDS
+    assert report.requeue_after == SETTLE_SECONDS
     assert not report.progressing and not report.failed

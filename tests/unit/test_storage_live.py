@@ -12,14 +12,14 @@ import pytest
 
 from tenant_platform.api.models import Storage
 from tenant_platform.api.status.storage import StorageVerification, VerificationResult
-from tenant_platform.concerns.storage import live as sl
-from tenant_platform.concerns.storage import manifests as render_storage
-from tenant_platform.concerns.storage import verdict as st
+from tenant_platform.concerns.storage import manifests
+from tenant_platform.concerns.storage.live import attempt_of, live_attempts
+from tenant_platform.concerns.storage.verdict import DEFAULT_CLASS_ANNOTATIONS, StorageFacts, evaluate
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 OLD = int((NOW - timedelta(hours=3)).timestamp())
 LOST = int((NOW - timedelta(minutes=1)).timestamp())
-CLASSES = [{"metadata": {"name": "local", "annotations": {st.DEFAULT_CLASS_ANNOTATIONS[0]: "true"}}}]
+CLASSES = [{"metadata": {"name": "local", "annotations": {DEFAULT_CLASS_ANNOTATIONS[0]: "true"}}}]
 
 
 def stamp(moment: datetime) -> str:
@@ -27,7 +27,7 @@ def stamp(moment: datetime) -> str:
 
 
 def pvc(attempt: int, *, cls: str = "local", deleting: bool = False, **notes: str) -> dict[str, Any]:
-    body = render_storage.render_pvc(
+    body = manifests.render_pvc(
         platform_name="tp",
         namespace="ops",
         attempt=attempt,
@@ -41,7 +41,7 @@ def pvc(attempt: int, *, cls: str = "local", deleting: bool = False, **notes: st
 
 
 def pod(attempt: int, role: str = "write") -> dict[str, Any]:
-    return render_storage.render_pod(platform_name="tp", platform_uid="u", namespace="ops", attempt=attempt, role=role)
+    return manifests.render_pod(platform_name="tp", platform_uid="u", namespace="ops", attempt=attempt, role=role)
 
 
 def memory(attempt: int, result: VerificationResult = VerificationResult.RUNNING, **extra: Any) -> StorageVerification:
@@ -58,9 +58,9 @@ def memory(attempt: int, result: VerificationResult = VerificationResult.RUNNING
 
 
 RESULT = {
-    render_storage.RESULT_ANNOTATION: "Succeeded",
-    render_storage.FINISHED_ANNOTATION: stamp(NOW),
-    render_storage.MESSAGE_ANNOTATION: "Write test passed.",
+    manifests.RESULT_ANNOTATION: "Succeeded",
+    manifests.FINISHED_ANNOTATION: stamp(NOW),
+    manifests.MESSAGE_ANNOTATION: "Write test passed.",
 }
 
 
@@ -130,8 +130,8 @@ ROWS = [
 
 @pytest.mark.parametrize("row", ROWS)
 def test_evaluate_with_live_objects(row: Row) -> None:
-    facts = st.StorageFacts(classes=CLASSES, memory=row.memory, live=sl.live_attempts(row.pvcs, row.pods))
-    verdict = st.evaluate(Storage(verify=row.verify), facts, now=NOW)
+    facts = StorageFacts(classes=CLASSES, memory=row.memory, live=live_attempts(row.pvcs, row.pods))
+    verdict = evaluate(Storage(verify=row.verify), facts, now=NOW)
     assert (verdict.test.attempt if verdict.test else None) == row.test
     assert verdict.orphans == row.orphans
     if row.result is not None:
@@ -142,28 +142,28 @@ def test_evaluate_with_live_objects(row: Row) -> None:
 
 
 def test_a_dry_run_adopts_and_deletes_nothing() -> None:
-    facts = st.StorageFacts(classes=CLASSES, memory=None, live=sl.live_attempts([pvc(LOST)], []))
-    verdict = st.evaluate(Storage(verify=True), facts, now=NOW, dry_run=True)
+    facts = StorageFacts(classes=CLASSES, memory=None, live=live_attempts([pvc(LOST)], []))
+    verdict = evaluate(Storage(verify=True), facts, now=NOW, dry_run=True)
     assert verdict.orphans == () and verdict.delete is None
 
 
 @pytest.mark.parametrize(
     ("labels", "name", "attempt"),
     [
-        ({render_storage.ATTEMPT_LABEL: "17"}, "tp-storage-verify-17", 17),
+        ({manifests.ATTEMPT_LABEL: "17"}, "tp-storage-verify-17", 17),
         ({}, "tp-storage-verify-42", 42),
-        ({render_storage.ATTEMPT_LABEL: "²"}, "x", None),
+        ({manifests.ATTEMPT_LABEL: "²"}, "x", None),
         ({}, "tp-storage-verify-" + "9" * 40, None),
         ({}, "tp-storage-verify-abc", None),
     ],
 )
 def test_attempt_of(labels: dict[str, str], name: str, attempt: int | None) -> None:
-    assert sl.attempt_of({"metadata": {"name": name, "labels": labels}}) == attempt
+    assert attempt_of({"metadata": {"name": name, "labels": labels}}) == attempt
 
 
 def test_live_attempts_reads_progress_from_the_pvc() -> None:
-    (live,) = sl.live_attempts([pvc(LOST, **{render_storage.WRITTEN_ANNOTATION: "true"})], [pod(LOST, "read")])
+    (live,) = live_attempts([pvc(LOST, **{manifests.WRITTEN_ANNOTATION: "true"})], [pod(LOST, "read")])
     assert live.attempt == LOST and live.written and live.has_pvc and not live.deleting
     assert live.storage_class == "local" and live.result is None
-    (finished,) = sl.live_attempts([pvc(LOST, **{**RESULT, render_storage.RESULT_ANNOTATION: "Bogus"})], [])
+    (finished,) = live_attempts([pvc(LOST, **{**RESULT, manifests.RESULT_ANNOTATION: "Bogus"})], [])
     assert finished.result is None  # an unknown result is not taken over

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from tenant_platform.api.status.recorded import Recorded
-from tenant_platform.concerns.installvalues import manifests as values
+from tenant_platform.concerns.installvalues import manifests
 
 RECORDED = {
     "domain": "kamiwaza.example.com",
@@ -48,7 +48,7 @@ FACTS = Recorded.parse(RECORDED)
 
 
 def test_every_recorded_fact_is_in_the_document() -> None:
-    doc = yaml.safe_load(values.render_values(platform_name="tp", namespace="kamiwaza", recorded=FACTS))
+    doc = yaml.safe_load(manifests.render_values(platform_name="tp", namespace="kamiwaza", recorded=FACTS))
     for key, value in RECORDED.items():
         assert doc[key] == value, key
     assert doc["namespace"] == "kamiwaza"
@@ -56,7 +56,7 @@ def test_every_recorded_fact_is_in_the_document() -> None:
 
 
 def test_known_facts_come_first_in_a_fixed_order_then_the_rest_alphabetically() -> None:
-    doc = values.values_document(namespace="kamiwaza", recorded=FACTS)
+    doc = manifests.values_document(namespace="kamiwaza", recorded=FACTS)
     keys = list(doc)
     assert keys[:3] == ["domain", "namespace", "storageClassName"]
     assert keys.index("kubernetesAPI") < keys.index("gateway") < keys.index("gpuNodes") < keys.index("somethingNew")
@@ -67,40 +67,42 @@ def test_text_is_the_same_whatever_the_key_order_of_nested_mappings() -> None:
     # The API server returns status with sorted keys; a reconcile pass builds them in insertion order.
     roundtrip = json.loads(json.dumps(RECORDED, sort_keys=True))
     reordered = dict(reversed(list(roundtrip.items())))
-    a = values.render_values(platform_name="tp", namespace="kamiwaza", recorded=FACTS)
-    b = values.render_values(platform_name="tp", namespace="kamiwaza", recorded=Recorded.parse(reordered))
+    a = manifests.render_values(platform_name="tp", namespace="kamiwaza", recorded=FACTS)
+    b = manifests.render_values(platform_name="tp", namespace="kamiwaza", recorded=Recorded.parse(reordered))
     assert a == b
     assert a.startswith("# Install values recorded by tenant-platform-operator for TenantPlatform tp.\n")
 
 
 def test_empty_facts_still_give_a_valid_document() -> None:
     doc = yaml.safe_load(
-        values.render_values(platform_name="tp", namespace="ns", recorded=Recorded.parse({"domain": "a.example"}))
+        manifests.render_values(platform_name="tp", namespace="ns", recorded=Recorded.parse({"domain": "a.example"}))
     )
     assert doc == {"domain": "a.example", "namespace": "ns", "global": {"imagePullSecrets": []}}
 
 
 def test_namespace_comes_from_the_spec_not_from_recorded() -> None:
-    doc = values.values_document(namespace="right", recorded=Recorded.parse({"namespace": "wrong", "global": {"x": 1}}))
+    doc = manifests.values_document(
+        namespace="right", recorded=Recorded.parse({"namespace": "wrong", "global": {"x": 1}})
+    )
     assert doc["namespace"] == "right"
     assert doc["global"] == {"imagePullSecrets": []}
 
 
 def test_config_map_shape() -> None:
-    cm = values.render_config_map(
+    cm = manifests.render_config_map(
         platform_name="tp", namespace="kamiwaza", config_map_name="tp-install-values", recorded=FACTS
     )
     assert cm["apiVersion"] == "v1" and cm["kind"] == "ConfigMap"
     assert cm["metadata"] == {"name": "tp-install-values", "namespace": "kamiwaza"}
-    assert list(cm["data"]) == [values.VALUES_KEY]
-    assert cm["data"][values.VALUES_KEY] == values.render_values(
+    assert list(cm["data"]) == [manifests.VALUES_KEY]
+    assert cm["data"][manifests.VALUES_KEY] == manifests.render_values(
         platform_name="tp", namespace="kamiwaza", recorded=FACTS
     )
 
 
 def test_user_strings_cannot_break_out_of_the_yaml() -> None:
     tricky = {"domain": "a.example", "gpuNodes": [{"name": "n", "model": "x: y\n- z # comment", "cards": 1}]}
-    doc = yaml.safe_load(values.render_values(platform_name="tp", namespace="ns", recorded=Recorded.parse(tricky)))
+    doc = yaml.safe_load(manifests.render_values(platform_name="tp", namespace="ns", recorded=Recorded.parse(tricky)))
     assert doc["gpuNodes"][0]["model"] == "x: y\n- z # comment"
 
 
@@ -156,7 +158,7 @@ FULL = {
 def test_parsing_the_recorded_facts_gives_them_back_unchanged(recorded: dict) -> None:
     facts = Recorded.parse(recorded)
     assert facts.dump() == recorded
-    assert values.values_document(namespace="ns", recorded=facts) == values.values_document(
+    assert manifests.values_document(namespace="ns", recorded=facts) == manifests.values_document(
         namespace="ns", recorded=Recorded.parse(json.loads(json.dumps(recorded, sort_keys=True)))
     )
 

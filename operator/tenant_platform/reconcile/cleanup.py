@@ -22,7 +22,7 @@ from tenant_platform import metrics
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.reasons import Summary
-from tenant_platform.concerns.target import step as targets
+from tenant_platform.concerns.target.step import connect, left_behind
 from tenant_platform.config import Settings
 from tenant_platform.core import conditions
 from tenant_platform.framework import statuswriter
@@ -91,7 +91,7 @@ def cleanup(
     results: dict[str, CleanupResult] = {}
     work, connection = kube, None
     if platform.spec.target is not None:
-        connection = targets.connect(platform, kube)
+        connection = connect(platform, kube)
         if connection.kube is None:  # nothing can be cleaned up in a cluster not reached
             results["target"] = CleanupResult(False, connection.verdict.condition.message)
         work = connection.kube or kube
@@ -113,7 +113,7 @@ def cleanup(
         metrics.record_deletion_started(name, started)
     if started is not None and (now - started).total_seconds() > deadline:
         logger.error("giving up cleanup of %s after the deadline: %s", name, message)
-        left = f" {targets.left_behind(platform)}" if connection is not None and connection.kube is None else ""
+        left = f" {left_behind(platform)}" if connection is not None and connection.kube is None else ""
         give_up = ("Warning", Summary.DELETION_BLOCKED.value, "Gave up cleanup: " + message + left)
         return _finished(name, message=message, gave_up=True, events=[give_up], results=results)
 

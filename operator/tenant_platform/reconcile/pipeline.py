@@ -25,7 +25,7 @@ from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.reasons import Common, Summary, allowed, member
 from tenant_platform.api.status.recorded import Recorded
-from tenant_platform.concerns.target import step as targets
+from tenant_platform.concerns.target.step import TargetConnection, TargetObservation, connect, unreachable_status
 from tenant_platform.config import Settings
 from tenant_platform.core import conditions
 from tenant_platform.core.conditions import Condition
@@ -42,8 +42,8 @@ log = logging.getLogger("tenant_platform.reconcile")
 Event = tuple[str, str, str]
 """(type "Normal"|"Warning", reason, message) for an event on the TenantPlatform."""
 
-ObserveTarget = Callable[[TenantPlatform, "targets.TargetConnection"], Any]
-"""Returns what is watched of a reached target (targetwatch): a ``targets.TargetObservation``
+ObserveTarget = Callable[[TenantPlatform, TargetConnection], Any]
+"""Returns what is watched of a reached target (targetwatch): a ``TargetObservation``
 (its GPU snapshot and read cache) or the snapshot alone, or None: steps read per pass."""
 
 # Status sections several steps contribute to (a partial pass merges them with the old ones).
@@ -201,14 +201,14 @@ def _decide(
 
     work, connection = kube, None
     if platform.spec.target is not None:
-        connection = targets.connect(platform, kube)
+        connection = connect(platform, kube)
         if connection.kube is None:  # no step runs; TargetReachable and Ready say why
-            unreached, requeue = targets.unreachable_status(platform, old_status, connection, now=now)
+            unreached, requeue = unreachable_status(platform, old_status, connection, now=now)
             failed = {"target": StepResult(conditions=[connection.verdict.condition], failed=True)}
             return _Decided(unreached, requeue, failed, metrics=True)
         work = connection.kube
         observed = observe_target(platform, connection) if observe_target is not None else None
-        if isinstance(observed, targets.TargetObservation):  # the target's snapshot and read cache
+        if isinstance(observed, TargetObservation):  # the target's snapshot and read cache
             work = observed.kube or work
             observed = observed.observed
     ctx = fenced_context(

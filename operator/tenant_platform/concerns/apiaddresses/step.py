@@ -16,25 +16,25 @@ recorded facts and the check, purely; ``apply`` writes nothing.
 from __future__ import annotations
 
 from tenant_platform.api.models import TenantPlatform
-from tenant_platform.concerns.apiaddresses import verdict as apiaddresses
+from tenant_platform.concerns.apiaddresses import verdict
 from tenant_platform.core.verdict import Verdict
 from tenant_platform.framework.base import CleanupResult, StepContext
 from tenant_platform.framework.contract import Action, Given, Step
 from tenant_platform.kube.client import Obj
 
 COMPONENT = "apiaddresses"
-CHECK_NAME = apiaddresses.CHECK_NAME
+CHECK_NAME = verdict.CHECK_NAME
 
 
-def gather(ctx: StepContext) -> apiaddresses.APIAddressesFacts:
+def gather(ctx: StepContext) -> verdict.APIAddressesFacts:
     """The ``kubernetes`` Service and the EndpointSlices labelled for it, in ``default``."""
-    return apiaddresses.APIAddressesFacts(
-        service=ctx.kube.get("v1", "Service", apiaddresses.SERVICE_NAME, apiaddresses.SERVICE_NAMESPACE),
+    return verdict.APIAddressesFacts(
+        service=ctx.kube.get("v1", "Service", verdict.SERVICE_NAME, verdict.SERVICE_NAMESPACE),
         slices=ctx.kube.list(
             "discovery.k8s.io/v1",
             "EndpointSlice",
-            apiaddresses.SERVICE_NAMESPACE,
-            label_selector=f"{apiaddresses.SERVICE_NAME_LABEL}={apiaddresses.SERVICE_NAME}",
+            verdict.SERVICE_NAMESPACE,
+            label_selector=f"{verdict.SERVICE_NAME_LABEL}={verdict.SERVICE_NAME}",
         ),
     )
 
@@ -49,17 +49,17 @@ class APIAddressesStep:
     def action(self, platform: TenantPlatform) -> Action:
         return Action(f"reconcile {COMPONENT}", retry_soon=True)
 
-    def gather(self, ctx: StepContext) -> apiaddresses.APIAddressesFacts:
+    def gather(self, ctx: StepContext) -> verdict.APIAddressesFacts:
         return gather(ctx)
 
-    def evaluate(self, given: Given, facts: apiaddresses.APIAddressesFacts) -> Verdict:
-        return apiaddresses.evaluate(facts)
+    def evaluate(self, given: Given, facts: verdict.APIAddressesFacts) -> Verdict:
+        return verdict.evaluate(facts)
 
-    def apply(self, ctx: StepContext, facts: apiaddresses.APIAddressesFacts, verdict: Verdict) -> Verdict:
-        return verdict
+    def apply(self, ctx: StepContext, facts: verdict.APIAddressesFacts, decided: Verdict) -> Verdict:
+        return decided
 
     def cleanup(self, ctx: StepContext) -> CleanupResult:
         return CleanupResult(True)
 
 
-STEP: Step[apiaddresses.APIAddressesFacts] = APIAddressesStep()
+STEP: Step[verdict.APIAddressesFacts] = APIAddressesStep()

@@ -52,9 +52,9 @@ from dataclasses import dataclass, field, replace
 
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
-from tenant_platform.concerns.dns import verdict as dns
+from tenant_platform.concerns.dns import verdict
 from tenant_platform.concerns.dns.coredns import COREFILE_KEY, CoreDNSTarget, corefile_text, pod_selector
-from tenant_platform.core import domainclaims as dnsguard
+from tenant_platform.core import domainclaims
 from tenant_platform.core.gatewayservice import service_hostnames, service_of
 from tenant_platform.core.verdict import Event, Verdict
 from tenant_platform.formats import corefile
@@ -81,9 +81,9 @@ class CorefileConflict(Exception):
 class Refused(Exception):
     """The guard refused the domain on a retry of the Corefile edit (``verdict`` says why)."""
 
-    def __init__(self, verdict: Verdict) -> None:
-        super().__init__(verdict.condition.message)
-        self.verdict = verdict
+    def __init__(self, decided: Verdict) -> None:
+        super().__init__(decided.condition.message)
+        self.verdict = decided
 
 
 @dataclass
@@ -114,8 +114,8 @@ class DnsStep:
     def cleanup(self, ctx: StepContext) -> CleanupResult:
         try:
             cm, custom = self._read_configs(ctx)
-            writes = dns.removal_writes(ctx.name, cm, custom)
-            self._write(ctx, dns.DnsFacts(corefile_cm=cm, custom_cm=custom), writes, [])
+            writes = verdict.removal_writes(ctx.name, cm, custom)
+            self._write(ctx, verdict.DnsFacts(corefile_cm=cm, custom_cm=custom), writes, [])
         except errors.KubeError as exc:
             return CleanupResult(False, f"could not remove the CoreDNS rewrite: {exc.message or exc}")
         except (CorefileConflict, corefile.CorefileError) as exc:
@@ -124,12 +124,12 @@ class DnsStep:
 
     # -- gather, evaluate, apply --------------------------------------------------------------------
 
-    def gather(self, ctx: StepContext) -> dns.DnsFacts:
+    def gather(self, ctx: StepContext) -> verdict.DnsFacts:
         """Reads only: what ``evaluate`` needs for the platform's spec.dns.management."""
         management = ctx.platform.spec.dns.management
         if management == "CoreDNS":
             return self._gather_coredns(ctx)
-        facts = dns.DnsFacts(in_cluster=ctx.settings.in_cluster, claims=self._claims(ctx))
+        facts = verdict.DnsFacts(in_cluster=ctx.settings.in_cluster, claims=self._claims(ctx))
         if not ctx.dry_run:  # to remove a rewrite we wrote earlier
             cm, custom = self._read_configs(ctx)
             facts = replace(facts, corefile_cm=cm, custom_cm=custom)
@@ -137,10 +137,10 @@ class DnsStep:
             facts = self._gather_resolution(ctx, facts)
         return facts
 
-    def evaluate(self, given: Given, facts: dns.DnsFacts) -> Verdict:
-        return dns.evaluate(given.platform, facts, now=given.now, target=self.target, dry_run=given.dry_run)
+    def evaluate(self, given: Given, facts: verdict.DnsFacts) -> Verdict:
+        return verdict.evaluate(given.platform, facts, now=given.now, target=self.target, dry_run=given.dry_run)
 
-    def apply(self, ctx: StepContext, facts: dns.DnsFacts, verdict: Verdict) -> Verdict:
+    def apply(self, ctx: StepContext, facts: verdict.DnsFacts, decided: Verdict) -> Verdict:
         """Make the writes of the plan behind ``verdict`` (the same pure decision); when it asks,
         decide again on what the API server returned (nothing read again), and write again if
         that decision wants more (at most MAX_PASSES). The events of the writes made go to the
@@ -156,13 +156,13 @@ class DnsStep:
                     break
                 plan = self._plan(ctx, facts)
         except CorefileConflict:
-            return dns.kept_changing(self.target).but(events=events)
+            return verdict.kept_changing(self.target).but(events=events)
         except Refused as refused:
             return refused.verdict.but(events=events)
         return plan.verdict.but(events=[*events, *plan.verdict.events])
 
-    def _plan(self, ctx: StepContext, facts: dns.DnsFacts) -> dns.DnsPlan:
-        return dns.plan(ctx.platform, facts, now=ctx.now, target=self.target, dry_run=ctx.dry_run)
+    def _plan(self, ctx: StepContext, facts: verdict.DnsFacts) -> verdict.DnsPlan:
+        return verdict.plan(ctx.platform, facts, now=ctx.now, target=self.target, dry_run=ctx.dry_run)
 
     # -- reads ------------------------------------------------------------------------------------
 
@@ -173,11 +173,11 @@ class DnsStep:
         return cm, custom
 
     @staticmethod
-    def _claims(ctx: StepContext) -> tuple[dnsguard.Claim, ...]:
+    def _claims(ctx: StepContext) -> tuple[domainclaims.Claim, ...]:
         """The domain of every TenantPlatform preparing this cluster (one list of the cluster-scoped kind)."""
-        return dnsguard.claims_of(ctx.platforms())
+        return domainclaims.claims_of(ctx.platforms())
 
-    def _gather_coredns(self, ctx: StepContext) -> dns.DnsFacts:
+    def _gather_coredns(self, ctx: StepContext) -> verdict.DnsFacts:
         t = self.target
         kube = ctx.kube
         cm, custom = self._read_configs(ctx)
@@ -185,7 +185,7 @@ class DnsStep:
         rke2 = kube.get("v1", "ConfigMap", t.rke2_config_map, t.namespace) if cm is None else None
         nodes = kube.request("GET", "/api/v1/nodes", query={"limit": "1"}).get("items") or []
         pods = kube.list("v1", "Pod", t.namespace, label_selector=pod_selector(deployment)) if cm is not None else []
-        return dns.DnsFacts(
+        return verdict.DnsFacts(
             corefile_cm=cm,
             custom_cm=custom,
             deployment=deployment,
@@ -196,7 +196,7 @@ class DnsStep:
             claims=self._claims(ctx),
         )
 
-    def _gather_resolution(self, ctx: StepContext, facts: dns.DnsFacts) -> dns.DnsFacts:
+    def _gather_resolution(self, ctx: StepContext, facts: verdict.DnsFacts) -> verdict.DnsFacts:
         """External, in cluster: the gateway Service and what the domain resolves to from here."""
         spec = ctx.platform.spec
         service = None
@@ -217,12 +217,12 @@ class DnsStep:
     # -- writes -----------------------------------------------------------------------------------
 
     def _write(
-        self, ctx: StepContext, facts: dns.DnsFacts, writes: list[dns.Write], events: list[Event]
-    ) -> dns.DnsFacts:
+        self, ctx: StepContext, facts: verdict.DnsFacts, writes: list[verdict.Write], events: list[Event]
+    ) -> verdict.DnsFacts:
         """Make ``writes`` in order; ``facts`` with the objects as the API server returned them.
         The event of each write made is added to ``events``."""
         for write in writes:
-            if isinstance(write, dns.CorefileWrite):
+            if isinstance(write, verdict.CorefileWrite):
                 facts = replace(facts, corefile_cm=self._edit_corefile(ctx, facts, write))
             else:
                 facts = replace(facts, custom_cm=self._patch_custom(ctx, write.key, write.value))
@@ -230,7 +230,7 @@ class DnsStep:
                 events.append(write.event)
         return facts
 
-    def _edit_corefile(self, ctx: StepContext, facts: dns.DnsFacts, write: dns.CorefileWrite) -> Obj:
+    def _edit_corefile(self, ctx: StepContext, facts: verdict.DnsFacts, write: verdict.CorefileWrite) -> Obj:
         """Read-modify-write of the Corefile with a resourceVersion precondition; retries on 409.
 
         ``facts.corefile_cm`` is the object already read (saves one GET). Before every attempt
@@ -241,7 +241,7 @@ class DnsStep:
         t = self.target
         live = facts.corefile_cm
         claims = facts.claims
-        for attempt in range(dns.MAX_ATTEMPTS):
+        for attempt in range(verdict.MAX_ATTEMPTS):
             if live is None:
                 live = ctx.kube.get("v1", "ConfigMap", t.config_map, t.namespace)
                 if live is None:
@@ -249,7 +249,7 @@ class DnsStep:
             if write.rewrite is not None:
                 if attempt:
                     claims = self._claims(ctx)
-                refused = dns.guard(ctx.platform, replace(facts, corefile_cm=live, claims=claims), dry_run=True)
+                refused = verdict.guard(ctx.platform, replace(facts, corefile_cm=live, claims=claims), dry_run=True)
                 if refused is not None:
                     raise Refused(refused.verdict)
             text = corefile_text(live)
@@ -266,7 +266,7 @@ class DnsStep:
             except errors.Conflict:
                 ctx.logger.info("Corefile in %s/%s changed while we edited it; retrying", t.namespace, t.config_map)
                 live = None
-        raise CorefileConflict(dns.kept_changing(t).condition.message)
+        raise CorefileConflict(verdict.kept_changing(t).condition.message)
 
     def _patch_custom(self, ctx: StepContext, key: str, value: str | None) -> Obj | None:
         """Set (or, with None, remove) one key of the import ConfigMap, touching no other key."""
@@ -294,4 +294,4 @@ class DnsStep:
 
 
 STEP = DnsStep()
-_CONTRACT: Step[dns.DnsFacts] = STEP
+_CONTRACT: Step[verdict.DnsFacts] = STEP

@@ -61,8 +61,7 @@ from tenant_platform.concerns.dns.coredns import (
     managed_message,
     pickup,
 )
-from tenant_platform.core import conditions, ownership
-from tenant_platform.core import domainclaims as dnsguard
+from tenant_platform.core import conditions, domainclaims, ownership
 from tenant_platform.core.conditions import Condition
 from tenant_platform.core.gatewayservice import service_addresses
 from tenant_platform.core.verdict import Event, Verdict
@@ -97,7 +96,7 @@ class DnsFacts:
     """External, in cluster: why the domain did not resolve."""
     hostname_addresses: tuple[str, ...] = ()
     """External, in cluster: what the gateway Service's load-balancer host names resolve to."""
-    claims: tuple[dnsguard.Claim, ...] = ()
+    claims: tuple[domainclaims.Claim, ...] = ()
     """Every TenantPlatform's spec.domain (ours included), for the guard."""
 
 
@@ -194,7 +193,7 @@ def plan(
 
 def guard(platform: TenantPlatform, facts: DnsFacts, *, dry_run: bool = False) -> DnsPlan | None:
     """The refusal of a reserved or held domain (core/domainclaims.py), in every mode; None when allowed."""
-    found = dnsguard.refusal(
+    found = domainclaims.refusal(
         platform,
         corefile_text=corefile_text(facts.corefile_cm),
         custom_data=dict((facts.custom_cm or {}).get("data") or {}),

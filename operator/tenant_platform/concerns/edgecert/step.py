@@ -39,9 +39,7 @@ from datetime import timedelta
 from tenant_platform import metrics
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
-from tenant_platform.concerns.edgecert import issuance
-from tenant_platform.concerns.edgecert import manifests as render_certs
-from tenant_platform.concerns.edgecert import verdict as edgecert
+from tenant_platform.concerns.edgecert import issuance, manifests, verdict
 from tenant_platform.core.identities import GATEWAY_API_VERSION, GATEWAY_KIND
 from tenant_platform.core.verdict import Event, Verdict
 from tenant_platform.framework.base import (
@@ -63,11 +61,11 @@ GATEWAY_COMPONENT = "gateway"
 """The gateway step's component label (steps do not import each other)."""
 
 
-def gather(ctx: StepContext) -> edgecert.EdgeCertFacts:
+def gather(ctx: StepContext) -> verdict.EdgeCertFacts:
     """Reads only: the Secret; outside a dry run also the tenant namespace and the trust ConfigMap."""
     platform = ctx.platform
     secret = ctx.kube.get("v1", "Secret", platform.spec.edge_certificate.secret_name, platform.spec.gateway.namespace)
-    facts = edgecert.EdgeCertFacts(secret=secret, secret_owner=owner_of(secret) if secret is not None else "")
+    facts = verdict.EdgeCertFacts(secret=secret, secret_owner=owner_of(secret) if secret is not None else "")
     if ctx.dry_run:
         return facts  # a dry run publishes nothing
     namespace = platform.spec.namespace
@@ -108,7 +106,7 @@ class EdgeCertStep:
 
     def render(self, platform: TenantPlatform) -> list[Obj]:
         """The trust ConfigMap skeleton (its bundle is only known at runtime)."""
-        return [render_certs.render_trust_config_map(platform, None)]
+        return [manifests.render_trust_config_map(platform, None)]
 
     def cleanup(self, ctx: StepContext) -> CleanupResult:
         """Delete the self-signed certificate Secrets we issued outside the platform's namespaces.
@@ -141,26 +139,26 @@ class EdgeCertStep:
     def action(self, platform: TenantPlatform) -> Action:
         return Action("check the edge certificate")
 
-    def gather(self, ctx: StepContext) -> edgecert.EdgeCertFacts:
+    def gather(self, ctx: StepContext) -> verdict.EdgeCertFacts:
         return gather(ctx)
 
-    def evaluate(self, given: Given, facts: edgecert.EdgeCertFacts) -> Verdict:
-        return edgecert.evaluate(given.platform, facts, now=given.now, dry_run=given.dry_run)
+    def evaluate(self, given: Given, facts: verdict.EdgeCertFacts) -> Verdict:
+        return verdict.evaluate(given.platform, facts, now=given.now, dry_run=given.dry_run)
 
-    def apply(self, ctx: StepContext, facts: edgecert.EdgeCertFacts, verdict: Verdict) -> Verdict:
+    def apply(self, ctx: StepContext, facts: verdict.EdgeCertFacts, decided: Verdict) -> Verdict:
         """Carry out the plan behind ``verdict`` (the same pure decision): issue when it says so,
         then decide again on the Secret the API server stored (nothing read again); set the
         expiry gauge; apply or prune the trust ConfigMap."""
-        plan = edgecert.plan(ctx.platform, facts, now=ctx.now, dry_run=ctx.dry_run)
+        plan = verdict.plan(ctx.platform, facts, now=ctx.now, dry_run=ctx.dry_run)
         events: list[Event] = []
         if plan.issue is not None:
             secret = self._issue(ctx, facts, plan.issue)
             if secret is None:
-                return verdict.but(requeue_after=1.0, progressing=False)
+                return decided.but(requeue_after=1.0, progressing=False)
             events.append(plan.issue.event)
             facts = replace(facts, secret=secret, secret_owner=owner_of(secret), issued_for=plan.issue.because)
-            plan = edgecert.plan(ctx.platform, facts, now=ctx.now, dry_run=ctx.dry_run)
-        verdict = plan.verdict.but(events=[*events, *plan.verdict.events])
+            plan = verdict.plan(ctx.platform, facts, now=ctx.now, dry_run=ctx.dry_run)
+        decided = plan.verdict.but(events=[*events, *plan.verdict.events])
         if not ctx.dry_run:
             spec = ctx.platform.spec
             expires = None if plan.expiry_seconds is None else ctx.now + timedelta(seconds=plan.expiry_seconds)
@@ -169,16 +167,16 @@ class EdgeCertStep:
             outcome = apply_children(
                 ctx,
                 COMPONENT,
-                verdict.desired,
+                decided.desired,
                 prune_kinds=[CONFIG_MAP],
                 prune_namespaces=[ctx.platform.spec.namespace],
             )
             if not outcome.ok:
-                verdict = verdict.but(conditions=[edgecert.not_published(outcome.errors)], requeue_after=None)
-        return verdict
+                decided = decided.but(conditions=[verdict.not_published(outcome.errors)], requeue_after=None)
+        return decided
 
     @staticmethod
-    def _issue(ctx: StepContext, facts: edgecert.EdgeCertFacts, issue: edgecert.Issue) -> Obj | None:
+    def _issue(ctx: StepContext, facts: verdict.EdgeCertFacts, issue: verdict.Issue) -> Obj | None:
         """Make a new key and certificate and write them into the Secret; returns what the API
         stored, or None when the Secret changed since it was read (nothing written).
 
@@ -195,9 +193,7 @@ class EdgeCertStep:
             ctx.kube.delete("v1", "Secret", meta["name"], meta.get("namespace"), uid=meta.get("uid"))
             live = None
         cert_pem, key_pem = issuance.issue_self_signed(ctx.platform.spec.domain, now=ctx.now, validity=issue.validity)
-        desired = stamp(
-            render_certs.render_tls_secret(ctx.platform, cert_pem=cert_pem, key_pem=key_pem), ctx, COMPONENT
-        )
+        desired = stamp(manifests.render_tls_secret(ctx.platform, cert_pem=cert_pem, key_pem=key_pem), ctx, COMPONENT)
         try:
             if live is None:
                 stored = ctx.kube.create(desired)
@@ -211,4 +207,4 @@ class EdgeCertStep:
 
 
 STEP = EdgeCertStep()
-_CONTRACT: Step[edgecert.EdgeCertFacts] = STEP
+_CONTRACT: Step[verdict.EdgeCertFacts] = STEP

@@ -33,8 +33,7 @@ from tenant_platform.api.reasons import EdgeCertificate as Reason
 from tenant_platform.api.status.edgecert import RecordedEdgeCertificate
 from tenant_platform.api.status.recorded import Recorded
 from tenant_platform.api.tls import TLS_TYPE
-from tenant_platform.concerns.edgecert import certs
-from tenant_platform.concerns.edgecert import manifests as render_certs
+from tenant_platform.concerns.edgecert import certs, manifests
 from tenant_platform.core import conditions, ownership
 from tenant_platform.core.conditions import Condition
 from tenant_platform.core.verdict import Event, Manifest, Verdict
@@ -166,7 +165,7 @@ def plan(platform: TenantPlatform, facts: EdgeCertFacts, *, now: dt.datetime, dr
         cond = conditions.true(TYPE, Reason.VALID, message + notes)
     else:
         cond = conditions.false(TYPE, report.reason, report.message + notes)
-    desired = [render_certs.render_trust_config_map(platform, report.trust_pem)] if publish and report.trust_pem else []
+    desired = [manifests.render_trust_config_map(platform, report.trust_pem)] if publish and report.trust_pem else []
     return verdict(cond, publish=publish, desired=desired)
 
 

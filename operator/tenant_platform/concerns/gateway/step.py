@@ -36,9 +36,17 @@ from dataclasses import dataclass, replace
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.status.recorded import Recorded
-from tenant_platform.concerns.gateway import manifests as render_gateway
-from tenant_platform.concerns.gateway import verdict as check
-from tenant_platform.core import domainclaims as dnsguard
+from tenant_platform.concerns.gateway import manifests
+from tenant_platform.concerns.gateway.verdict import (
+    TYPE,
+    GatewayFacts,
+    evaluate,
+    not_applied,
+    prunes,
+    recorded_gateway,
+    serves_domain,
+)
+from tenant_platform.core import domainclaims
 from tenant_platform.core.gatewayservice import service_of
 from tenant_platform.core.verdict import Verdict
 from tenant_platform.framework.base import (
@@ -56,29 +64,29 @@ from tenant_platform.kube.client import Obj
 log = logging.getLogger("tenant_platform.reconcile")
 
 COMPONENT = "gateway"
-GATEWAY = (render_gateway.API_VERSION, render_gateway.KIND)
+GATEWAY = (manifests.API_VERSION, manifests.KIND)
 
 
-def gather(ctx: StepContext) -> check.GatewayFacts:
+def gather(ctx: StepContext) -> GatewayFacts:
     """Reads only: whether the Gateway kind is served, then the Gateway, who holds the domain and
     the gateway Service."""
     gw = ctx.platform.spec.gateway
     if not ctx.kube.served(*GATEWAY):
-        return check.GatewayFacts(kind_served=False)
+        return GatewayFacts(kind_served=False)
     live = ctx.kube.get(*GATEWAY, gw.name, gw.namespace)
     # Who holds the domain (core/domainclaims.py): the claim of every platform preparing this
     # cluster (with spec.target they live in the management cluster, not in ``ctx.kube``), and the
     # Gateways of ours that serve it. Both lists come from the read cache (TenantPlatforms;
     # children by our label).
-    claims = dnsguard.claims_of(ctx.platforms())
+    claims = domainclaims.claims_of(ctx.platforms())
     serving = tuple(
         (owner_of(g), f"{g['metadata'].get('namespace', '')}/{g['metadata'].get('name', '')}")
         for g in ctx.kube.list(*GATEWAY, label_selector=constants.LABEL_PLATFORM)
-        if owner_of(g) and check.serves_domain(g, ctx.platform.spec.domain)
+        if owner_of(g) and serves_domain(g, ctx.platform.spec.domain)
     )
     service_ref = service_of(gw.service_host)
     service = ctx.kube.get("v1", "Service", *service_ref) if service_ref else None
-    return check.GatewayFacts(
+    return GatewayFacts(
         kind_served=True,
         live=live,
         live_owner=owner_of(live) if live is not None else "",
@@ -96,7 +104,7 @@ class Gathered:
     recorded before any API call), so an API error does not drop them from status.recorded; the
     condition is the one the pipeline gives any step's API error (``action``)."""
 
-    facts: check.GatewayFacts | None
+    facts: GatewayFacts | None
     error: errors.KubeError | None = None
 
 
@@ -105,7 +113,7 @@ class GatewayStep:
     condition_types: tuple[str, ...] = (constants.GATEWAY_READY,)
 
     def render(self, platform: TenantPlatform) -> list[Obj]:
-        return render_gateway.render(platform)
+        return manifests.render(platform)
 
     def cleanup(self, ctx: StepContext) -> CleanupResult:
         """Delete our Gateways outside the platform's namespaces (every namespace: a renamed or
@@ -129,12 +137,12 @@ class GatewayStep:
         if facts.error is not None:
             # The coordinates come from the spec alone: an API error keeps them in status.recorded.
             return Verdict(
-                conditions=[api_error_condition(check.TYPE, facts.error, self.action(given.platform).doing)],
-                recorded=Recorded(gateway=check.recorded_gateway(given.platform)),
+                conditions=[api_error_condition(TYPE, facts.error, self.action(given.platform).doing)],
+                recorded=Recorded(gateway=recorded_gateway(given.platform)),
                 failed=True,
             )
         assert facts.facts is not None
-        return check.evaluate(given.platform, facts.facts, dry_run=given.dry_run)
+        return evaluate(given.platform, facts.facts, dry_run=given.dry_run)
 
     def apply(self, ctx: StepContext, facts: Gathered, verdict: Verdict) -> Verdict:
         """Apply the Gateway the verdict wants (pruning ours the spec no longer names), then judge
@@ -146,13 +154,13 @@ class GatewayStep:
             COMPONENT,
             verdict.desired,
             prune_kinds=[GATEWAY],
-            prune_namespaces=check.prunes(ctx.platform, verdict),
+            prune_namespaces=prunes(ctx.platform, verdict),
         )
         if not outcome.ok:
-            return verdict.but(conditions=[check.not_applied(outcome.errors)], failed=True)
+            return verdict.but(conditions=[not_applied(outcome.errors)], failed=True)
         live = outcome.applied[0]
         applied = replace(facts.facts, live=live, live_owner=owner_of(live), applied=True, wrote=outcome.written > 0)
-        return check.evaluate(ctx.platform, applied, dry_run=ctx.dry_run)
+        return evaluate(ctx.platform, applied, dry_run=ctx.dry_run)
 
 
 STEP: Step[Gathered] = GatewayStep()

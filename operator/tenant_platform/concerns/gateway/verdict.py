@@ -45,9 +45,8 @@ from tenant_platform.api.reasons import Common
 from tenant_platform.api.reasons import Gateway as Reason
 from tenant_platform.api.status.gateway import RecordedGateway
 from tenant_platform.api.status.recorded import Recorded
-from tenant_platform.concerns.gateway import manifests as render_gateway
-from tenant_platform.core import conditions, ownership
-from tenant_platform.core import domainclaims as dnsguard
+from tenant_platform.concerns.gateway import manifests
+from tenant_platform.core import conditions, domainclaims, ownership
 from tenant_platform.core.checks import Chain, Check
 from tenant_platform.core.conditions import Condition
 from tenant_platform.core.verdict import Event, Manifest, Verdict
@@ -344,7 +343,7 @@ class GatewayFacts:
     """``live`` is what our server-side apply of the desired Gateway returned in this pass."""
     wrote: bool = False
     """That apply changed the Gateway (it was missing or had drifted)."""
-    claims: tuple[dnsguard.Claim, ...] = ()
+    claims: tuple[domainclaims.Claim, ...] = ()
     """Every TenantPlatform's spec.domain (core/domainclaims.py ``claims_of``)."""
     serving: tuple[tuple[str, str], ...] = ()
     """(platform, "namespace/name") of each Gateway of ours, any platform's, whose hosts name the domain."""
@@ -419,7 +418,7 @@ def domain_held(platform: TenantPlatform, facts: GatewayFacts) -> Condition | No
     gateways: dict[str, list[str]] = {}
     for owner, where in facts.serving:
         gateways.setdefault(owner, []).append(where)
-    held = dnsguard.holders(platform.name, domain, claims=facts.claims, in_place=gateways)
+    held = domainclaims.holders(platform.name, domain, claims=facts.claims, in_place=gateways)
     advice = (
         "two platforms cannot share a domain, so nothing was written (no Gateway, no host for it). Give this "
         "platform its own spec.domain."
@@ -462,7 +461,7 @@ class GatewayDecision:
     def rendered(self) -> list[Manifest]:
         """The Gateway to apply: Managed, outside a dry run, before the apply; else nothing."""
         if self.managed and not self.dry_run and not self.facts.applied:
-            return render_gateway.render(self.platform)
+            return manifests.render(self.platform)
         return []
 
     @functools.cached_property
@@ -488,7 +487,7 @@ def kind_not_served(d: GatewayDecision) -> Condition | None:
     return conditions.false(
         TYPE,
         Reason.GATEWAY_KIND_NOT_SERVED,
-        f"The API server does not serve {render_gateway.KIND} ({render_gateway.API_VERSION}); install Istio's CRDs.",
+        f"The API server does not serve {manifests.KIND} ({manifests.API_VERSION}); install Istio's CRDs.",
     )
 
 

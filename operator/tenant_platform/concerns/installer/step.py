@@ -40,9 +40,21 @@ from datetime import timedelta
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.reasons import Common
-from tenant_platform.concerns.installer import manifests as render_installer
-from tenant_platform.concerns.installer import verdict as installer_status
-from tenant_platform.concerns.installer.verdict import Answer, InstallerFacts
+from tenant_platform.concerns.installer import manifests
+from tenant_platform.concerns.installer.verdict import (
+    CLUSTER_INFO_NAME,
+    CLUSTER_INFO_NAMESPACE,
+    NOT_OURS,
+    Answer,
+    InstallerFacts,
+    ServerChoice,
+    choose_server,
+    evaluate,
+    recorded,
+    renewal_requeue,
+    token_minted,
+    token_plan,
+)
 from tenant_platform.core import conditions, ownership
 from tenant_platform.core.identities import service_account_user
 from tenant_platform.core.verdict import Verdict
@@ -80,7 +92,7 @@ def ask(ctx: StepContext) -> tuple[Answer, ...]:
     platform = ctx.platform
     user, groups = service_account_user(platform)
     answers: list[Answer] = []
-    for verb, group, resource, namespaced, expected in render_installer.CAN_I_CHECKS:
+    for verb, group, resource, namespaced, expected in manifests.CAN_I_CHECKS:
         allowed, _ = ctx.kube.can_i(
             user=user,
             groups=groups,
@@ -109,7 +121,7 @@ def foreign(ctx: StepContext, desired: list[Obj]) -> tuple[dict[Key, Obj | None]
             claim = owner_of(current)
             if ownership.adoptable(current, claim, ctx.name):
                 continue
-            whose = f"claimed by TenantPlatform {claim}" if claim else installer_status.NOT_OURS
+            whose = f"claimed by TenantPlatform {claim}" if claim else NOT_OURS
             taken.append(f"{describe(obj)} ({whose})")
     return live, tuple(taken)
 
@@ -132,7 +144,7 @@ class Gathered:
     """None: not asked (the identity is not in place yet, or another object of it is foreign)."""
     review_error: errors.KubeError | None = None
     """The SubjectAccessReviews failed (the API's error)."""
-    server: installer_status.ServerChoice | None = None
+    server: ServerChoice | None = None
     """The kubeconfig's server (only with ``kubeconfigSecret.enabled`` and the answers)."""
 
 
@@ -148,7 +160,7 @@ def in_place(ctx: StepContext, desired: list[Obj], live: Mapping[Key, Obj | None
     return True
 
 
-def server(ctx: StepContext) -> installer_status.ServerChoice:
+def server(ctx: StepContext) -> ServerChoice:
     """The kubeconfig's server: the spec's, else kube-public/cluster-info's, else ours.
 
     cluster-info is read only when the spec names no server; a cluster without it (or an
@@ -158,12 +170,10 @@ def server(ctx: StepContext) -> installer_status.ServerChoice:
     refused = ""
     if not ctx.platform.spec.installer.kubeconfig_secret.server:
         try:
-            cluster_info = ctx.kube.get(
-                "v1", "ConfigMap", installer_status.CLUSTER_INFO_NAME, installer_status.CLUSTER_INFO_NAMESPACE
-            )
+            cluster_info = ctx.kube.get("v1", "ConfigMap", CLUSTER_INFO_NAME, CLUSTER_INFO_NAMESPACE)
         except errors.Forbidden:
             refused = "the operator may not read ConfigMap kube-public/cluster-info"
-    choice = installer_status.choose_server(
+    choice = choose_server(
         ctx.platform, cluster_info=cluster_info, operator_server=ctx.kube.server, operator_ca=ctx.kube.ca_data()
     )
     return replace(choice, note=refused) if refused else choice
@@ -178,7 +188,7 @@ def gather(ctx: StepContext) -> Gathered:
         except errors.KubeError as exc:
             return Gathered(review_error=exc)
     platform = ctx.platform
-    desired = render_installer.render_installer(platform)
+    desired = manifests.render_installer(platform)
     kubeconfig = platform.spec.installer.kubeconfig_secret.enabled
     probe = [*desired, _secret_ref(platform)] if kubeconfig else desired
     live, taken = foreign(ctx, probe)
@@ -200,7 +210,7 @@ class InstallerStep:
     condition_types: tuple[str, ...] = (constants.INSTALLER_READY,)
 
     def render(self, platform: TenantPlatform) -> list[Obj]:
-        return render_installer.render_installer(platform)
+        return manifests.render_installer(platform)
 
     def action(self, platform: TenantPlatform) -> Action:
         return Action(f"reconcile {COMPONENT}", retry_soon=True)
@@ -216,8 +226,8 @@ class InstallerStep:
         TokenMinted), then pruning (with ExcessPermissions our kubeconfig Secret goes)."""
         platform = given.platform
         if facts.foreign:
-            return installer_status.evaluate(platform, InstallerFacts(foreign=facts.foreign))
-        identity = [] if given.dry_run else render_installer.render_installer(platform)
+            return evaluate(platform, InstallerFacts(foreign=facts.foreign))
+        identity = [] if given.dry_run else manifests.render_installer(platform)
         if not facts.in_place:
             pending = conditions.unknown(
                 constants.INSTALLER_READY,
@@ -228,7 +238,7 @@ class InstallerStep:
         if facts.review_error is not None:
             return Verdict(
                 conditions=[api_error_condition(constants.INSTALLER_READY, facts.review_error, REVIEWING)],
-                recorded=installer_status.recorded(platform),
+                recorded=recorded(platform),
                 failed=True,
                 progressing=True,
             )
@@ -237,13 +247,13 @@ class InstallerStep:
         answers = InstallerFacts(answers=facts.answers)
         kubeconfig = platform.spec.installer.kubeconfig_secret.enabled and not given.dry_run
         if not kubeconfig or answers.excess or facts.server is None:
-            verdict = installer_status.evaluate(
+            verdict = evaluate(
                 platform, replace(answers, withheld=kubeconfig and answers.excess), dry_run=given.dry_run
             )
             return verdict.but(desired=identity)
         secret_key = ("v1", "Secret", platform.spec.namespace, platform.kubeconfig_secret_name)
         live = facts.live.get(secret_key)
-        plan = installer_status.token_plan(
+        plan = token_plan(
             platform,
             live,
             claim=labelled_platform(live) if live is not None else None,
@@ -256,7 +266,7 @@ class InstallerStep:
             server=facts.server,
             token_requeue=plan.requeue_after,
         )
-        verdict = installer_status.evaluate(platform, judged)
+        verdict = evaluate(platform, judged)
         if plan.keep is not None:
             return verdict.but(desired=[*identity, plan.keep])
         mint = {
@@ -265,7 +275,7 @@ class InstallerStep:
             "metadata": {"name": platform.spec.installer.service_account_name, "namespace": platform.spec.namespace},
             "spec": {"expirationSeconds": plan.expiration_seconds},
         }
-        return verdict.but(desired=[*identity, mint], events=[installer_status.token_minted(platform)])
+        return verdict.but(desired=[*identity, mint], events=[token_minted(platform)])
 
     def apply(self, ctx: StepContext, facts: Gathered, verdict: Verdict) -> Verdict:
         """Write what the verdict lists, in order: the identity, then the kubeconfig Secret (kept,
@@ -318,13 +328,11 @@ class InstallerStep:
 
 def _write_failed(platform: TenantPlatform, verdict: Verdict, outcome: ApplyOutcome) -> Verdict:
     """The verdict once a write or a prune failed: Forbidden or APIError, progressing, nothing recorded."""
-    failed = installer_status.evaluate(
-        platform, InstallerFacts(apply_errors=tuple(outcome.errors), forbidden=outcome.forbidden)
-    )
+    failed = evaluate(platform, InstallerFacts(apply_errors=tuple(outcome.errors), forbidden=outcome.forbidden))
     return failed.but(desired=verdict.desired, events=verdict.events, failed=True)
 
 
-def _minted(ctx: StepContext, server: installer_status.ServerChoice, expiration_seconds: int) -> tuple[Obj, float]:
+def _minted(ctx: StepContext, server: ServerChoice, expiration_seconds: int) -> tuple[Obj, float]:
     """Mint the token (TokenRequest) and the kubeconfig Secret naming it; the renewal requeue
     follows the expiry the API server granted (``status.expirationTimestamp``: it may be capped
     below the lifetime asked for)."""
@@ -335,10 +343,10 @@ def _minted(ctx: StepContext, server: installer_status.ServerChoice, expiration_
         ns, platform.spec.installer.service_account_name, expiration_seconds=expiration_seconds
     )
     user, _ = service_account_user(platform)
-    kubeconfig = render_installer.render_kubeconfig(
+    kubeconfig = manifests.render_kubeconfig(
         server=server.server, ca_pem=server.ca_pem, namespace=ns, user=user, token=token
     )
-    intent = render_installer.kubeconfig_secret(
+    intent = manifests.kubeconfig_secret(
         platform,
         expires_at=expiry.strftime("%Y-%m-%dT%H:%M:%SZ"),
         kubeconfig_b64=b64(kubeconfig),
@@ -346,7 +354,7 @@ def _minted(ctx: StepContext, server: installer_status.ServerChoice, expiration_
         issued_at=issued.strftime("%Y-%m-%dT%H:%M:%SZ"),
     )
     requested = timedelta(seconds=expiration_seconds)
-    return intent, installer_status.renewal_requeue(issued, expiry, requested, ctx.now)
+    return intent, renewal_requeue(issued, expiry, requested, ctx.now)
 
 
 def _prune_kubeconfig_secret(ctx: StepContext, *, keep: str | None, outcome: ApplyOutcome) -> None:

@@ -42,7 +42,7 @@ from tenant_platform.api.models import KUBECONFIG_SERVER, TenantPlatform, parse_
 from tenant_platform.api.reasons import Common, Installer
 from tenant_platform.api.status.installer import RecordedInstaller, ServerSource
 from tenant_platform.api.status.recorded import Recorded
-from tenant_platform.concerns.installer import manifests as render_installer
+from tenant_platform.concerns.installer import manifests
 from tenant_platform.core import conditions
 from tenant_platform.core.identities import service_account_user
 from tenant_platform.core.verdict import Event, Manifest, Verdict
@@ -72,7 +72,7 @@ def token_expiry(secret: Manifest | None) -> datetime | None:
     if not secret:
         return None
     annotations = secret.get("metadata", {}).get("annotations") or {}
-    return conditions.parse_time(annotations.get(render_installer.ANNOTATION_TOKEN_EXPIRES))
+    return conditions.parse_time(annotations.get(manifests.ANNOTATION_TOKEN_EXPIRES))
 
 
 @dataclass(frozen=True)
@@ -162,7 +162,7 @@ def token_issued(secret: Manifest | None) -> datetime | None:
     if not secret:
         return None
     annotations = secret.get("metadata", {}).get("annotations") or {}
-    return conditions.parse_time(annotations.get(render_installer.ANNOTATION_TOKEN_ISSUED))
+    return conditions.parse_time(annotations.get(manifests.ANNOTATION_TOKEN_ISSUED))
 
 
 def granted_lifetime(issued_at: datetime | None, expires_at: datetime, requested: timedelta) -> timedelta:
@@ -191,14 +191,14 @@ def token_plan(
     issued_at = token_issued(secret)
     renew_at = expires_at - granted_lifetime(issued_at, expires_at, ttl) * RENEW_FRACTION if expires_at else None
     annotations = (secret or {}).get("metadata", {}).get("annotations") or {}
-    same_server = annotations.get(render_installer.ANNOTATION_SERVER) == server
+    same_server = annotations.get(manifests.ANNOTATION_SERVER) == server
     if secret is not None and renew_at is not None and now < renew_at and claim == platform.name and same_server:
-        keep = render_installer.kubeconfig_secret(
+        keep = manifests.kubeconfig_secret(
             platform,
-            expires_at=annotations[render_installer.ANNOTATION_TOKEN_EXPIRES],
+            expires_at=annotations[manifests.ANNOTATION_TOKEN_EXPIRES],
             kubeconfig_b64=secret.get("data", {}).get("kubeconfig", ""),
             server=server,
-            issued_at=str(annotations.get(render_installer.ANNOTATION_TOKEN_ISSUED) or ""),
+            issued_at=str(annotations.get(manifests.ANNOTATION_TOKEN_ISSUED) or ""),
         )
         return TokenPlan(keep, max((renew_at - now).total_seconds(), MIN_TOKEN_REQUEUE), int(ttl.total_seconds()))
     return TokenPlan(

@@ -26,7 +26,7 @@ from typing import Any
 from tenant_platform.api import reasons
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.status.recorded import Recorded
-from tenant_platform.concerns.installvalues import manifests as render_values
+from tenant_platform.concerns.installvalues import manifests
 from tenant_platform.core.verdict import Verdict
 from tenant_platform.framework.base import CleanupResult, StepContext, apply_children
 from tenant_platform.framework.contract import Action, Given, Step
@@ -49,7 +49,7 @@ class InstallValuesStep:
     condition_types: tuple[str, ...] = ()
 
     def desired(self, platform: TenantPlatform, recorded: Recorded) -> Obj:
-        return render_values.render_config_map(
+        return manifests.render_config_map(
             platform_name=platform.name,
             namespace=platform.spec.namespace,
             config_map_name=platform.install_values_name,

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
-from tenant_platform.concerns.mesh import verdict as mesh
+from tenant_platform.concerns.mesh import verdict
 from tenant_platform.concerns.mesh.verdict import MeshFacts, StyleProbe
 from tenant_platform.core.identities import service_account_user
 from tenant_platform.core.verdict import Verdict
@@ -38,7 +38,7 @@ def gather(ctx: StepContext) -> MeshFacts:
     served = _served_kinds(kube)
     user, groups = service_account_user(ctx.platform)
     cannot_create: list[str] = []
-    for api_version, _kind, plural in mesh.INSTALLER_KINDS:
+    for api_version, _kind, plural in verdict.INSTALLER_KINDS:
         group = api_version.split("/", 1)[0]
         allowed, _ = kube.can_i(
             user=user, groups=groups, verb="create", resource=plural, group=group, namespace=spec.namespace
@@ -50,7 +50,7 @@ def gather(ctx: StepContext) -> MeshFacts:
     probe = None
     if spec.mesh.sidecar_style == "Auto" and namespace is not None:
         try:
-            probe = StyleProbe(returned=kube.create(mesh.probe_pod(spec.namespace), dry_run=True))
+            probe = StyleProbe(returned=kube.create(verdict.probe_pod(spec.namespace), dry_run=True))
         except (errors.Forbidden, errors.Invalid) as exc:
             probe = StyleProbe(rejected=exc.message or str(exc))
     return MeshFacts(
@@ -65,7 +65,7 @@ def gather(ctx: StepContext) -> MeshFacts:
 def _served_kinds(kube: Kube) -> dict[str, frozenset[str]]:
     """The kinds each Istio apiVersion serves, from API discovery (subresources left out)."""
     served: dict[str, frozenset[str]] = {}
-    for api_version, _kind, _plural in mesh.ISTIO_KINDS:
+    for api_version, _kind, _plural in verdict.ISTIO_KINDS:
         if api_version in served:
             continue
         try:
@@ -80,7 +80,7 @@ def _served_kinds(kube: Kube) -> dict[str, frozenset[str]]:
 
 
 class MeshStep:
-    name = mesh.COMPONENT
+    name = verdict.COMPONENT
     condition_types: tuple[str, ...] = (constants.MESH_READY,)
 
     def render(self, platform: TenantPlatform) -> list[Obj]:
@@ -96,7 +96,7 @@ class MeshStep:
         return gather(ctx)
 
     def evaluate(self, given: Given, facts: MeshFacts) -> Verdict:
-        return mesh.evaluate(given.platform, facts)
+        return verdict.evaluate(given.platform, facts)
 
     def apply(self, ctx: StepContext, facts: MeshFacts, verdict: Verdict) -> Verdict:
         """Nothing to write: the mesh is only checked."""

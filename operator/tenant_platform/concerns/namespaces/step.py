@@ -30,8 +30,7 @@ from __future__ import annotations
 
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
-from tenant_platform.concerns.namespaces import manifests as render_ns
-from tenant_platform.concerns.namespaces import verdict as ns_status
+from tenant_platform.concerns.namespaces import manifests, verdict
 from tenant_platform.concerns.namespaces.verdict import NamespaceFacts, NamespacesFacts
 from tenant_platform.config import Settings
 from tenant_platform.core import ownership
@@ -59,7 +58,7 @@ def namespace_facts(name: str, live: Obj | None) -> NamespaceFacts:
         live=live,
         claim=labelled_platform(live),
         terminating=live.get("status", {}).get("phase") == "Terminating",
-        created_by_operator=annotations.get(render_ns.ANNOTATION_CREATED) == "true",
+        created_by_operator=annotations.get(manifests.ANNOTATION_CREATED) == "true",
         adoptable_by=tuple(ownership.adoptable_by(live)),
     )
 
@@ -91,13 +90,13 @@ def gather(ctx: StepContext) -> NamespacesFacts:
         return NamespacesFacts(wanted, (failed,))
     dropped = tuple(
         namespace_facts(name, ours[name]) if name in ours else read(ctx.kube, name)
-        for name in ns_status.dropped_names(ctx.platform, ours)
+        for name in verdict.dropped_names(ctx.platform, ours)
     )
     return NamespacesFacts(wanted, dropped)
 
 
-def protection(settings: Settings) -> ns_status.Protection:
-    return ns_status.Protection(settings.operator_namespace, tuple(settings.protected_namespaces))
+def protection(settings: Settings) -> verdict.Protection:
+    return verdict.Protection(settings.operator_namespace, tuple(settings.protected_namespaces))
 
 
 class NamespacesStep:
@@ -105,7 +104,7 @@ class NamespacesStep:
     condition_types: tuple[str, ...] = (constants.NAMESPACES_READY,)
 
     def render(self, platform: TenantPlatform) -> list[Obj]:
-        return render_ns.render_namespaces(platform)
+        return manifests.render_namespaces(platform)
 
     def action(self, platform: TenantPlatform) -> Action:
         return Action(f"reconcile {COMPONENT}", retry_soon=True)
@@ -116,16 +115,16 @@ class NamespacesStep:
     def evaluate(self, given: Given, facts: NamespacesFacts) -> Verdict:
         """The verdict if every write succeeds; ``desired``: the intents to label, then to release."""
         guard = protection(given.settings)
-        writes = ns_status.writes(given.platform, facts, dry_run=given.dry_run, protection=guard)
-        verdict = ns_status.evaluate(given.platform, facts, dry_run=given.dry_run, protection=guard)
-        return verdict.but(desired=[*writes.label, *writes.release])
+        writes = verdict.writes(given.platform, facts, dry_run=given.dry_run, protection=guard)
+        decided = verdict.evaluate(given.platform, facts, dry_run=given.dry_run, protection=guard)
+        return decided.but(desired=[*writes.label, *writes.release])
 
-    def apply(self, ctx: StepContext, facts: NamespacesFacts, verdict: Verdict) -> Verdict:
+    def apply(self, ctx: StepContext, facts: NamespacesFacts, decided: Verdict) -> Verdict:
         """Label, then release, in order (each failure kept for the verdict, never raised); then
         tell the write gate (``ctx.claims``) what the platform owns as the writes left it."""
         released = {ns.name for ns in facts.dropped}
         failed: dict[str, str] = {}
-        for intent in verdict.desired:
+        for intent in decided.desired:
             name = intent["metadata"]["name"]
             try:
                 if name in released:  # the empty intent: applied, so our labels go
@@ -136,18 +135,18 @@ class NamespacesStep:
                 failed[name] = exc.message or str(exc)
         guard = protection(ctx.settings)
         if failed:
-            after = ns_status.evaluate(ctx.platform, facts, dry_run=ctx.dry_run, failed=failed, protection=guard)
-            verdict = after.but(desired=verdict.desired)
+            after = verdict.evaluate(ctx.platform, facts, dry_run=ctx.dry_run, failed=failed, protection=guard)
+            decided = after.but(desired=decided.desired)
         if ctx.claims is not None:
-            owns = ns_status.claims(ctx.platform, facts, dry_run=ctx.dry_run, failed=failed, protection=guard)
+            owns = verdict.claims(ctx.platform, facts, dry_run=ctx.dry_run, failed=failed, protection=guard)
             ctx.claims.claimed(owns.owned, owns.refused)
-        return verdict
+        return decided
 
     def cleanup(self, ctx: StepContext) -> CleanupResult:
         """Retain: remove our labels. Delete: delete the namespaces we created, release the rest."""
         platform = ctx.platform
         ours = labelled(ctx.kube, platform)
-        names = sorted({*platform.spec.all_namespaces, *ns_status.previously_managed(platform), *ours})
+        names = sorted({*platform.spec.all_namespaces, *verdict.previously_managed(platform), *ours})
         waiting: list[str] = []
         for name in names:
             try:
@@ -160,7 +159,7 @@ class NamespacesStep:
                     if not ns.terminating and ns.live is not None:
                         ctx.kube.delete("v1", "Namespace", name, uid=ns.live["metadata"].get("uid"))
                     continue
-                ctx.kube.apply(render_ns.release_intent(name))
+                ctx.kube.apply(manifests.release_intent(name))
             except errors.KubeError as exc:
                 waiting.append(f"{name}: {api_error_condition(constants.NAMESPACES_READY, exc, 'clean up').message}")
         if waiting:

@@ -41,7 +41,7 @@ from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.reasons import Common, Namespaces
 from tenant_platform.api.status.namespaces import ManagedNamespaces
-from tenant_platform.concerns.namespaces import manifests as render_ns
+from tenant_platform.concerns.namespaces import manifests
 from tenant_platform.core import conditions
 from tenant_platform.core.ownership import owner_phrase
 from tenant_platform.core.verdict import Manifest, Verdict
@@ -150,7 +150,7 @@ def refusal(platform: TenantPlatform, ns: NamespaceFacts, protection: Protection
     if ns.exists and ns.claim != platform.name and platform.name not in ns.adoptable_by:
         return (
             Namespaces.NOT_ADOPTABLE,
-            f"it exists and was not opted in (annotate it {render_ns.ANNOTATION_ADOPTABLE}={platform.name})",
+            f"it exists and was not opted in (annotate it {manifests.ANNOTATION_ADOPTABLE}={platform.name})",
         )
     return None
 
@@ -172,12 +172,12 @@ def writes(
     if dry_run:
         return Writes()
     label = tuple(
-        render_ns.render_namespace(platform, ns.name, created=not ns.exists or ns.created_by_operator)
+        manifests.render_namespace(platform, ns.name, created=not ns.exists or ns.created_by_operator)
         for ns in facts.wanted
         if _labels(platform, ns, protection)
     )
     release = tuple(
-        render_ns.release_intent(ns.name) for ns in facts.dropped if not ns.error and releasable(platform, ns)
+        manifests.release_intent(ns.name) for ns in facts.dropped if not ns.error and releasable(platform, ns)
     )
     return Writes(label, release)
 
@@ -287,7 +287,7 @@ _REFUSALS: tuple[tuple[Common | Namespaces, str, str], ...] = (
     (
         Namespaces.NOT_ADOPTABLE,
         "Namespace exists and is not ours to adopt, left untouched: ",
-        f". An admin opts a namespace in with the annotation {render_ns.ANNOTATION_ADOPTABLE}=<platform name>.",
+        f". An admin opts a namespace in with the annotation {manifests.ANNOTATION_ADOPTABLE}=<platform name>.",
     ),
 )
 

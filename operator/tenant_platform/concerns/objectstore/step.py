@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
-from tenant_platform.concerns.objectstore import verdict as store_status
+from tenant_platform.concerns.objectstore.verdict import ObjectStoreFacts, evaluate, needs_secret
 from tenant_platform.core.verdict import Verdict
 from tenant_platform.framework.base import CleanupResult, StepContext
 from tenant_platform.framework.contract import Action, Given, Step
@@ -19,12 +19,12 @@ from tenant_platform.kube.client import Obj
 COMPONENT = "objectstore"
 
 
-def gather(ctx: StepContext) -> store_status.ObjectStoreFacts:
+def gather(ctx: StepContext) -> ObjectStoreFacts:
     """The credentials Secret in the tenant namespace, when the verdict needs it (one GET)."""
     spec = ctx.platform.spec.object_store
-    if spec.s3 is None or not store_status.needs_secret(spec):
-        return store_status.ObjectStoreFacts()
-    return store_status.ObjectStoreFacts(
+    if spec.s3 is None or not needs_secret(spec):
+        return ObjectStoreFacts()
+    return ObjectStoreFacts(
         secret=ctx.kube.get("v1", "Secret", spec.s3.credentials_secret.name, ctx.platform.spec.namespace)
     )
 
@@ -39,17 +39,17 @@ class ObjectStoreStep:
     def action(self, platform: TenantPlatform) -> Action:
         return Action(f"reconcile {COMPONENT}", retry_soon=True)
 
-    def gather(self, ctx: StepContext) -> store_status.ObjectStoreFacts:
+    def gather(self, ctx: StepContext) -> ObjectStoreFacts:
         return gather(ctx)
 
-    def evaluate(self, given: Given, facts: store_status.ObjectStoreFacts) -> Verdict:
-        return store_status.evaluate(given.platform, facts)
+    def evaluate(self, given: Given, facts: ObjectStoreFacts) -> Verdict:
+        return evaluate(given.platform, facts)
 
-    def apply(self, ctx: StepContext, facts: store_status.ObjectStoreFacts, verdict: Verdict) -> Verdict:
+    def apply(self, ctx: StepContext, facts: ObjectStoreFacts, verdict: Verdict) -> Verdict:
         return verdict
 
     def cleanup(self, ctx: StepContext) -> CleanupResult:
         return CleanupResult(True)
 
 
-STEP: Step[store_status.ObjectStoreFacts] = ObjectStoreStep()
+STEP: Step[ObjectStoreFacts] = ObjectStoreStep()

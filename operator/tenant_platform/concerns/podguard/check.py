@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from tenant_platform.api import constants, reasons
-from tenant_platform.concerns.podguard import manifests as render_pg
+from tenant_platform.concerns.podguard import manifests
 from tenant_platform.core import conditions
 from tenant_platform.core.conditions import Condition
 
@@ -26,11 +26,11 @@ class PodVerdict:
 
 @dataclass(frozen=True)
 class InjectedCheck:
-    """The dry run of a pod injected the way the live injector would inject (render_pg.injected_canary)."""
+    """The dry run of a pod injected the way the live injector would inject (manifests.injected_canary)."""
 
     source: str
     """The injector's ConfigMap, ``namespace/name``."""
-    injector: render_pg.Injector | None = None
+    injector: manifests.Injector | None = None
     reasons: tuple[str, ...] = ()
     """The guard's reasons (empty: admitted)."""
     error: str = ""
@@ -105,10 +105,10 @@ def waiting(check: StagedCheck) -> Condition:
     )
 
 
-def injected_denied(injected: InjectedCheck, injector: render_pg.Injector) -> Condition:
+def injected_denied(injected: InjectedCheck, injector: manifests.Injector) -> Condition:
     """The live injector's pods would be denied: name the image and the field to change."""
     image = injector.init_image
-    container = "istio-validation" if injector.cni else render_pg.ISTIO_INIT_NAME
+    container = "istio-validation" if injector.cni else manifests.ISTIO_INIT_NAME
     mode = "CNI on" if injector.cni else "CNI off"
     image_denied = any("image" in r for r in injected.reasons)
     if injector.privileged:
@@ -118,7 +118,7 @@ def injected_denied(injected: InjectedCheck, injector: render_pg.Injector) -> Co
         )
     elif image_denied:
         fix = (
-            f"add {render_pg.repository_of(image)} to spec.podGuard.proxyImageRepositories, or point the "
+            f"add {manifests.repository_of(image)} to spec.podGuard.proxyImageRepositories, or point the "
             f"injector's global.hub (now {injector.hub or 'unset'}) at an allowed repository"
         )
     else:

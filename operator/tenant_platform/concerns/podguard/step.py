@@ -54,10 +54,7 @@ from typing import Any, Final
 from tenant_platform import metrics
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
-from tenant_platform.concerns.podguard import check as pgc
-from tenant_platform.concerns.podguard import manifests as render_pg
-from tenant_platform.concerns.podguard import takeover as tk
-from tenant_platform.concerns.podguard import verdict as pg
+from tenant_platform.concerns.podguard import check, manifests, takeover, verdict
 from tenant_platform.concerns.podguard.check import PodVerdict, StagedCheck
 from tenant_platform.concerns.podguard.verdict import PodGuardFacts, Ref
 from tenant_platform.core.verdict import Verdict
@@ -77,9 +74,9 @@ from tenant_platform.kube.client import Kube, Obj, intent_hash
 
 COMPONENT: Final = "podguard"
 
-_API: Final = render_pg.API_VERSION
-_POLICY: Final = render_pg.POLICY_KIND
-_BINDING: Final = render_pg.BINDING_KIND
+_API: Final = manifests.API_VERSION
+_POLICY: Final = manifests.POLICY_KIND
+_BINDING: Final = manifests.BINDING_KIND
 
 
 def shared_labels() -> dict[str, str]:
@@ -89,16 +86,16 @@ def shared_labels() -> dict[str, str]:
 
 def shared_objects() -> list[Obj]:
     """The shared policies and bindings with our labels, as the step applies them."""
-    objs = render_pg.render()
+    objs = manifests.render()
     for obj in objs:
         obj.setdefault("metadata", {}).setdefault("labels", {}).update(shared_labels())
     return objs
 
 
-def applied_facts(outcome: ApplyOutcome, *, written_before: int = 0) -> pg.Applied:
+def applied_facts(outcome: ApplyOutcome, *, written_before: int = 0) -> verdict.Applied:
     """What applying the guard did, as the pure evaluation reads it (``written_before``: what an
     earlier round of the pass wrote)."""
-    return pg.Applied(
+    return verdict.Applied(
         objects=tuple(outcome.applied),
         written=outcome.written + written_before,
         errors=tuple(outcome.errors),
@@ -112,10 +109,10 @@ def owner_name(ctx: StepContext) -> str:
     return "" if ctx.management is None else ctx.name
 
 
-def gather_hand_made(ctx: StepContext) -> tk.HandMade:
+def gather_hand_made(ctx: StepContext) -> takeover.HandMade:
     """The hand-made policies and bindings an admin opted in for this platform (docs/migration.md),
     and this platform's per-platform leftovers of earlier versions."""
-    return tk.hand_made(ctx.platform, ctx.kube.list(_API, _POLICY), ctx.kube.list(_API, _BINDING))
+    return takeover.hand_made(ctx.platform, ctx.kube.list(_API, _POLICY), ctx.kube.list(_API, _BINDING))
 
 
 def covered(ctx: StepContext) -> list[str]:
@@ -129,10 +126,10 @@ def found_param(ctx: StepContext) -> dict[str, Any]:
     """``status.podGuard`` as the API server (or the read cache) has it now, not as the pass's
     body had it: a body older than the step's last write must not send a promotion back."""
     if ctx.management is not None:
-        return pg.previous(ctx.platform)
+        return verdict.previous(ctx.platform)
     body = ctx.kube.get(constants.API_VERSION, constants.KIND, ctx.name) or {}
     found = (body.get("status") or {}).get("podGuard")
-    return found if isinstance(found, dict) else pg.previous(ctx.platform)
+    return found if isinstance(found, dict) else verdict.previous(ctx.platform)
 
 
 def published(given: Given) -> tuple[Mapping[str, Any] | None, str, bool]:
@@ -151,7 +148,7 @@ class Facts:
     when the kinds are not served)."""
 
     guard: PodGuardFacts
-    hand: tk.HandMade | None = None
+    hand: takeover.HandMade | None = None
 
 
 @dataclass(frozen=True)
@@ -166,7 +163,7 @@ class _Round:
 
 class PodGuardStep:
     name = COMPONENT
-    condition_types: tuple[str, ...] = (pg.TYPE,)
+    condition_types: tuple[str, ...] = (verdict.TYPE,)
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -201,18 +198,18 @@ class PodGuardStep:
             outcome = earlier.outcome
             guard = dataclasses.replace(
                 guard,
-                live={**guard.live, **{pg.ref(o): o for o in outcome.applied}},
+                live={**guard.live, **{verdict.ref(o): o for o in outcome.applied}},
                 applied=applied_facts(outcome, written_before=guard.applied.written),
             )
         guard = dataclasses.replace(guard, round=guard.round + 1)
         if guard.round == 2:
             written = ctx.status_written.get("podGuard")
-            now = pg.judged(
+            now = verdict.judged(
                 ctx.platform, guard, dry_run=ctx.dry_run, written=written if isinstance(written, dict) else None
             )
-            if now.param is not None and pg.wants_check(ctx.platform, now):
-                policy = render_pg.guard_names("Warn", owner_name(ctx)).pod_guard
-                value_hash = intent_hash({"param": pg.param_fields(now.param)})
+            if now.param is not None and verdict.wants_check(ctx.platform, now):
+                policy = manifests.guard_names("Warn", owner_name(ctx)).pod_guard
+                value_hash = intent_hash({"param": verdict.param_fields(now.param)})
                 check = self._check_pods(ctx, list(guard.namespaces), policy, value_hash)
                 guard = dataclasses.replace(guard, check=check)
         return Facts(guard, earlier.facts.hand)
@@ -223,7 +220,7 @@ class PodGuardStep:
             _, _, version = kube.server_version()
             return Facts(PodGuardFacts(served=False, server_version=version))
         live: dict[Ref, Obj | None] = {}
-        for name in render_pg.all_names(owner_name(ctx)):
+        for name in manifests.all_names(owner_name(ctx)):
             for kind in (_POLICY, _BINDING):
                 live[(kind, name)] = kube.get(_API, kind, name)
         hand = gather_hand_made(ctx)
@@ -244,22 +241,22 @@ class PodGuardStep:
         hand-made guard calls for, ``status.podGuard``, the requeue and the promotion event."""
         platform, guard = given.platform, facts.guard
         if not guard.served:
-            return pg.evaluate(platform, guard, dry_run=given.dry_run)
+            return verdict.evaluate(platform, guard, dry_run=given.dry_run)
         written, error, wrote = published(given)
-        step = pg.writes(platform, guard, dry_run=given.dry_run, written=written)
+        step = verdict.writes(platform, guard, dry_run=given.dry_run, written=written)
         if step is not None:
             return step
-        judged = pg.judged(platform, guard, dry_run=given.dry_run, written=written, publish_error=error)
-        verdict = pg.evaluate(platform, judged, dry_run=given.dry_run)
+        judged = verdict.judged(platform, guard, dry_run=given.dry_run, written=written, publish_error=error)
+        decided = verdict.evaluate(platform, judged, dry_run=given.dry_run)
         # Redundant only once the guard was already in place when this pass began (nothing of it
         # written now): the API server has had a whole requeue interval to load it.
         settled = judged.applied.written == 0 and not wrote
-        everywhere = pg.denies_everywhere(platform, judged, dry_run=given.dry_run, settled=settled)
-        return tk.amend(platform, verdict, facts.hand, denies_everywhere=everywhere)
+        everywhere = verdict.denies_everywhere(platform, judged, dry_run=given.dry_run, settled=settled)
+        return takeover.amend(platform, decided, facts.hand, denies_everywhere=everywhere)
 
     # ---- apply ----------------------------------------------------------------------------------
 
-    def apply(self, ctx: StepContext, facts: Facts, verdict: Verdict) -> Verdict:
+    def apply(self, ctx: StepContext, facts: Facts, decided: Verdict) -> Verdict:
         """Apply what the verdict names (nothing in a dry run: only compared); the parameter is
         published by the pipeline (``Verdict.publish``). The outcome is the next round's fact."""
         platform, guard = ctx.platform, facts.guard
@@ -267,8 +264,8 @@ class PodGuardStep:
             forget_violations(platform.name)
         if guard.check is not None:
             metrics.METRICS.pod_guard_violations.labels(platform.name).set(len(guard.check.violators))
-        outcome = self._apply(ctx, verdict.desired, guard) if verdict.desired else None
-        if verdict.again:
+        outcome = self._apply(ctx, decided.desired, guard) if decided.desired else None
+        if decided.again:
             with self._lock:
                 self._rounds[id(ctx)] = _Round(weakref.ref(ctx), facts, outcome)
             weakref.finalize(ctx, self._forget_round, id(ctx))
@@ -276,7 +273,7 @@ class PodGuardStep:
             # Owns none: the write gate's refusal is the condition (the pipeline reports it).
             with contextlib.suppress(errors.NotOwned):
                 ctx.claims.check(platform.spec.namespace)
-        return verdict
+        return decided
 
     def _forget_round(self, ctx_id: int) -> None:
         """A pass's context is gone: so is what its rounds left (a pass that ended early)."""
@@ -291,7 +288,7 @@ class PodGuardStep:
         In dry-run mode only compared (``would_apply``)."""
         live = guard.live
         if not guard.shared:
-            known = {key(obj): live.get(pg.ref(obj)) for obj in desired}
+            known = {key(obj): live.get(verdict.ref(obj)) for obj in desired}
             return apply_children(
                 ctx,
                 COMPONENT,
@@ -304,7 +301,7 @@ class PodGuardStep:
         for obj in desired:
             stamped = copy.deepcopy(obj)
             stamped.setdefault("metadata", {}).setdefault("labels", {}).update(shared_labels())
-            ensure_one(ctx, stamped, live.get(pg.ref(stamped)), outcome)
+            ensure_one(ctx, stamped, live.get(verdict.ref(stamped)), outcome)
         return outcome
 
     # ---- staged enforcement: the pod check ------------------------------------------------------
@@ -336,17 +333,17 @@ class PodGuardStep:
             for pod in sorted(pods, key=lambda p: str(p["metadata"]["name"])):
                 meta = pod["metadata"]
                 ident = (str(meta.get("uid", "")), str(meta.get("resourceVersion", "")))
-                verdict = cache.get(ident) if all(ident) else None
-                if verdict is None:
-                    verdict = self._verdict(kube, pod, policy_name)
-                if not verdict.error and all(ident):
-                    seen[ident] = verdict
+                decided = cache.get(ident) if all(ident) else None
+                if decided is None:
+                    decided = self._verdict(kube, pod, policy_name)
+                if not decided.error and all(ident):
+                    seen[ident] = decided
                 label = f"{namespace}/{meta['name']}"
-                if verdict.error:
-                    result.unchecked.append((label, verdict.error))
-                elif verdict.reasons:
+                if decided.error:
+                    result.unchecked.append((label, decided.error))
+                elif decided.reasons:
                     result.checked += 1
-                    result.violators.append((label, verdict.reasons))
+                    result.violators.append((label, decided.reasons))
                 else:
                     result.checked += 1
         with self._lock:
@@ -354,12 +351,12 @@ class PodGuardStep:
         result.injected = self._check_injector(ctx, policy_name, result)
         return result
 
-    def _check_injector(self, ctx: StepContext, policy_name: str, result: StagedCheck) -> pgc.InjectedCheck | None:
+    def _check_injector(self, ctx: StepContext, policy_name: str, result: StagedCheck) -> check.InjectedCheck | None:
         """Dry-run a pod injected the way istiod's injection ConfigMap says it injects, in the tenant
         namespace; None when there is no such ConfigMap (no Istio there: the mesh step says so)."""
         spec = ctx.platform.spec
         revision = spec.mesh.injection.revision if spec.mesh.injection.mode == "Revision" else ""
-        name = render_pg.injector_configmap_name(revision)
+        name = manifests.injector_configmap_name(revision)
         source = f"{spec.mesh.namespace}/{name}"
         configmap = ctx.kube.get("v1", "ConfigMap", name, spec.mesh.namespace)
         if configmap is None or ctx.kube.get("v1", "Namespace", spec.namespace) is None:
@@ -369,33 +366,39 @@ class PodGuardStep:
             if not isinstance(values, dict):
                 raise ValueError("not a JSON object")
         except ValueError as exc:
-            return pgc.InjectedCheck(source=source, error=f"its data.values is not readable JSON ({exc})")
-        injector = render_pg.injector_from_values(values)
+            return check.InjectedCheck(source=source, error=f"its data.values is not readable JSON ({exc})")
+        injector = manifests.injector_from_values(values)
         live_error = self._policy_live(ctx.kube, spec.namespace, policy_name)
         if live_error is not None:
             result.inactive.append(f"{spec.namespace} ({live_error})")
-            return pgc.InjectedCheck(source=source, injector=injector)
-        verdict = self._verdict(ctx.kube, render_pg.injected_canary(spec.namespace, injector), policy_name)
-        return pgc.InjectedCheck(source=source, injector=injector, reasons=tuple(verdict.reasons), error=verdict.error)
+            return check.InjectedCheck(source=source, injector=injector)
+        decided = self._verdict(ctx.kube, manifests.injected_canary(spec.namespace, injector), policy_name)
+        return check.InjectedCheck(
+            source=source, injector=injector, reasons=tuple(decided.reasons), error=decided.error
+        )
 
     @staticmethod
     def _policy_live(kube: Kube, namespace: str, policy_name: str) -> str | None:
         """None when a canary dry run shows the guard's warning in ``namespace``; else why not."""
         failures = []
-        for pod in render_pg.canaries(namespace):
+        for pod in manifests.canaries(namespace):
             try:
                 _, warnings = kube.create_with_warnings(pod, dry_run=True)
             except errors.KubeError as exc:
-                if pg.denied_by_guard(exc.message, policy_name) is not None:
+                if verdict.denied_by_guard(exc.message, policy_name) is not None:
                     return None  # the guard already denies
                 failures.append(exc.message or str(exc))
                 continue
-            return None if pg.guard_warnings(warnings, policy_name) else "the guard did not warn about a canary pod yet"
+            return (
+                None
+                if verdict.guard_warnings(warnings, policy_name)
+                else "the guard did not warn about a canary pod yet"
+            )
         return "canary dry runs failed: " + "; ".join(failures)
 
     @staticmethod
     def _verdict(kube: Kube, pod: Obj, policy_name: str) -> PodVerdict:
-        body = render_pg.resubmission(pod) if pod.get("metadata", {}).get("name") else pod
+        body = manifests.resubmission(pod) if pod.get("metadata", {}).get("name") else pod
         try:
             try:
                 _, warnings = kube.create_with_warnings(body, dry_run=True)
@@ -405,11 +408,11 @@ class PodGuardStep:
                 meta["generateName"] = meta.pop("name")[: 63 - 5] + "-"
                 _, warnings = kube.create_with_warnings(body, dry_run=True)
         except errors.KubeError as exc:
-            denial = pg.denied_by_guard(exc.message, policy_name)
+            denial = verdict.denied_by_guard(exc.message, policy_name)
             if denial is not None:
                 return PodVerdict(reasons=denial)
             return PodVerdict(error=f"the dry run failed: {exc.message or exc}")
-        return PodVerdict(reasons=pg.guard_warnings(warnings, policy_name))
+        return PodVerdict(reasons=verdict.guard_warnings(warnings, policy_name))
 
     # ---- cleanup --------------------------------------------------------------------------------
 
@@ -434,7 +437,7 @@ class PodGuardStep:
                 except errors.NotFound:
                     continue  # not served: nothing of ours can exist
                 found = {str(o["metadata"]["name"]): o for o in listed}
-                for name in render_pg.all_names(ctx.name):
+                for name in manifests.all_names(ctx.name):
                     if name not in found and (live := ctx.kube.get(_API, kind, name)) is not None:
                         found[name] = live
                 for name, obj in sorted(found.items()):

@@ -30,7 +30,7 @@ from typing import Any, Final
 
 from tenant_platform.api import constants, reasons
 from tenant_platform.api.models import TenantPlatform
-from tenant_platform.concerns.podguard import manifests as render_pg
+from tenant_platform.concerns.podguard import manifests
 from tenant_platform.concerns.podguard.verdict import TYPE
 from tenant_platform.core import conditions, ownership
 from tenant_platform.core.conditions import Condition
@@ -78,8 +78,8 @@ def _legacy(obj: Obj, platform: TenantPlatform) -> bool:
         labels.get(constants.LABEL_MANAGED_BY) == constants.MANAGED_BY_VALUE
         and labels.get(constants.LABEL_PLATFORM) == platform.name
         and labels.get(constants.LABEL_COMPONENT) == "podguard"
-        and name not in render_pg.SHARED_NAMES
-        and name not in render_pg.all_names(platform.name)  # a target cluster's current ones
+        and name not in manifests.SHARED_NAMES
+        and name not in manifests.all_names(platform.name)  # a target cluster's current ones
     )
 
 
@@ -90,7 +90,7 @@ def hand_made(platform: TenantPlatform, policies: Sequence[Obj], bindings: Seque
     def opted_in(obj: Obj) -> bool:
         name = str((obj.get("metadata") or {}).get("name") or "")
         return (
-            name not in render_pg.SHARED_NAMES
+            name not in manifests.SHARED_NAMES
             and not _owned_by_anyone(obj)
             and ownership.adoptable(obj, "", platform.name)
         )
@@ -106,8 +106,8 @@ def hand_made(platform: TenantPlatform, policies: Sequence[Obj], bindings: Seque
         actions = (binding.get("spec") or {}).get("validationActions") or []
         if (opted or (names_taken and not _owned_by_anyone(binding))) and "Deny" in actions:
             denying.append(name)
-    legacy = [f"{render_pg.BINDING_KIND} {b['metadata']['name']}" for b in bindings if _legacy(b, platform)]
-    legacy += [f"{render_pg.POLICY_KIND} {p['metadata']['name']}" for p in policies if _legacy(p, platform)]
+    legacy = [f"{manifests.BINDING_KIND} {b['metadata']['name']}" for b in bindings if _legacy(b, platform)]
+    legacy += [f"{manifests.POLICY_KIND} {p['metadata']['name']}" for p in policies if _legacy(p, platform)]
     return HandMade(tuple(taken_policies), tuple(sorted(taken_bindings)), tuple(sorted(denying)), tuple(sorted(legacy)))
 
 

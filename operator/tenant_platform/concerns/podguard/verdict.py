@@ -33,7 +33,7 @@ from typing import Any, Final
 from tenant_platform.api import constants, reasons
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.status.podguard import InEffect, PodGuardStatus
-from tenant_platform.concerns.podguard import manifests as render_pg
+from tenant_platform.concerns.podguard import manifests
 from tenant_platform.concerns.podguard.check import StagedCheck, waiting
 from tenant_platform.concerns.podguard.check import join as _join
 from tenant_platform.core import conditions
@@ -95,7 +95,7 @@ class PodGuardFacts:
     round: int = 1
     """1: nothing written yet; 2: the guard applied (and its parameter published), the staged
     check run if wanted; 3: promoted to Deny after a clean check (see ``writes``)."""
-    param: render_pg.GuardParam | None = None
+    param: manifests.GuardParam | None = None
     """The parameter of this pass (after a promotion: at Deny)."""
     param_written: bool = False
     """Shared: the API server holds ``param`` in status.podGuard (written this pass, or already)."""
@@ -108,7 +108,7 @@ class PodGuardFacts:
     """This pass switched the guard to Deny."""
 
     @property
-    def target(self) -> render_pg.Enforcement:
+    def target(self) -> manifests.Enforcement:
         return self.param.enforcement if self.param is not None else "Warn"
 
 
@@ -119,14 +119,14 @@ def ref(obj: Obj) -> Ref:
     return (str(obj.get("kind")), str(obj.get("metadata", {}).get("name")))
 
 
-def actions_in_effect(binding: Obj | None) -> render_pg.Enforcement | None:
+def actions_in_effect(binding: Obj | None) -> manifests.Enforcement | None:
     """'Deny' or 'Warn' when a live binding carries exactly that mode's actions, else None."""
     if not binding:
         return None
     actions = sorted(binding.get("spec", {}).get("validationActions") or [])
-    if actions == sorted(render_pg.ACTIONS["Deny"]):
+    if actions == sorted(manifests.ACTIONS["Deny"]):
         return "Deny"
-    if actions == sorted(render_pg.ACTIONS["Warn"]):
+    if actions == sorted(manifests.ACTIONS["Warn"]):
         return "Warn"
     return None
 
@@ -156,7 +156,7 @@ def type_check_warnings(objects: Sequence[Obj]) -> list[str]:
     """The type-checking warnings recorded on the policies for their current generation."""
     found = []
     for obj in objects:
-        if obj.get("kind") != render_pg.POLICY_KIND:
+        if obj.get("kind") != manifests.POLICY_KIND:
             continue
         status = obj.get("status") or {}
         if status.get("observedGeneration") != obj.get("metadata", {}).get("generation"):
@@ -172,7 +172,7 @@ def type_check_pending(objects: Sequence[Obj]) -> bool:
     return any(
         (obj.get("status") or {}).get("observedGeneration") != obj.get("metadata", {}).get("generation")
         for obj in objects
-        if obj.get("kind") == render_pg.POLICY_KIND
+        if obj.get("kind") == manifests.POLICY_KIND
     )
 
 
@@ -195,7 +195,7 @@ def promoted(platform: TenantPlatform, found: Mapping[str, Any] | None = None) -
 
 def target(
     platform: TenantPlatform, *, hand_made_denies: bool = False, found: Mapping[str, Any] | None = None
-) -> render_pg.Enforcement:
+) -> manifests.Enforcement:
     """Deny for Deny, for Staged once promoted, and for Staged while a hand-made guard opted in for
     this platform denies (never less than what is there); Warn otherwise."""
     requested = platform.spec.pod_guard.enforcement
@@ -205,15 +205,15 @@ def target(
 
 
 def param(
-    platform: TenantPlatform, enforcement: render_pg.Enforcement, namespaces: Sequence[str]
-) -> render_pg.GuardParam:
+    platform: TenantPlatform, enforcement: manifests.Enforcement, namespaces: Sequence[str]
+) -> manifests.GuardParam:
     """This platform's parameter: the namespaces it owns (never another's), the enforcement, the
     validated proxy repositories."""
-    repositories = render_pg.valid_proxy_repositories(platform.spec.pod_guard.proxy_image_repositories)
-    return render_pg.GuardParam(tuple(namespaces), enforcement, tuple(repositories))
+    repositories = manifests.valid_proxy_repositories(platform.spec.pod_guard.proxy_image_repositories)
+    return manifests.GuardParam(tuple(namespaces), enforcement, tuple(repositories))
 
 
-def param_fields(value: render_pg.GuardParam) -> dict[str, Any]:
+def param_fields(value: manifests.GuardParam) -> dict[str, Any]:
     """The parameter's fields in ``status.podGuard`` (what the shared policies read)."""
     return {
         "namespaces": list(value.namespaces),
@@ -222,21 +222,21 @@ def param_fields(value: render_pg.GuardParam) -> dict[str, Any]:
     }
 
 
-def param_written(status_section: Mapping[str, Any], value: render_pg.GuardParam) -> bool:
+def param_written(status_section: Mapping[str, Any], value: manifests.GuardParam) -> bool:
     """Whether ``status.podGuard`` as found already holds ``value``."""
     return all(status_section.get(k) == v for k, v in param_fields(value).items())
 
 
-def binding_refs(enforcement: render_pg.Enforcement, platform_name: str = "") -> tuple[Ref, Ref]:
-    names = render_pg.guard_names(enforcement, platform_name)
-    return (render_pg.BINDING_KIND, names.pod_guard), (render_pg.BINDING_KIND, names.exec_guard)
+def binding_refs(enforcement: manifests.Enforcement, platform_name: str = "") -> tuple[Ref, Ref]:
+    names = manifests.guard_names(enforcement, platform_name)
+    return (manifests.BINDING_KIND, names.pod_guard), (manifests.BINDING_KIND, names.exec_guard)
 
 
-def guard_in_place(objects: Sequence[Obj], enforcement: render_pg.Enforcement, platform_name: str = "") -> bool:
+def guard_in_place(objects: Sequence[Obj], enforcement: manifests.Enforcement, platform_name: str = "") -> bool:
     """Both policies of ``enforcement`` exist and both their bindings carry its actions."""
     by_ref = {ref(o): o for o in objects}
-    names = render_pg.guard_names(enforcement, platform_name)
-    policies = all((render_pg.POLICY_KIND, n) in by_ref for n in (names.pod_guard, names.exec_guard))
+    names = manifests.guard_names(enforcement, platform_name)
+    policies = all((manifests.POLICY_KIND, n) in by_ref for n in (names.pod_guard, names.exec_guard))
     bindings = [by_ref.get(r) for r in binding_refs(enforcement, platform_name)]
     return policies and all(actions_in_effect(b) == enforcement for b in bindings)
 
@@ -258,7 +258,7 @@ def promotes(check: StagedCheck, *, dry_run: bool) -> bool:
 # ---- the rounds of a pass ------------------------------------------------------------------------
 
 
-def intended(platform: TenantPlatform, facts: PodGuardFacts, *, dry_run: bool) -> render_pg.GuardParam:
+def intended(platform: TenantPlatform, facts: PodGuardFacts, *, dry_run: bool) -> manifests.GuardParam:
     """The parameter this pass gives the guard: at ``target``, and at Deny once this pass's check
     found every pod checked and none denied (``promotes``)."""
     value = param(
@@ -288,9 +288,9 @@ def writes(
     value = intended(platform, facts, dry_run=dry_run)
     promoting = facts.round == 2 and facts.check is not None and promotes(facts.check, dry_run=dry_run)
     if facts.round == 1:
-        desired = render_pg.render() if facts.shared else render_pg.render(value, platform.name)
+        desired = manifests.render() if facts.shared else manifests.render(value, platform.name)
     elif promoting:
-        desired = [] if facts.shared else render_pg.render(value, platform.name)
+        desired = [] if facts.shared else manifests.render(value, platform.name)
     else:
         return None
     verdict = Verdict(conditions=[], desired=desired, again=True)
@@ -472,7 +472,7 @@ def _condition(
             False,
             None,
         )
-    bad_repos = render_pg.invalid_proxy_repositories(platform.spec.pod_guard.proxy_image_repositories)
+    bad_repos = manifests.invalid_proxy_repositories(platform.spec.pod_guard.proxy_image_repositories)
     if bad_repos:
         return (
             conditions.false(
@@ -507,8 +507,8 @@ def _in_place(
 ) -> tuple[Condition, bool, float | None]:
     """The guard is applied as rendered: at the requested enforcement yet, or not."""
     requested = platform.spec.pod_guard.enforcement
-    wanted: render_pg.Enforcement = "Warn" if requested == "Warn" else "Deny"
-    names = render_pg.guard_names(wanted, "" if facts.shared else platform.name)
+    wanted: manifests.Enforcement = "Warn" if requested == "Warn" else "Deny"
+    names = manifests.guard_names(wanted, "" if facts.shared else platform.name)
     namespaces = ", ".join(facts.param.namespaces) if facts.param else ""
     if in_effect != wanted:
         return (

@@ -20,7 +20,7 @@ from dataclasses import replace
 
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
-from tenant_platform.concerns.pullsecrets import verdict as pull_status
+from tenant_platform.concerns.pullsecrets.verdict import PullSecretsFacts, evaluate, registry_hosts
 from tenant_platform.core.verdict import Verdict
 from tenant_platform.framework import probes
 from tenant_platform.framework.base import CleanupResult, StepContext
@@ -30,15 +30,13 @@ from tenant_platform.kube.client import Obj
 COMPONENT = "pullsecrets"
 
 
-def gather(ctx: StepContext) -> pull_status.PullSecretsFacts:
+def gather(ctx: StepContext) -> PullSecretsFacts:
     """Each Secret named in the spec, one GET each (first mention only; the operator never lists
     Secrets); where the operator runs in the cluster, the probe of the registry hosts they cover."""
     namespace = ctx.platform.spec.namespace
     names = list(dict.fromkeys(ctx.platform.spec.image_pull_secrets))
-    facts = pull_status.PullSecretsFacts(
-        secrets=[(name, ctx.kube.get("v1", "Secret", name, namespace)) for name in names]
-    )
-    hosts = pull_status.registry_hosts(ctx.platform, facts)
+    facts = PullSecretsFacts(secrets=[(name, ctx.kube.get("v1", "Secret", name, namespace)) for name in names])
+    hosts = registry_hosts(ctx.platform, facts)
     if ctx.settings.in_cluster and hosts:
         return replace(facts, registry_probe=probes.probe_registries(hosts))
     return facts
@@ -54,21 +52,21 @@ class PullSecretsStep:
     def action(self, platform: TenantPlatform) -> Action:
         return Action(f"reconcile {COMPONENT}", retry_soon=True)
 
-    def gather(self, ctx: StepContext) -> pull_status.PullSecretsFacts:
+    def gather(self, ctx: StepContext) -> PullSecretsFacts:
         return gather(ctx)
 
-    def evaluate(self, given: Given, facts: pull_status.PullSecretsFacts) -> Verdict:
+    def evaluate(self, given: Given, facts: PullSecretsFacts) -> Verdict:
         """The pure verdict, and the probe (a fact) as the best-effort ``status.checks`` entry."""
-        verdict = pull_status.evaluate(given.platform, facts)
+        verdict = evaluate(given.platform, facts)
         if facts.registry_probe is None:
             return verdict
         return verdict.but(sections={"checks": {probes.CHECK_NAME: dict(facts.registry_probe)}})
 
-    def apply(self, ctx: StepContext, facts: pull_status.PullSecretsFacts, verdict: Verdict) -> Verdict:
+    def apply(self, ctx: StepContext, facts: PullSecretsFacts, verdict: Verdict) -> Verdict:
         return verdict
 
     def cleanup(self, ctx: StepContext) -> CleanupResult:
         return CleanupResult(True)
 
 
-STEP: Step[pull_status.PullSecretsFacts] = PullSecretsStep()
+STEP: Step[PullSecretsFacts] = PullSecretsStep()

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tenant_platform.api.status.storage import FINISHED, StorageVerification, VerificationResult
-from tenant_platform.concerns.storage import manifests as render_storage
+from tenant_platform.concerns.storage import manifests
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ class LiveAttempt:
 def attempt_of(obj: Mapping[str, Any]) -> int | None:
     """The attempt id on a test object: its label, else the digits its name ends in (older objects)."""
     meta = obj.get("metadata") or {}
-    value = str((meta.get("labels") or {}).get(render_storage.ATTEMPT_LABEL) or "")
+    value = str((meta.get("labels") or {}).get(manifests.ATTEMPT_LABEL) or "")
     if not value:
         value = str(meta.get("name") or "").rsplit("-", 1)[-1]
     if not value.isascii() or not value.isdigit() or len(value) > 12:
@@ -66,14 +66,14 @@ def live_attempts(pvcs: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str,
                 continue
             notes = meta.get("annotations") or {}
             entry["has_pvc"] = True
-            entry["storage_class"] = str(notes.get(render_storage.CLASS_ANNOTATION) or "")
-            entry["started_at"] = str(notes.get(render_storage.STARTED_ANNOTATION) or "")
-            entry["written"] = notes.get(render_storage.WRITTEN_ANNOTATION) == "true"
-            result = notes.get(render_storage.RESULT_ANNOTATION)
+            entry["storage_class"] = str(notes.get(manifests.CLASS_ANNOTATION) or "")
+            entry["started_at"] = str(notes.get(manifests.STARTED_ANNOTATION) or "")
+            entry["written"] = notes.get(manifests.WRITTEN_ANNOTATION) == "true"
+            result = notes.get(manifests.RESULT_ANNOTATION)
             if result in {r.value for r in FINISHED}:
                 entry["result"] = VerificationResult(result)
-                entry["finished_at"] = str(notes.get(render_storage.FINISHED_ANNOTATION) or "")
-                entry["message"] = str(notes.get(render_storage.MESSAGE_ANNOTATION) or "")
+                entry["finished_at"] = str(notes.get(manifests.FINISHED_ANNOTATION) or "")
+                entry["message"] = str(notes.get(manifests.MESSAGE_ANNOTATION) or "")
     return tuple(LiveAttempt(**found[a]) for a in sorted(found))
 
 

@@ -43,9 +43,8 @@ from typing import Any
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.status.storage import StorageVerification
-from tenant_platform.concerns.storage import live as storage_live
-from tenant_platform.concerns.storage import manifests as render_storage
-from tenant_platform.concerns.storage import verdict as storage_status
+from tenant_platform.concerns.storage import manifests, verdict
+from tenant_platform.concerns.storage.live import LiveAttempt, live_attempts
 from tenant_platform.concerns.storage.verdict import Action, Report, StorageVerdict
 from tenant_platform.core.verdict import Verdict
 from tenant_platform.framework.base import (
@@ -65,19 +64,19 @@ COMPONENT = "storage"
 MEMORY_KEY = "storageVerification"
 
 
-def gather(ctx: StepContext) -> storage_status.StorageFacts:
+def gather(ctx: StepContext) -> verdict.StorageFacts:
     """Every StorageClass, the write test's memory from the last status, and (outside a dry run)
     every write test of this platform whose objects exist in the operator's namespace."""
     classes = ctx.kube.list("storage.k8s.io/v1", "StorageClass")
-    memory = storage_status.read_memory((ctx.platform.status.get("recorded") or {}).get(MEMORY_KEY))
-    live: tuple[storage_live.LiveAttempt, ...] = ()
+    memory = verdict.read_memory((ctx.platform.status.get("recorded") or {}).get(MEMORY_KEY))
+    live: tuple[LiveAttempt, ...] = ()
     if not ctx.dry_run and (ctx.platform.spec.storage.verify or memory is not None):
         namespace = probe_namespace(ctx)
-        label_selector = selector(ctx.platform.name, render_storage.COMPONENT)
+        label_selector = selector(ctx.platform.name, manifests.COMPONENT)
         pvcs = ctx.kube.list("v1", "PersistentVolumeClaim", namespace, label_selector=label_selector)
         pods = ctx.kube.list("v1", "Pod", namespace, label_selector=label_selector)
-        live = storage_live.live_attempts(pvcs, pods)
-    return storage_status.StorageFacts(classes=classes, memory=memory, live=live)
+        live = live_attempts(pvcs, pods)
+    return verdict.StorageFacts(classes=classes, memory=memory, live=live)
 
 
 def probe_namespace(ctx: StepContext) -> str:
@@ -85,19 +84,19 @@ def probe_namespace(ctx: StepContext) -> str:
     return ctx.settings.operator_namespace
 
 
-def gather_test(ctx: StepContext, attempt: int) -> storage_status.WriteTestObjects:
+def gather_test(ctx: StepContext, attempt: int) -> verdict.WriteTestObjects:
     """The PVC and pods of write test ``attempt`` (None where absent)."""
     platform = ctx.platform
     namespace = probe_namespace(ctx)
-    pvc_name = render_storage.pvc_name(platform.name, attempt)
-    writer_name = render_storage.pod_name(platform.name, attempt, "write")
-    reader_name = render_storage.pod_name(platform.name, attempt, "read")
-    return storage_status.WriteTestObjects(
+    pvc_name = manifests.pvc_name(platform.name, attempt)
+    writer_name = manifests.pod_name(platform.name, attempt, "write")
+    reader_name = manifests.pod_name(platform.name, attempt, "read")
+    return verdict.WriteTestObjects(
         attempt=attempt,
         pvc_name=pvc_name,
         writer_name=writer_name,
         reader_name=reader_name,
-        image=render_storage.IMAGE,
+        image=manifests.IMAGE,
         pvc=ctx.kube.get("v1", "PersistentVolumeClaim", pvc_name, namespace),
         writer=ctx.kube.get("v1", "Pod", writer_name, namespace),
         reader=ctx.kube.get("v1", "Pod", reader_name, namespace),
@@ -109,8 +108,8 @@ class Gathered:
     """What one storage pass read: the classes, the memory and the live tests, and (when the
     first phase names a test to advance) that test's objects, or the error reading them."""
 
-    facts: storage_status.StorageFacts
-    objects: storage_status.WriteTestObjects | None = None
+    facts: verdict.StorageFacts
+    objects: verdict.WriteTestObjects | None = None
     read_error: errors.KubeError | None = None
 
 
@@ -122,7 +121,7 @@ def error_report(test: StorageVerification, exc: errors.KubeError) -> Report:
         test,
         progressing=True,
         failed=True,
-        requeue_after=storage_status.POLL_SECONDS,
+        requeue_after=verdict.POLL_SECONDS,
     )
 
 
@@ -141,7 +140,7 @@ class StorageStep:
         """The first phase's facts; then, when its (pure) verdict names a test to advance, that
         test's objects (an error reading them is a fact: the test is retried soon)."""
         facts = gather(ctx)
-        first = storage_status.evaluate(ctx.platform.spec.storage, facts, now=ctx.now, dry_run=ctx.dry_run)
+        first = verdict.evaluate(ctx.platform.spec.storage, facts, now=ctx.now, dry_run=ctx.dry_run)
         if first.report is not None or first.test is None:
             return Gathered(facts)
         try:
@@ -150,8 +149,8 @@ class StorageStep:
             return Gathered(facts, read_error=exc)
 
     @staticmethod
-    def _plan(given: Given, facts: Gathered) -> storage_status.StoragePlan:
-        return storage_status.plan(
+    def _plan(given: Given, facts: Gathered) -> verdict.StoragePlan:
+        return verdict.plan(
             given.platform.spec.storage,
             facts.facts,
             facts.objects,
@@ -190,7 +189,7 @@ class StorageStep:
         effort); its report, or the one for a failed deletion."""
         done = verdict.record_result
         if done is not None:
-            notes = render_storage.result_annotations(done.result, done.finished_at or "", done.message or "")
+            notes = manifests.result_annotations(done.result, done.finished_at or "", done.message or "")
             self._annotate_pvc(ctx, done.attempt, notes)
         if verdict.delete is not None and not self._try_delete(ctx, verdict.delete, pods_only=verdict.keep_pvc):
             return verdict.if_not_deleted
@@ -198,12 +197,12 @@ class StorageStep:
 
     @staticmethod
     def _annotate_pvc(ctx: StepContext, attempt: int, annotations: dict[str, str]) -> None:
-        name = render_storage.pvc_name(ctx.platform.name, attempt)
+        name = manifests.pvc_name(ctx.platform.name, attempt)
         patch = {"metadata": {"annotations": annotations}}
         ctx.kube.merge_patch("v1", "PersistentVolumeClaim", name, patch, namespace=probe_namespace(ctx))
 
     def _advance(
-        self, ctx: StepContext, plan: storage_status.StoragePlan, test: StorageVerification, facts: Gathered
+        self, ctx: StepContext, plan: verdict.StoragePlan, test: StorageVerification, facts: Gathered
     ) -> Report:
         """Carry out what evaluate_test decided from the running test's objects."""
         if facts.objects is None or plan.second is None:
@@ -226,7 +225,7 @@ class StorageStep:
         self,
         ctx: StepContext,
         action: Action,
-        objects: storage_status.WriteTestObjects,
+        objects: verdict.WriteTestObjects,
         *,
         storage_class: str,
         started_at: str,
@@ -237,27 +236,27 @@ class StorageStep:
             "attempt": objects.attempt,
         }
         if action is Action.CREATE_PVC:
-            pvc = render_storage.render_pvc(**common, storage_class=storage_class, started_at=started_at)
-            ctx.kube.create(stamp(pvc, ctx, render_storage.COMPONENT))
+            pvc = manifests.render_pvc(**common, storage_class=storage_class, started_at=started_at)
+            ctx.kube.create(stamp(pvc, ctx, manifests.COMPONENT))
         elif action is Action.MARK_WRITTEN:
-            self._annotate_pvc(ctx, objects.attempt, {render_storage.WRITTEN_ANNOTATION: "true"})
+            self._annotate_pvc(ctx, objects.attempt, {manifests.WRITTEN_ANNOTATION: "true"})
         elif action is Action.DELETE_WRITER:
             uid = ((objects.writer or {}).get("metadata") or {}).get("uid")
             ctx.kube.delete("v1", "Pod", objects.writer_name, probe_namespace(ctx), uid=uid)
         else:
             role = "read" if action is Action.CREATE_READER else "write"
-            pod = render_storage.render_pod(**common, platform_uid=ctx.platform.uid, role=role)
-            ctx.kube.create(stamp(pod, ctx, render_storage.COMPONENT))
+            pod = manifests.render_pod(**common, platform_uid=ctx.platform.uid, role=role)
+            ctx.kube.create(stamp(pod, ctx, manifests.COMPONENT))
 
     def _try_delete(self, ctx: StepContext, attempt: int, *, pods_only: bool = False) -> bool:
         """Delete one test's pods and PVC (only ours; absent is fine). False when the API refused."""
         namespace = probe_namespace(ctx)
         names = [
-            ("Pod", render_storage.pod_name(ctx.platform.name, attempt, "read")),
-            ("Pod", render_storage.pod_name(ctx.platform.name, attempt, "write")),
+            ("Pod", manifests.pod_name(ctx.platform.name, attempt, "read")),
+            ("Pod", manifests.pod_name(ctx.platform.name, attempt, "write")),
         ]
         if not pods_only:
-            names.append(("PersistentVolumeClaim", render_storage.pvc_name(ctx.platform.name, attempt)))
+            names.append(("PersistentVolumeClaim", manifests.pvc_name(ctx.platform.name, attempt)))
         ok = True
         for kind, name in names:
             try:
@@ -276,7 +275,7 @@ class StorageStep:
         """Delete any write test left in the operator's namespace (garbage collection would too,
         by the owner reference, but only after the platform is gone)."""
         namespace = probe_namespace(ctx)
-        label_selector = selector(ctx.platform.name, render_storage.COMPONENT)
+        label_selector = selector(ctx.platform.name, manifests.COMPONENT)
         waiting: list[str] = []
         for kind in ("Pod", "PersistentVolumeClaim"):
             try:

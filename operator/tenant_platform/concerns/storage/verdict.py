@@ -46,8 +46,7 @@ from tenant_platform.api import constants, reasons
 from tenant_platform.api.models import Storage
 from tenant_platform.api.status.recorded import Recorded
 from tenant_platform.api.status.storage import FINISHED, StorageRecorded, StorageVerification, VerificationResult
-from tenant_platform.concerns.storage import live as live_tests
-from tenant_platform.concerns.storage import manifests as render_storage
+from tenant_platform.concerns.storage import live, manifests
 from tenant_platform.concerns.storage.live import LiveAttempt, describe_pod, describe_pvc
 from tenant_platform.core import conditions
 from tenant_platform.core.checks import Chain, Check
@@ -239,7 +238,7 @@ class WriteTestObjects:
     def written(self) -> bool:
         """The PVC says the writer succeeded (so the reader comes next, even with both pods gone)."""
         notes = ((self.pvc or {}).get("metadata") or {}).get("annotations") or {}
-        return notes.get(render_storage.WRITTEN_ANNOTATION) == "true"
+        return notes.get(manifests.WRITTEN_ANNOTATION) == "true"
 
 
 class Action(StrEnum):
@@ -392,10 +391,10 @@ def evaluate(spec: Storage, facts: StorageFacts, *, now: datetime, dry_run: bool
         return _evaluate(spec, selection, facts.memory, now=now, dry_run=True)
     memory = facts.memory
     if selection.ok and spec.verify:
-        memory = live_tests.adopt(memory, facts.live, selection.name)
+        memory = live.adopt(memory, facts.live, selection.name)
     verdict = _evaluate(spec, selection, memory, now=now, dry_run=False)
     keep = verdict.test.attempt if verdict.test is not None else verdict.delete
-    return dataclasses.replace(verdict, orphans=live_tests.orphans(facts.live, keep))
+    return dataclasses.replace(verdict, orphans=live.orphans(facts.live, keep))
 
 
 def plan(
