@@ -106,7 +106,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     import dataclasses  # noqa: PLC0415
 
     from tenant_platform import logs  # noqa: PLC0415
-    from tenant_platform import main as operator_main  # noqa: PLC0415
+    from tenant_platform.main import run  # noqa: PLC0415
     from tenant_platform.config import load_settings  # noqa: PLC0415
 
     # The environment (the Helm chart, kustomize) first, then the command line's flags.
@@ -122,7 +122,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     # Fail fast, in one line, when there is no cluster to talk to (kopf would retry for ever).
     connect(settings.kubeconfig, settings.kube_context)
     logs.configure_logging(settings.log_format, level=settings.log_level)
-    return operator_main.run(
+    return run(
         settings,
         health_port=settings.health_port if args.probes else None,
         metrics_port=settings.metrics_port if args.metrics else None,
@@ -187,7 +187,7 @@ def operator_version(deployment: dict[str, Any]) -> dict[str, Any]:
 
 def cluster_versions(kubeconfig: str | None, context: str | None, namespace: str) -> dict[str, Any]:
     """The server's and the operator's version; never raises: what cannot be read says why."""
-    from tenant_platform.kube import errors as kube_errors  # noqa: PLC0415
+    from tenant_platform.kube.errors import KubeError  # noqa: PLC0415
 
     try:
         kube = connect(kubeconfig, context)
@@ -196,7 +196,7 @@ def cluster_versions(kubeconfig: str | None, context: str | None, namespace: str
     out: dict[str, Any] = {"reachable": True, "server": kube.server_version()[2]}
     try:
         found = kube.list("apps/v1", "Deployment", namespace, label_selector=OPERATOR_LABEL)
-    except kube_errors.KubeError as exc:
+    except KubeError as exc:
         out["operator"] = {"error": f"cannot list Deployments in namespace {namespace}: {exc}"}
         return out
     if not found:

@@ -144,11 +144,11 @@ def main(
             return _cluster_only(cp, kube, names, once=once, say=say)
         say(f"applied TenantPlatform {', '.join(names)}; running the operator in-process")
 
-        from tenant_platform import main as operator_main  # noqa: PLC0415
+        from tenant_platform.main import run  # noqa: PLC0415
 
         stop = threading.Event()
         settings = dev_settings(str(cp.kubeconfig_path))
-        thread = threading.Thread(target=operator_main.run, args=(settings,), kwargs={"stop_flag": stop}, daemon=True)
+        thread = threading.Thread(target=run, args=(settings,), kwargs={"stop_flag": stop}, daemon=True)
         thread.start()
         try:
             deadline = time.monotonic() + timeout
