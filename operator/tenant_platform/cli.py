@@ -106,8 +106,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     import dataclasses  # noqa: PLC0415
 
     from tenant_platform import logs  # noqa: PLC0415
-    from tenant_platform.main import run  # noqa: PLC0415
     from tenant_platform.config import load_settings  # noqa: PLC0415
+    from tenant_platform.main import run  # noqa: PLC0415
 
     # The environment (the Helm chart, kustomize) first, then the command line's flags.
     settings = load_settings()
