@@ -128,16 +128,16 @@ class _Env:
             raise SettingsError(name, raw, expected)
         return value
 
-    def count(self, name: str, default: int, *, maximum: int = 65535) -> int:
+    def count(self, name: str, default: int, *, minimum: int = 1, maximum: int = 65535, note: str = "") -> int:
         raw = self._env.get(name)
         if raw is None:
             return default
-        expected = f"a whole number from 1 to {maximum}, e.g. {default}"
+        expected = f"a whole number from {minimum} to {maximum}{note}, e.g. {default}"
         try:
             value = int(raw.strip())
         except ValueError:
             raise SettingsError(name, raw, expected) from None
-        if not 1 <= value <= maximum:
+        if not minimum <= value <= maximum:
             raise SettingsError(name, raw, expected)
         return value
 
@@ -183,8 +183,8 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         operator_namespace=env.text("TENANT_PLATFORM_NAMESPACE", "tenant-platform-system"),
         log_format=env.choice("TENANT_PLATFORM_LOG_FORMAT", "plain", LOG_FORMATS),
         log_level=env.choice("TENANT_PLATFORM_LOG_LEVEL", "info", LOG_LEVELS),
-        metrics_port=env.count("TENANT_PLATFORM_METRICS_PORT", 8080),
-        health_port=env.count("TENANT_PLATFORM_HEALTH_PORT", 8081),
+        metrics_port=env.count("TENANT_PLATFORM_METRICS_PORT", 8080, minimum=0, note=" (0: any free port)"),
+        health_port=env.count("TENANT_PLATFORM_HEALTH_PORT", 8081, minimum=0, note=" (0: any free port)"),
         kubeconfig=env.text("KUBECONFIG", "") or None,
         kube_context=env.text("TENANT_PLATFORM_KUBE_CONTEXT", "") or None,
         in_cluster=bool(env.text("KUBERNETES_SERVICE_HOST", "")),
@@ -194,7 +194,9 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         renew_deadline=election[1],
         lease_duration=election[2],
         stuck_pass_seconds=env.seconds("TENANT_PLATFORM_STUCK_PASS_SECONDS", 600.0),
-        cache=env.flag("TENANT_PLATFORM_CACHE", True),
+        # The build scripts (hack/) read the same variable as their cache directory: a path there
+        # means the default here, so one shell can build and run.
+        cache=True if "/" in (env.optional("TENANT_PLATFORM_CACHE") or "") else env.flag("TENANT_PLATFORM_CACHE", True),
         cache_mesh_namespace=env.text("TENANT_PLATFORM_CACHE_MESH_NAMESPACE", "istio-system"),
         cache_hami_namespaces=_names(env.optional("TENANT_PLATFORM_CACHE_HAMI_NAMESPACES"), ("kube-system",)),
         webhook_probe_interval=env.seconds("TENANT_PLATFORM_WEBHOOK_PROBE_INTERVAL", 600.0, zero_ok=True),

@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parents[2]
         ("TENANT_PLATFORM_WEBHOOK_PROBE_INTERVAL", "ten", "a number of seconds (0 or more)"),
         ("TENANT_PLATFORM_RECONCILE_WORKERS", "0", "a whole number from 1 to 1024, e.g. 8"),
         ("TENANT_PLATFORM_KOPF_WORKERS", "2.5", "a whole number from 1 to 1024"),
-        ("TENANT_PLATFORM_METRICS_PORT", "70000", "a whole number from 1 to 65535, e.g. 8080"),
-        ("TENANT_PLATFORM_HEALTH_PORT", "http", "a whole number from 1 to 65535"),
+        ("TENANT_PLATFORM_METRICS_PORT", "70000", "a whole number from 0 to 65535 (0: any free port), e.g. 8080"),
+        ("TENANT_PLATFORM_HEALTH_PORT", "http", "a whole number from 0 to 65535"),
         ("TENANT_PLATFORM_CACHE", "maybe", "true or false"),
         ("TENANT_PLATFORM_LOG_FORMAT", "xml", "one of plain, json"),
         ("TENANT_PLATFORM_LOG_LEVEL", "verbose", "one of debug, info, warning, error"),
@@ -56,8 +56,10 @@ def test_inconsistent_election_timings_name_all_three() -> None:
         ({"TENANT_PLATFORM_GPU_DEBOUNCE": "0"}, "gpu_debounce", 0.0),
         ({"TENANT_PLATFORM_CACHE": "No"}, "cache", False),
         ({"TENANT_PLATFORM_CACHE": "on"}, "cache", True),
+        ({"TENANT_PLATFORM_CACHE": "/home/me/.cache/tenant-platform"}, "cache", True),  # the build scripts' cache
         ({"TENANT_PLATFORM_LOG_LEVEL": "WARNING"}, "log_level", "warning"),
         ({}, "log_level", "info"),
+        ({"TENANT_PLATFORM_METRICS_PORT": "0"}, "metrics_port", 0),
         ({"TENANT_PLATFORM_PROTECTED_NAMESPACES": ""}, "protected_namespaces", ()),
         (
             {"TENANT_PLATFORM_CACHE_HAMI_NAMESPACES": "kube-system, hami"},
