@@ -39,7 +39,15 @@ echo "== pytest (Kubernetes ${versions%%$'\n'*}, the whole suite)" >&2
 VERSION_SENSITIVE=(
   tests/integration/test_controlplane.py
   tests/integration/test_crd_validation.py
-  tests/integration/test_podguard.py
+  tests/integration/test_podguard_baseline.py
+  tests/integration/test_podguard_istio_init.py
+  tests/integration/test_podguard_exec_guard.py
+  tests/integration/test_podguard_scope.py
+  tests/integration/test_podguard_shared_guard.py
+  tests/integration/test_podguard_staged.py
+  tests/integration/test_podguard_updates.py
+  tests/integration/test_podguard_type_checking.py
+  tests/integration/test_podguard_version_support.py
   tests/integration/test_operator_node_guard.py
   tests/integration/test_reconcile_core.py
   tests/integration/test_gpu.py

@@ -1,6 +1,6 @@
 // Wrapper module that builds kube-apiserver, kube-controller-manager and kubectl 1.29.15, one minor
 // BELOW the supported range: it proves that such a cluster gets UnsupportedKubernetesVersion
-// (TENANT_PLATFORM_K8S=1.29, tests/integration/test_podguard.py; not part of hack/test.sh).
+// (TENANT_PLATFORM_K8S=1.29, tests/integration/test_podguard_version_support.py; not part of hack/test.sh).
 // The Go language version is the local toolchain's (the tool block needs 1.24+); godebug keeps the
 // runtime defaults of the Go release Kubernetes 1.29 was built with.
 // Regenerate the replace list with hack/build-control-plane.sh --print-replaces 1.29.15.

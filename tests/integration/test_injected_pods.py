@@ -19,12 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_podguard import (
+from podguard_support import (
     apply_guard,
     context,
     create_platform,
     delete_platform,
-    eventually,
     guard_denies,
     make_installer,
     make_namespace,
@@ -39,6 +38,7 @@ from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube
 from tenant_platform.testing import injectedpods, tools
 from tenant_platform.testing.controlplane import ControlPlane
+from tenant_platform.testing.wait import wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -108,8 +108,11 @@ def guarded(admin: Kube, cp: ControlPlane, directory: Path, *, repositories: lis
     )
     installer = make_installer(admin, cp, namespace, directory)
     apply_guard(admin, platform, "Deny")
-    eventually(
-        "the pod guard to deny", lambda: guard_denies(installer, namespace, manifests.guard_names("Deny").pod_guard)
+    wait_for(
+        lambda: guard_denies(installer, namespace, manifests.guard_names("Deny").pod_guard),
+        "the pod guard to deny",
+        60,
+        interval=0.2,
     )
     return Env(platform, namespace, installer, admin)
 

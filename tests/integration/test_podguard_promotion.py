@@ -9,13 +9,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tests.integration.test_podguard import (
+import pytest
+from podguard_support import (
     DENY,
     NOW,
     SETTINGS,
     actions,
     context,
-    eventually,
     fresh,
     guard_denies,
     make_namespace,
@@ -23,6 +23,7 @@ from tests.integration.test_podguard import (
     pod,
     reconcile_until,
 )
+from tests.support import condition
 
 from tenant_platform import reconcile
 from tenant_platform.api import constants
@@ -30,6 +31,9 @@ from tenant_platform.concerns.podguard import manifests, step
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube
 from tenant_platform.testing.steps import reconcile_step
+from tenant_platform.testing.wait import wait_for
+
+pytestmark = pytest.mark.cluster
 
 
 def test_promotion_survives_a_deleted_binding_and_a_new_violator(
@@ -54,12 +58,12 @@ def test_promotion_survives_a_deleted_binding_and_a_new_violator(
             return False  # the API server has not seen the deletion yet
         return True
 
-    eventually("a violating pod to be admitted without the binding", admitted)
+    wait_for(admitted, "a violating pod to be admitted without the binding", 60, interval=0.2)
     again = reconcile_step(step.STEP, context(crd, fresh(crd, unique_name)))
     assert actions(crd, DENY.pod_guard) == ["Deny", "Audit"], "re-created"
     assert parameter(crd, unique_name)["enforcement"] == "Deny", "not sent back to Warn"
     assert again.conditions[0].reason == "Enforcing", again.conditions[0].message
-    eventually("the guard to deny again", lambda: guard_denies(crd, unique_name, DENY.pod_guard))
+    wait_for(lambda: guard_denies(crd, unique_name, DENY.pod_guard), "the guard to deny again", 60, interval=0.2)
 
     # Back to Warn by the spec: the promotion is forgotten (a later Staged starts over).
     crd.merge_patch(constants.API_VERSION, constants.KIND, unique_name, {"spec": {"podGuard": {"enforcement": "Warn"}}})
@@ -85,19 +89,20 @@ def test_a_full_pass_writes_the_parameter_first_and_a_no_op_pass_writes_nothing(
 
     def passed() -> dict[str, Any] | None:
         outcome = reconcile.run(fresh(crd, unique_name), kube=crd, settings=SETTINGS, now=NOW)
-        cond = next(c for c in outcome.status["conditions"] if c["type"] == "PodGuardReady")
-        return outcome.status if cond["status"] == "True" else None
+        return outcome.status if condition(outcome.status, "PodGuardReady")["status"] == "True" else None
 
-    status = eventually("promotion by full passes", passed)
+    status = wait_for(passed, "promotion by full passes", 60, interval=0.2)
     assert status["podGuard"]["enforcement"] == "Deny"
     assert parameter(crd, unique_name) == status["podGuard"]
-    stable = eventually(
-        "a pass that changes nothing",
+    stable = wait_for(
         lambda: (
             None
             if (o := reconcile.run(fresh(crd, unique_name), kube=crd, settings=SETTINGS, now=NOW)).status_written
             else o
         ),
+        "a pass that changes nothing",
+        60,
+        interval=0.2,
     )
     assert not stable.status_written
     patches = crd.counter.by_verb.get("PATCH", 0)  # status, parameter and server-side applies

@@ -1,5 +1,5 @@
 """The pod guard's rendering and its pure helpers (the CEL itself is judged by the API server in
-tests/integration/test_podguard.py; the condition by tests/unit/test_podguard_evaluate.py)."""
+tests/integration/test_podguard_*.py; the condition by tests/unit/test_podguard_evaluate.py)."""
 
 from __future__ import annotations
 
