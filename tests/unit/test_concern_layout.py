@@ -54,7 +54,7 @@ CROSS_IMPORTS: dict[str, dict[str, str]] = {
         "tenant_platform.concerns.gpu.fit": "`tenant-platform fit`: the request it judges (GpuRequest)",
         "tenant_platform.concerns.gpu.facts": "`tenant-platform fit`: which nodes are GPU nodes, as the step decides",
         "tenant_platform.concerns.gpu.health": "`tenant-platform fit`: spec.gpu.nodeSelector as the step reads it",
-        "tenant_platform.concerns.gpu.step": "`tenant-platform fit`: HAMi's resource names, read as the step reads them",
+        "tenant_platform.concerns.gpu.step": "`tenant-platform fit`: HAMi's resource names, as the step reads them",
         "tenant_platform.concerns.gpushare.manifests": "`tenant-platform fit --platform`: the share's quota "
         "amounts, as the gpushare step renders them",
     },
