@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import copy
 import io
-import json
 import os
 import tarfile
 import time
@@ -607,7 +606,3 @@ def write_archive(collected: Collected, path: str | os.PathLike[str]) -> None:
     fd = os.open(os.fspath(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as fh:
         fh.write(buffer.getvalue())
-
-
-def to_json(collected: Collected) -> str:
-    return json.dumps({"files": sorted(collected.files), "missing": collected.missing}, indent=2)
