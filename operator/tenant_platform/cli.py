@@ -7,6 +7,8 @@ tenant-platform run     run the operator against the current kubeconfig
 tenant-platform render  print every manifest the operator would apply for a TenantPlatform
 tenant-platform facts   print the install values document of a live TenantPlatform
 tenant-platform check   read-only preflight of the current cluster for a TenantPlatform
+tenant-platform fit     which GPU nodes could take a pod asking for this much GPU now, and why not
+tenant-platform diagnose  one redacted archive of what support asks first
 tenant-platform version this command's version and, when a cluster is reachable, the operator's
 tenant-platform completion bash|zsh   a shell completion script
 
@@ -28,7 +30,7 @@ import yaml
 
 from tenant_platform import __version__
 from tenant_platform.api import constants
-from tenant_platform.cli_errors import CliError, Exit, admit, connect, guard, platforms_in
+from tenant_platform.cli_errors import CliError, Exit, admit, connect, guard, platforms_in, say
 from tenant_platform.config import LOG_FORMATS, LOG_LEVELS
 
 
@@ -286,6 +288,59 @@ def cmd_check(args: argparse.Namespace) -> int:
     return Exit.FAILED if code else Exit.OK
 
 
+def cmd_fit(args: argparse.Namespace) -> int:
+    from tenant_platform import fitcli  # noqa: PLC0415
+
+    asked = (args.memory, args.cores, args.cards) != (None, None, None)
+    try:
+        if args.snapshot:
+            inputs = fitcli.load_snapshot(args.snapshot)
+        else:
+            kube = connect(args.kubeconfig, args.context)
+            inputs = fitcli.read_cluster(kube, hami_namespace=args.hami_namespace, platform=args.platform)
+        if args.save_snapshot:
+            fitcli.save_snapshot(inputs, args.save_snapshot)
+            say("fit", f"saved {args.save_snapshot}: {fitcli.summary(inputs.nodes, inputs.pods, inputs.platforms)}")
+            if not asked:
+                return Exit.OK
+        request = fitcli.request_of(args.cards, args.memory, args.cores)
+        report = fitcli.evaluate(
+            inputs, request, memory_given=args.memory is not None, platform=args.platform, namespace=args.namespace
+        )
+    except fitcli.FitError as exc:
+        raise CliError(str(exc)) from None
+    if args.output == "json":
+        print(json.dumps(fitcli.to_json(report), indent=2))
+    else:
+        print(fitcli.format_text(report))
+    return Exit.OK if report.fitting else Exit.FAILED
+
+
+def cmd_diagnose(args: argparse.Namespace) -> int:
+    from tenant_platform import diagnose  # noqa: PLC0415
+
+    kube = connect(args.kubeconfig, args.context)
+    path = args.output or diagnose.default_name()
+    result = diagnose.collect(kube, operator_namespace=args.namespace, progress=lambda line: say("diagnose", line))
+    diagnose.write_archive(result, path)
+    say("diagnose", f"wrote {path} ({len(result.files)} files; {len(result.missing)} reads missing, see MISSING.txt)")
+    return Exit.OK
+
+
+def _non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} is negative")
+    return value
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not at least 1")
+    return value
+
+
 def _cluster_flags(parser: argparse.ArgumentParser, *, context: bool = True) -> None:
     parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
     if context:
@@ -361,6 +416,43 @@ def build_parser() -> argparse.ArgumentParser:
     _output_flag(check, ("table", "json", "yaml"), "table")
     check.set_defaults(func=cmd_check)
 
+    fit = sub.add_parser("fit", help="which GPU nodes could take such a pod now, and for each that cannot, why")
+    fit.add_argument(
+        "--memory", type=_non_negative, metavar="MIB", help="GPU memory per card in MiB (default: whole cards)"
+    )
+    fit.add_argument("--cores", type=_non_negative, metavar="PCT", help="percent of each card's cores (default 0)")
+    fit.add_argument("--cards", type=_positive, metavar="N", help="cards, on one node (default 1)")
+    fit.add_argument("--platform", metavar="NAME", help="apply this TenantPlatform's GPU share (spec.gpu.share)")
+    fit.add_argument(
+        "--namespace",
+        metavar="NS",
+        help="with --platform: the pod's namespace (default: the platform's spec.namespace)",
+    )
+    fit.add_argument(
+        "--hami-namespace",
+        metavar="NS",
+        help="where HAMi's ConfigMap names its resources (default: the platform's spec.gpu.hami.configMapNamespace, "
+        "else kube-system)",
+    )
+    fit.add_argument("--snapshot", metavar="FILE", help="answer offline from a snapshot file (no cluster)")
+    fit.add_argument("--save-snapshot", metavar="FILE", help="write what the fit reads to FILE (YAML; JSON for *.json)")
+    _cluster_flags(fit)
+    _output_flag(fit, ("text", "json"), "text")
+    fit.set_defaults(func=cmd_fit)
+
+    diagnose = sub.add_parser("diagnose", help="one redacted archive of what support asks first (read-only)")
+    diagnose.add_argument(
+        "-o", "--output", metavar="FILE", help="the archive (default: tenant-platform-diagnose-<time>.tar.gz)"
+    )
+    diagnose.add_argument(
+        "-n",
+        "--namespace",
+        default=OPERATOR_NAMESPACE,
+        help=f"the operator's namespace (default: {OPERATOR_NAMESPACE})",
+    )
+    _cluster_flags(diagnose)
+    diagnose.set_defaults(func=cmd_diagnose)
+
     version = sub.add_parser("version", help="this command's version and the operator's on the cluster")
     version.add_argument("--client", action="store_true", help="only this command's version (no cluster)")
     _cluster_flags(version)
@@ -384,6 +476,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)  # usage errors: argparse prints them and exits 2
     if args.command == "check" and not (args.name or args.file):
         parser.error("check needs a TenantPlatform NAME or -f FILE")
+    if args.command == "fit":
+        if args.snapshot and args.save_snapshot:
+            parser.error("fit: --snapshot reads a snapshot, --save-snapshot writes one: pass one of them")
+        if not args.save_snapshot and (args.memory, args.cores, args.cards) == (None, None, None):
+            parser.error("fit needs --memory, --cores or --cards (or --save-snapshot FILE)")
     return guard(args.command, lambda: args.func(args))
 
 

@@ -3,8 +3,8 @@
 Exit codes (docs/cli.md), the same for every subcommand:
 
     0  OK
-    1  a failed check: `check` found a FAIL row, `dev --once` did not become Ready in time,
-       `run` lost its leader Lease
+    1  a failed check: `check` found a FAIL row, `fit` found no node that can take the pod,
+       `dev --once` did not become Ready in time, `run` lost its leader Lease
     2  bad input or usage: a file that is missing, not YAML, holds no TenantPlatform or an invalid
        one (the API server would refuse it), an unknown --context, a TenantPlatform NAME that does
        not exist or has recorded nothing yet

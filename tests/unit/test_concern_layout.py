@@ -49,6 +49,23 @@ CROSS_IMPORTS: dict[str, dict[str, str]] = {
     "tenant_platform.targetwatch": {
         "tenant_platform.concerns.target.step": "the target phase: a target's watches (TargetObservation)",
     },
+    "tenant_platform.fitcli": {
+        "tenant_platform.concerns.gpu.nodefit": "`tenant-platform fit`: the gpu step's own capacity and per-node fit",
+        "tenant_platform.concerns.gpu.fit": "`tenant-platform fit`: the request it judges (GpuRequest)",
+        "tenant_platform.concerns.gpu.facts": "`tenant-platform fit`: which nodes are GPU nodes, as the step decides",
+        "tenant_platform.concerns.gpu.health": "`tenant-platform fit`: spec.gpu.nodeSelector as the step reads it",
+        "tenant_platform.concerns.gpu.step": "`tenant-platform fit`: HAMi's resource names, as the step reads them",
+        "tenant_platform.concerns.gpushare.manifests": "`tenant-platform fit --platform`: the share's quota "
+        "amounts, as the gpushare step renders them",
+    },
+    "tenant_platform.diagnose": {
+        "tenant_platform.concerns.gpu.nodefit": "`tenant-platform diagnose`: each GPU node's capacity and lock, as "
+        "the gpu step computes them",
+        "tenant_platform.concerns.gpu.facts": "`tenant-platform diagnose`: which nodes are GPU nodes",
+        "tenant_platform.concerns.gpu.health": "`tenant-platform diagnose`: HAMi's and the device plugins' workloads, "
+        "blocking taints",
+        "tenant_platform.concerns.gpu.step": "`tenant-platform diagnose`: HAMi's resource names",
+    },
     "tenant_platform.preflight": {
         "tenant_platform.concerns.installvalues.manifests": "`tenant-platform facts` renders the install values "
         "from a live status.recorded",

@@ -211,6 +211,14 @@ class Kube:
         decoded = json.loads(data)
         return decoded if isinstance(decoded, dict) else {"items": decoded}
 
+    def text(self, path: str, *, query: dict[str, str] | None = None, timeout: float = 30.0) -> str:
+        """One GET whose answer is text, not JSON (a pod's log: ``.../pods/<name>/log``)."""
+        query = query or {}
+        self.counter.add("GET", dry_run=False)
+        headers = {"Accept": "text/plain, */*", "Content-Type": "application/json"}
+        data = self._call("GET", path, query=query, headers=headers, body=None, timeout=timeout)
+        return data.decode("utf-8", errors="replace")
+
     def _fence(self, method: str, path: str, query: dict[str, str]) -> None:
         """Pass a namespaced write (not a dry run) through ``write_check`` before it is sent or counted."""
         if self.write_check is not None and method in WRITES and query.get("dryRun") != "All":

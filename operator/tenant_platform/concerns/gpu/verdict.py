@@ -39,9 +39,9 @@ from tenant_platform.api import constants, reasons
 from tenant_platform.api.models import TenantPlatform, parse_duration
 from tenant_platform.api.status.gpu import GpuTotal
 from tenant_platform.api.status.recorded import Recorded
-from tenant_platform.concerns.gpu import health
+from tenant_platform.concerns.gpu import health, nodefit
 from tenant_platform.concerns.gpu.capacity import CACHE as CAPACITY_CACHE
-from tenant_platform.concerns.gpu.capacity import NodeCapacity, node_capacity, quantity_int, summary_line, total_status
+from tenant_platform.concerns.gpu.capacity import NodeCapacity, quantity_int, summary_line, total_status
 from tenant_platform.concerns.gpu.facts import GpuFacts
 from tenant_platform.concerns.gpu.freshness import STALE_AFTER, STALE_REQUEUE, UNSYNCED_REQUEUE, since_phrase, unsynced
 from tenant_platform.concerns.gpu.gpustatus import (
@@ -66,11 +66,7 @@ from tenant_platform.formats.hami.names import (
     ANNOTATION_LOCK,
     ANNOTATION_POD_ALLOCATED,
     ANNOTATION_REGISTER,
-    CORDON,
     DEFAULT_NAMES,
-    LOCK,
-    REGISTER,
-    hami_annotation,
 )
 
 __all__ = [
@@ -133,25 +129,11 @@ def node_capacities(platform: TenantPlatform, facts: GpuFacts, *, now: datetime)
     spec = platform.spec.gpu
     if not spec.hami.enabled:
         return ()
-    timeout = parse_duration(spec.hami.node_lock_timeout)
-    owner = _owner(facts)
-    capacities: list[NodeCapacity] = []
-    for name in facts.gpu_nodes:
-        annotations = facts.nodes[name].annotations
-        capacities.append(
-            node_capacity(
-                name,
-                register=_value(annotations, REGISTER),
-                lock=_value(annotations, LOCK),
-                cordon=_value(annotations, CORDON),
-                pods=facts.pods_by_node.get(name, ()),
-                now=now,
-                lock_timeout=timeout,
-                owner=owner,
-            )
-        )
+    found = nodefit.capacities(
+        facts, now=now, lock_timeout=parse_duration(spec.hami.node_lock_timeout), owner=_owner(facts)
+    )
     CAPACITY_CACHE.retain(facts.nodes)  # forget the capacity of nodes that are gone
-    return tuple(capacities)
+    return found
 
 
 def evaluate(
@@ -317,12 +299,6 @@ SNAPSHOT_CHECKS: Final = Chain[Snapshot, GpuReport](
 )
 """When the snapshot is not current enough to report as it is, in order: the first finding is the
 report; none: the report stands as listed."""
-
-
-def _value(annotations: Mapping[str, str], suffix: str) -> str | None:
-    """The value of HAMi's ``suffix`` annotation (either prefix), as ``GpuFacts.annotation``."""
-    found = hami_annotation(annotations, suffix)
-    return found[1] if found else None
 
 
 @lru_cache(maxsize=1024)
