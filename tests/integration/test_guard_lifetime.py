@@ -91,7 +91,7 @@ def retained(crd: Kube, unique_name: str) -> Iterator[list[str]]:
             crd.delete("v1", "Namespace", ns)
 
 
-def test_after_a_retain_deletion_the_installer_cannot_start_a_node_takeover_pod(
+def test_after_a_retain_deletion_the_installer_cannot_start_a_node_takeover_pod(  # noqa: PLR0917 (fixtures)
     crd: Kube,
     make_platform: Any,
     unique_name: str,
@@ -114,9 +114,7 @@ def test_after_a_retain_deletion_the_installer_cannot_start_a_node_takeover_pod(
     assert outcome.finished and not outcome.gave_up, outcome.message
     crd.merge_patch(constants.API_VERSION, constants.KIND, unique_name, {"metadata": {"finalizers": None}})
     crd.delete(constants.API_VERSION, constants.KIND, unique_name)
-    wait_for(
-        lambda: crd.get(constants.API_VERSION, constants.KIND, unique_name) is None, "the TenantPlatform gone", 30
-    )
+    wait_for(lambda: crd.get(constants.API_VERSION, constants.KIND, unique_name) is None, "the TenantPlatform gone", 30)
 
     # Retained: the namespaces, and the installer's admin RoleBinding (its token still works).
     for ns in retained:
@@ -142,7 +140,12 @@ def test_after_a_retain_deletion_the_installer_cannot_start_a_node_takeover_pod(
         "v1",
         "Namespace",
         tenant,
-        {"metadata": {"labels": {manifests.RETAINED_LABEL: None}, "annotations": {manifests.RETAINED_ANNOTATION: None}}},
+        {
+            "metadata": {
+                "labels": {manifests.RETAINED_LABEL: None},
+                "annotations": {manifests.RETAINED_ANNOTATION: None},
+            }
+        },
     )
     wait_for(lambda: refusal(crd, tenant, "hostPath") is None, "the released namespace unguarded", 30, interval=0.2)
     assert refusal(crd, extra, "hostPath") is not None, "the other retained namespace stays guarded"
@@ -245,7 +248,8 @@ def test_checklist_guard_is_redundant_only_where_ours_covers_all_it_covered(
     assert extensions in message and "kubectl delete" not in message, message
 
     # Naming both: redundant, with the command that deletes exactly the checklist's objects.
-    crd.merge_patch(constants.API_VERSION, constants.KIND, unique_name, {"spec": {"additionalNamespaces": [extensions]}})
+    more = {"spec": {"additionalNamespaces": [extensions]}}
+    crd.merge_patch(constants.API_VERSION, constants.KIND, unique_name, more)
     crd.merge_patch("v1", "Namespace", extensions, {"metadata": {"labels": {constants.LABEL_PLATFORM: unique_name}}})
     status, reason, message = settled_condition(crd, unique_name)
     assert (status, reason) == ("True", PodGuard.HAND_MADE_GUARD_REDUNDANT), message
@@ -260,6 +264,4 @@ def test_checklist_guard_is_redundant_only_where_ours_covers_all_it_covered(
     control_plane.kubectl(*command.split(" && ")[1].split()[1:])
     ours = manifests.guard_names("Deny").pod_guard
     for ns in CHECKLIST_NAMESPACES:
-        wait_for(
-            lambda ns=ns: ours in (refusal(crd, ns, "hostPath") or ""), f"ours denies in {ns}", 30, interval=0.2
-        )
+        wait_for(lambda ns=ns: ours in (refusal(crd, ns, "hostPath") or ""), f"ours denies in {ns}", 30, interval=0.2)

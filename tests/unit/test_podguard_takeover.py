@@ -149,8 +149,10 @@ COVERAGE = [
         None,
         {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["x"]}]},
         [],
-        ('g (namespaceSelector {"matchExpressions":[{"key":"kubernetes.io/metadata.name","operator":"NotIn",'
-         '"values":["x"]}]})',),
+        (
+            'g (namespaceSelector {"matchExpressions":[{"key":"kubernetes.io/metadata.name","operator":"NotIn",'
+            '"values":["x"]}]})',
+        ),
         id="NotIn: not bounded by name",
     ),
     pytest.param(
