@@ -93,6 +93,7 @@ def retained(crd: Kube, unique_name: str) -> Iterator[list[str]]:
 
 def test_after_a_retain_deletion_the_installer_cannot_start_a_node_takeover_pod(  # noqa: PLR0917 (fixtures)
     crd: Kube,
+    as_operator: Kube,
     make_platform: Any,
     unique_name: str,
     retained: list[str],
@@ -110,7 +111,8 @@ def test_after_a_retain_deletion_the_installer_cannot_start_a_node_takeover_pod(
     # While the platform exists its guard denies (the policies load asynchronously).
     wait_for(lambda: refusal(installer, tenant, "hostPath"), "the platform's guard denies", 30, interval=0.2)
 
-    outcome = reconcile.cleanup(fresh(crd, unique_name), kube=crd, settings=SETTINGS, now=now)
+    # The deletion pass as the operator runs it: its own identity, under deploy/base's RBAC and fences.
+    outcome = reconcile.cleanup(fresh(crd, unique_name), kube=as_operator, settings=SETTINGS, now=now)
     assert outcome.finished and not outcome.gave_up, outcome.message
     crd.merge_patch(constants.API_VERSION, constants.KIND, unique_name, {"metadata": {"finalizers": None}})
     crd.delete(constants.API_VERSION, constants.KIND, unique_name)
@@ -123,6 +125,13 @@ def test_after_a_retain_deletion_the_installer_cannot_start_a_node_takeover_pod(
         assert constants.LABEL_PLATFORM not in (live["metadata"].get("labels") or {})
     assert crd.get("rbac.authorization.k8s.io/v1", "RoleBinding", f"{sa}-admin", tenant) is not None
     assert refusal(installer, tenant, "plain") is None, "the retained install keeps working"
+    # ... istio-init included, from the repositories the platform allowed, and only from them.
+    injector = manifests.injector_from_values({"global": {"hub": "docker.io/istio", "tag": "1.28.0"}})
+    injected = manifests.injected_canary(tenant, injector)
+    installer.create(injected, dry_run=True)
+    injected["spec"]["initContainers"][0]["image"] = "evil.example.com/istio/proxyv2:1.28.0"
+    with pytest.raises(errors.KubeError, match="retained"):
+        installer.create(injected, dry_run=True)
 
     # From the first moment and after: refused as the installer, and the guard (not only RBAC)
     # refuses even a cluster admin, in every retained namespace.
