@@ -35,8 +35,9 @@ Dry-run verdicts are cached per pod (uid, resourceVersion) and policy content, s
 remain only new or changed pods are re-submitted on each requeue. Failed writes (the parameter's
 publish included) and pod checks become facts (and so conditions); any other API error escapes to
 the pipeline (reconcile/pipeline.py ``run_step``). Deleting a
-platform deletes its parameter with it, so its guard goes; the shared objects stay (inert
-without parameters) and the operator may not delete them.
+platform deletes its parameter with it, so the shared guard stops applying for it; the shared
+objects stay (inert without parameters) and the operator may not delete them. The namespaces the
+deletion leaves behind keep the retained guard (``retain``, docs/pod-guard.md "Removal").
 """
 
 from __future__ import annotations
@@ -419,7 +420,8 @@ class PodGuardStep:
 
     def cleanup(self, ctx: StepContext) -> CleanupResult:
         """Shared guard: nothing to delete (the parameter goes with the TenantPlatform, the shared
-        objects stay for the others). Target cluster: the platform's own bindings, then policies,
+        objects stay for the others); the namespaces it guarded get the retained guard
+        (``retain``). Target cluster: the platform's own bindings, then policies,
         every one carrying our three labels (by label, and by name; a hand-made object of our name
         is left alone), uid as precondition."""
         with self._lock:
