@@ -142,6 +142,10 @@ def test_after_a_retain_deletion_the_installer_cannot_start_a_node_takeover_pod(
                 assert why is not None, f"the installer created a {kind} pod in retained namespace {ns}"
                 by_guard = refusal(crd, ns, kind)
                 assert by_guard is not None and "ValidatingAdmissionPolicy" in by_guard, (ns, kind, by_guard)
+        # The exec guard too: Forbidden (not NotFound) for an exec into istio-init.
+        path = f"/api/v1/namespaces/{tenant}/pods/any/exec?container=istio-init&command=sh"
+        with pytest.raises(errors.KubeError, match=manifests.retained_names("Deny").exec_guard):
+            installer.request("POST", path)
         time.sleep(1)
 
     # An admin releases a namespace (docs/pod-guard.md): from then on it is theirs, unguarded.
