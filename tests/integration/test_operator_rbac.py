@@ -204,7 +204,7 @@ MUST_BE_NO = [
     *[
         (f"delete {kind} {name}", "delete", kind, ADMISSION, "", name, "")
         for kind in ("validatingadmissionpolicies", "validatingadmissionpolicybindings")
-        for name in manifests.SHARED_NAMES
+        for name in manifests.SHARED_NAMES + manifests.RETAINED_NAMES
     ],
     ("delete every policy", "delete", "validatingadmissionpolicies", ADMISSION, "", "", ""),
     ("deletecollection policies", "deletecollection", "validatingadmissionpolicies", ADMISSION, "", "", ""),
@@ -234,7 +234,7 @@ MUST_BE_YES = [
         (f"{verb} {kind} {name}", verb, kind, ADMISSION, "", name, "")
         for verb in ("patch", "update", "get")
         for kind in ("validatingadmissionpolicies", "validatingadmissionpolicybindings")
-        for name in manifests.SHARED_NAMES
+        for name in manifests.SHARED_NAMES + manifests.RETAINED_NAMES
     ],
     ("create policies", "create", "validatingadmissionpolicies", ADMISSION, "", "", ""),
     ("list bindings", "list", "validatingadmissionpolicybindings", ADMISSION, "", "", ""),
@@ -547,7 +547,7 @@ def test_the_operator_cannot_change_or_delete_a_fence(as_operator: Kube, crd: Ku
 
 def test_no_pod_guard_name_is_a_fence_name() -> None:
     """The pod guard's names are fixed and none is a fence's (RBAC names them one by one)."""
-    assert not set(manifests.SHARED_NAMES) & set(FENCES)
+    assert not set(manifests.SHARED_NAMES + manifests.RETAINED_NAMES) & set(FENCES)
     rules = [d for d in yaml.safe_load_all((REPO / "deploy" / "base" / "rbac.yaml").read_text()) if d]
     role = next(d for d in rules if d["kind"] == "ClusterRole")
     named = [r for r in role["rules"] if "validatingadmissionpolicies" in r["resources"]]
@@ -555,7 +555,7 @@ def test_no_pod_guard_name_is_a_fence_name() -> None:
     assert writes
     for rule in named:
         if set(rule["verbs"]) & {"patch", "update", "delete", "deletecollection"}:
-            assert sorted(rule["resourceNames"]) == sorted(manifests.SHARED_NAMES), rule
+            assert sorted(rule["resourceNames"]) == sorted(manifests.SHARED_NAMES + manifests.RETAINED_NAMES), rule
 
 
 def test_only_the_operator_writes_the_pod_guards_parameter() -> None:

@@ -314,7 +314,11 @@ def test_condition(row: Row) -> None:
 
 
 # The takeover's reasons: their rows are in tests/unit/test_podguard_takeover.py (TAKEOVER_ROWS).
-TAKEOVER_REASONS = [reasons.PodGuard.HAND_MADE_GUARD_REDUNDANT, reasons.PodGuard.TAKEOVER_BLOCKED]
+TAKEOVER_REASONS = [
+    reasons.PodGuard.HAND_MADE_GUARD_REDUNDANT,
+    reasons.PodGuard.HAND_MADE_GUARD_COVERS_MORE,
+    reasons.PodGuard.TAKEOVER_BLOCKED,
+]
 
 
 def test_every_reason_has_a_row() -> None:

@@ -371,3 +371,47 @@ def test_injected_canary_classic_and_cni() -> None:
 )
 def test_repository_of(image: str, repository: str) -> None:
     assert manifests.repository_of(image) == repository
+
+
+def test_the_retained_guard_has_fixed_names_no_parameter_and_matches_the_marked_namespaces() -> None:
+    """The guard of namespaces a deleted platform left (docs/pod-guard.md "Removal"): exec guards,
+    then pod guards, then their bindings; each enforcement's matches the namespaces marked with it."""
+    objs = step.retained_objects()
+    names = [o["metadata"]["name"] for o in objs]
+    assert names == [*manifests.RETAINED_NAMES, *manifests.RETAINED_NAMES]
+    assert set(manifests.RETAINED_NAMES).isdisjoint(manifests.SHARED_NAMES)
+    assert all(
+        n.startswith(("tenant-platform-pod-guard-retained-", "tenant-platform-exec-guard-retained-")) for n in names
+    )
+    for obj in objs:
+        assert obj["metadata"]["labels"] == step.shared_labels()
+        enforcement = "Deny" if obj["metadata"]["name"].endswith("-deny") else "Warn"
+        if obj["kind"] == manifests.POLICY_KIND:
+            assert "paramKind" not in obj["spec"]
+            assert obj["spec"]["failurePolicy"] == "Fail"
+            assert obj["spec"]["matchConstraints"]["namespaceSelector"] == {
+                "matchExpressions": [{"key": manifests.RETAINED_LABEL, "operator": "In", "values": [enforcement]}]
+            }
+        else:
+            assert "paramRef" not in obj["spec"] and "matchResources" not in obj["spec"]
+            assert obj["spec"]["validationActions"] == manifests.ACTIONS[enforcement]
+    pod_guard = next(o for o in objs if o["metadata"]["name"] == manifests.retained_names("Deny").pod_guard)
+    canary = pod_guard["spec"]["validations"][0]
+    assert manifests.RETAINED_CANARY_ANNOTATION in canary["expression"]
+    assert canary["message"] == manifests.RETAINED_CANARY_MESSAGE
+    repositories = next(v for v in pod_guard["spec"]["variables"] if v["name"] == "proxyImageRepositories")
+    assert manifests.RETAINED_ANNOTATION in repositories["expression"]
+    # The shared guard has no canary rule.
+    assert all("canary" not in str(v) for p in manifests.render() for v in p["spec"].get("validations", []))
+
+
+def test_the_retained_mark() -> None:
+    mark = manifests.retained_mark("kamiwaza", "Deny", ["docker.io/istio/proxyv2", "mirror.example.com/istio/proxyv2"])
+    assert mark["metadata"] == {
+        "name": "kamiwaza",
+        "labels": {manifests.RETAINED_LABEL: "Deny"},
+        "annotations": {manifests.RETAINED_ANNOTATION: "docker.io/istio/proxyv2,mirror.example.com/istio/proxyv2"},
+    }
+    canary = manifests.retained_canary("kamiwaza")
+    assert canary["metadata"]["annotations"] == {manifests.RETAINED_CANARY_ANNOTATION: "true"}
+    assert "hostPID" not in canary["spec"]

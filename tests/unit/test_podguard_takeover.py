@@ -132,6 +132,58 @@ def test_hand_made(
     assert sorted(found.legacy) == sorted(legacy)
 
 
+NAME_IN = {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": ALL}]}
+
+# (policy's namespaceSelector, binding's namespaceSelector, covers, unbounded)
+COVERAGE = [
+    pytest.param(None, NAME_IN, ALL, (), id="the checklist's: the binding by name"),
+    pytest.param(NAME_IN, None, ALL, (), id="the policy by name"),
+    pytest.param(
+        NAME_IN,
+        {"matchLabels": {"kubernetes.io/metadata.name": "kamiwaza"}},
+        ["kamiwaza"],
+        (),
+        id="both by name: the narrower",
+    ),
+    pytest.param(
+        None,
+        {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["x"]}]},
+        [],
+        (
+            'g (namespaceSelector {"matchExpressions":[{"key":"kubernetes.io/metadata.name","operator":"NotIn",'
+            '"values":["x"]}]})',
+        ),
+        id="NotIn: not bounded by name",
+    ),
+    pytest.param(
+        None,
+        {"matchLabels": {"team": "ml"}},
+        [],
+        ('g (namespaceSelector {"matchLabels":{"team":"ml"}})',),
+        id="another label: whatever namespace carries it, now or later",
+    ),
+    pytest.param(None, None, [], ("g (every namespace)",), id="no selector: every namespace"),
+]
+
+
+@pytest.mark.parametrize(("policy_selector", "binding_selector", "covers", "unbounded"), COVERAGE)
+def test_what_a_hand_made_binding_covers(
+    policy_selector: Any, binding_selector: Any, covers: list[str], unbounded: tuple[str, ...]
+) -> None:
+    policy = obj(VAP, "g", **({"matchConstraints": {"namespaceSelector": policy_selector}} if policy_selector else {}))
+    kw = {"matchResources": {"namespaceSelector": binding_selector}} if binding_selector else {}
+    found = takeover.hand_made(demo(), [policy], [bind("g", ["Deny", "Audit"], **kw)])
+    assert (list(found.covers), found.unbounded) == (covers, unbounded)
+
+
+def test_a_binding_of_an_opted_in_policy_counts_even_when_not_annotated() -> None:
+    policy = obj(VAP, "g")
+    found = takeover.hand_made(
+        demo(), [policy], [bind("g", ["Deny"], adopt=None, matchResources={"namespaceSelector": NAME_IN})]
+    )
+    assert found.covers == tuple(ALL)
+
+
 DENYING = takeover.HandMade(policies=("g",), bindings=("g",), denying=("g",))
 WARNING = takeover.HandMade(policies=("g",), bindings=("g",))
 LEFTOVER = takeover.HandMade(legacy=(f"{VAP} tenant-platform-demo-pod-guard",))
@@ -151,6 +203,37 @@ AMEND_ROWS = [
         "operator does not delete policies, an admin does: kubectl delete validatingadmissionpolicybinding g && "
         "kubectl delete validatingadmissionpolicy g",
         id="ours deny everywhere: redundant, the admin deletes",
+    ),
+    pytest.param(
+        takeover.HandMade(policies=("g",), bindings=("g",), denying=("g",), covers=(*ALL, "other")),
+        "Deny",
+        ENFORCING,
+        True,
+        reasons.PodGuard.HAND_MADE_GUARD_COVERS_MORE,
+        "True",
+        "ours deny. The hand-made pod guard opted in for this platform (binding g, policy g) also covers "
+        "namespace(s) other, which this platform does not name: it is still needed there, so keep it.",
+        id="it covered more than ours: kept, the namespaces named, no command",
+    ),
+    pytest.param(
+        takeover.HandMade(policies=("g",), bindings=("g",), denying=("g",), unbounded=("g (every namespace)",)),
+        "Deny",
+        ENFORCING,
+        True,
+        reasons.PodGuard.HAND_MADE_GUARD_COVERS_MORE,
+        "True",
+        "also covers namespaces not given by name (binding(s) g (every namespace)): it is still needed there",
+        id="it covered namespaces not by name: kept",
+    ),
+    pytest.param(
+        takeover.HandMade(policies=("g",), bindings=("g",), denying=("g",), covers=("kamiwaza",)),
+        "Deny",
+        ENFORCING,
+        True,
+        reasons.PodGuard.HAND_MADE_GUARD_REDUNDANT,
+        "True",
+        "is now redundant",
+        id="it covered fewer than ours: redundant",
     ),
     pytest.param(
         DENYING,
@@ -216,6 +299,8 @@ def test_amend(  # noqa: PLR0917 (one row's columns)
     (new,) = verdict.conditions
     assert (new.reason, new.status) == (reason, status), new.message
     assert fragment in new.message
+    if reason == reasons.PodGuard.HAND_MADE_GUARD_COVERS_MORE:
+        assert "kubectl delete" not in new.message, "no advice that would leave a namespace unguarded"
 
 
 def test_nothing_found_leaves_the_verdict() -> None:
@@ -226,4 +311,8 @@ def test_nothing_found_leaves_the_verdict() -> None:
 
 def test_every_takeover_reason_has_a_row() -> None:
     rows = {p.values[4] for p in AMEND_ROWS}
-    assert {reasons.PodGuard.HAND_MADE_GUARD_REDUNDANT, reasons.PodGuard.TAKEOVER_BLOCKED} <= rows
+    assert {
+        reasons.PodGuard.HAND_MADE_GUARD_REDUNDANT,
+        reasons.PodGuard.HAND_MADE_GUARD_COVERS_MORE,
+        reasons.PodGuard.TAKEOVER_BLOCKED,
+    } <= rows

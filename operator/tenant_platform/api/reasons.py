@@ -87,6 +87,7 @@ class PodGuard(StrEnum):
     UNSUPPORTED_KUBERNETES_VERSION = "UnsupportedKubernetesVersion"
     TAKEOVER_BLOCKED = "TakeoverBlocked"
     HAND_MADE_GUARD_REDUNDANT = "HandMadeGuardRedundant"
+    HAND_MADE_GUARD_COVERS_MORE = "HandMadeGuardCoversMore"
     # Dry run (`check`): the operator does it itself when it runs.
     WOULD_APPLY = "WouldApply"
     WOULD_ENFORCE = "WouldEnforce"

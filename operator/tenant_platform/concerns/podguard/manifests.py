@@ -170,14 +170,35 @@ def render_pod_guard_policy(
     enforcement: Enforcement, literal: GuardParam | None = None, platform_name: str = ""
 ) -> Obj:
     """The pod guard ValidatingAdmissionPolicy of one enforcement."""
+    return _pod_policy(
+        guard_names(enforcement, platform_name).pod_guard,
+        enforcement,
+        shared=literal is None,
+        param=_expressions(literal),
+        namespace_selector=_namespace_selector(literal),
+    )
+
+
+def _pod_policy(
+    name: str,
+    enforcement: Enforcement,
+    *,
+    shared: bool,
+    param: dict[str, str],
+    namespace_selector: Obj,
+    retained: bool = False,
+) -> Obj:
     return templating.render_object(
         TEMPLATES,
         "podguard-pod-policy.yaml.j2",
-        name=guard_names(enforcement, platform_name).pod_guard,
-        shared=literal is None,
+        name=name,
+        shared=shared,
         variant=enforcement,
-        param=_expressions(literal),
-        namespace_selector=_namespace_selector(literal),
+        param=param,
+        namespace_selector=namespace_selector,
+        retained=retained,
+        retained_canary=RETAINED_CANARY_ANNOTATION,
+        retained_canary_message=RETAINED_CANARY_MESSAGE,
         baseline_capabilities=list(BASELINE_CAPABILITIES),
         istio_init_capabilities=list(ISTIO_INIT_CAPABILITIES),
         safe_sysctls=list(SAFE_SYSCTLS),
@@ -211,6 +232,114 @@ def render_binding(policy_name: str, enforcement: Enforcement, *, shared: bool =
     if shared:
         binding["spec"]["paramRef"] = copy.deepcopy(PARAM_REF)
     return binding
+
+
+# ---- the retained guard: the guard of namespaces a deleted platform left (docs/pod-guard.md) -------
+
+RETAINED_LABEL: Final = "tenancy.dev/pod-guard-retained"
+"""On a namespace a deleted platform left behind (deletionPolicy Retain, or an adopted namespace
+under Delete): the enforcement its guard had there (``Deny`` or ``Warn``). The retained guard's
+bindings select it; only someone who may update namespaces (cluster-scoped rights, never the
+namespace's ``admin``) can set or remove it. An admin removes it to release the namespace."""
+RETAINED_ANNOTATION: Final = "tenancy.dev/pod-guard-proxy-image-repositories"
+"""Beside the label: the proxy image repositories istio-init may come from there, comma-separated
+(the platform's validated ``proxyImageRepositories`` when it was deleted)."""
+RETAINED_CANARY_ANNOTATION: Final = "tenancy.dev/pod-guard-retained-canary"
+"""A pod carrying it is denied (or warned about) by the retained pod guard alone: the operator's
+proof, by a server-side dry run, that the retained guard is in effect in a namespace."""
+RETAINED_CANARY_MESSAGE: Final = "The retained pod guard is in effect (canary)."
+RETAINED_MANAGER: Final = "tenant-platform-operator/pod-guard-retained"
+"""The field manager of the namespace's mark (not the namespaces step's: its release keeps it)."""
+RETAINED: Final = "retained"
+
+
+def retained_names(enforcement: Enforcement) -> GuardNames:
+    """The retained guard's policy (and binding) names of one enforcement."""
+    suffix = f"-{RETAINED}-{enforcement.lower()}"
+    return GuardNames(pod_guard=f"{POD_GUARD}{suffix}", exec_guard=f"{EXEC_GUARD}{suffix}")
+
+
+RETAINED_NAMES: Final = (
+    *(retained_names(e).exec_guard for e in ENFORCEMENTS),
+    *(retained_names(e).pod_guard for e in ENFORCEMENTS),
+)
+"""The retained guard's four policy names, also its bindings' (deploy/base/rbac.yaml names them)."""
+
+
+def _retained_expressions(enforcement: Enforcement) -> dict[str, str]:
+    """The policy's namespace selector picks the namespaces marked with its enforcement (match
+    conditions do not see ``namespaceObject``; variables do)."""
+    return {
+        "namespaces": "[request.namespace]",
+        "enforcement": json.dumps(enforcement),
+        "repositories": (
+            f'namespaceObject.metadata.?annotations.orValue({{}})[?"{RETAINED_ANNOTATION}"].orValue("")'
+            '.split(",").filter(r, r != "")'
+        ),
+    }
+
+
+def _retained_selector(enforcement: Enforcement) -> Obj:
+    return {"matchExpressions": [{"key": RETAINED_LABEL, "operator": "In", "values": [enforcement]}]}
+
+
+def render_retained() -> list[Obj]:
+    """The retained guard, shared by every platform like the shared guard: the same rules without a
+    parameter; each enforcement's policies match the namespaces whose ``RETAINED_LABEL`` says
+    that enforcement (repositories from ``RETAINED_ANNOTATION``). Exec guards first, then pod guards, policies before
+    bindings: the API server loads each kind in order, so a pod guard binding in effect (what the
+    canary proves) means the exec guard's are too."""
+    policies: list[Obj] = []
+    for enforcement in ENFORCEMENTS:
+        policies.append(
+            templating.render_object(
+                TEMPLATES,
+                "podguard-exec-policy.yaml.j2",
+                name=retained_names(enforcement).exec_guard,
+                shared=False,
+                variant=enforcement,
+                param=_retained_expressions(enforcement),
+                namespace_selector=_retained_selector(enforcement),
+            )
+        )
+    for enforcement in ENFORCEMENTS:
+        policies.append(
+            _pod_policy(
+                retained_names(enforcement).pod_guard,
+                enforcement,
+                shared=False,
+                param=_retained_expressions(enforcement),
+                namespace_selector=_retained_selector(enforcement),
+                retained=True,
+            )
+        )
+    bindings = [
+        render_binding(
+            p["metadata"]["name"], "Deny" if p["metadata"]["name"].endswith("-deny") else "Warn", shared=False
+        )
+        for p in policies
+    ]
+    return policies + bindings
+
+
+def retained_mark(namespace: str, enforcement: Enforcement, repositories: list[str]) -> Obj:
+    """The namespace's mark (server-side apply intent under ``RETAINED_MANAGER``)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {
+            "name": namespace,
+            "labels": {RETAINED_LABEL: enforcement},
+            "annotations": {RETAINED_ANNOTATION: ",".join(repositories)},
+        },
+    }
+
+
+def retained_canary(namespace: str) -> Obj:
+    """A restricted-compliant pod that only the retained pod guard refuses (its canary annotation)."""
+    pod = canaries(namespace)[1]
+    pod["metadata"]["annotations"] = {RETAINED_CANARY_ANNOTATION: "true"}
+    return pod
 
 
 def render(literal: GuardParam | None = None, platform_name: str = "") -> list[Obj]:

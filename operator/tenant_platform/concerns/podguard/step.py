@@ -35,8 +35,9 @@ Dry-run verdicts are cached per pod (uid, resourceVersion) and policy content, s
 remain only new or changed pods are re-submitted on each requeue. Failed writes (the parameter's
 publish included) and pod checks become facts (and so conditions); any other API error escapes to
 the pipeline (reconcile/pipeline.py ``run_step``). Deleting a
-platform deletes its parameter with it, so its guard goes; the shared objects stay (inert
-without parameters) and the operator may not delete them.
+platform deletes its parameter with it, so the shared guard stops applying for it; the shared
+objects stay (inert without parameters) and the operator may not delete them. The namespaces the
+deletion leaves behind keep the retained guard (``retain``, docs/pod-guard.md "Removal").
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ import copy
 import dataclasses
 import json
 import threading
+import time
 import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -70,7 +72,7 @@ from tenant_platform.framework.base import (
 )
 from tenant_platform.framework.contract import Action, Given
 from tenant_platform.kube import errors
-from tenant_platform.kube.client import Kube, Obj, intent_hash
+from tenant_platform.kube.client import Kube, Obj, intent_hash, is_subset
 
 COMPONENT: Final = "podguard"
 
@@ -418,15 +420,14 @@ class PodGuardStep:
 
     def cleanup(self, ctx: StepContext) -> CleanupResult:
         """Shared guard: nothing to delete (the parameter goes with the TenantPlatform, the shared
-        objects stay for the others). Target cluster: the platform's own bindings, then policies,
+        objects stay for the others); the namespaces it guarded get the retained guard
+        (``retain``). Target cluster: the platform's own bindings, then policies,
         every one carrying our three labels (by label, and by name; a hand-made object of our name
         is left alone), uid as precondition."""
         with self._lock:
             self._verdicts.pop(ctx.platform.uid or ctx.name, None)
         if ctx.management is None:
-            return CleanupResult(
-                True, "Nothing to delete: the guard's parameter goes with the TenantPlatform; the shared policies stay"
-            )
+            return retain(ctx)
         if ctx.dry_run:
             return CleanupResult(True, "dry run: nothing deleted")
         deleted: list[str] = []
@@ -448,6 +449,88 @@ class PodGuardStep:
         except errors.KubeError as exc:
             return CleanupResult(False, f"Could not delete the pod guard: {exc.message or exc}")
         return CleanupResult(True, "Deleted " + ", ".join(deleted) if deleted else "Nothing to delete")
+
+
+NOTHING_TO_RETAIN: Final = (
+    "Nothing to delete: the guard's parameter goes with the TenantPlatform; the shared policies stay"
+)
+RETAINED_WAIT_SECONDS: Final = 10.0
+
+
+def retained_objects() -> list[Obj]:
+    """The retained guard's policies and bindings with our labels (no platform's: everyone's)."""
+    objs = manifests.render_retained()
+    for obj in objs:
+        obj.setdefault("metadata", {}).setdefault("labels", {}).update(shared_labels())
+    return objs
+
+
+def retain(ctx: StepContext) -> CleanupResult:
+    """Deletion of a platform under the shared guard: its parameter goes with it, but the
+    namespaces it guarded stay (deletionPolicy Retain; adopted ones under Delete), and with them
+    whoever holds ``admin`` there (the installer's RoleBinding is part of their contents). So the
+    guard stays for them (docs/pod-guard.md, "Removal"): the retained guard (fixed names, no
+    parameter) is applied, each namespace the parameter lists is marked with the enforcement and
+    the proxy repositories (``RETAINED_LABEL``, under a field manager of its own: the namespaces
+    step's release keeps it), and the cleanup is done only once a canary dry run shows the retained
+    guard in effect in each, so there is no moment without the guard. An admin releases a
+    namespace by removing the mark. In a dry run, or when the platform guarded nothing, nothing."""
+    param = verdict.previous(ctx.platform)
+    namespaces = [str(n) for n in param.get("namespaces") or []]
+    if ctx.dry_run or not namespaces:
+        return CleanupResult(True, NOTHING_TO_RETAIN)
+    kube = ctx.kube
+    if not kube.served(_API, _POLICY):
+        return CleanupResult(True, NOTHING_TO_RETAIN)
+    enforcement: manifests.Enforcement = "Deny" if param.get("enforcement") == "Deny" else "Warn"
+    repositories = manifests.valid_proxy_repositories([str(r) for r in param.get("proxyImageRepositories") or []])
+    try:
+        for obj in retained_objects():
+            kube.ensure(obj, live=kube.get(_API, obj["kind"], obj["metadata"]["name"]))
+        marked = []
+        for name in namespaces:
+            live = kube.get("v1", "Namespace", name)
+            if live is None or (live.get("status") or {}).get("phase") == "Terminating":
+                continue
+            mark = manifests.retained_mark(name, enforcement, repositories)
+            if not is_subset(mark, live):
+                kube.apply(mark, field_manager=manifests.RETAINED_MANAGER)
+            marked.append(name)
+    except errors.KubeError as exc:
+        return CleanupResult(False, f"Could not keep the pod guard for the retained namespaces: {exc.message or exc}")
+    policy = manifests.retained_names(enforcement).pod_guard
+    waiting = [f"{name} ({why})" for name in marked if (why := _retained_in_effect(kube, name, policy)) is not None]
+    if waiting:
+        return CleanupResult(False, "The retained pod guard is not in effect yet in namespace(s) " + ", ".join(waiting))
+    if not marked:
+        return CleanupResult(True, NOTHING_TO_RETAIN)
+    return CleanupResult(
+        True,
+        f"The pod guard stays at {enforcement} for the retained namespace(s) {', '.join(marked)} (label "
+        f"{manifests.RETAINED_LABEL}; an admin removes it to release a namespace)",
+    )
+
+
+def _retained_in_effect(kube: Kube, namespace: str, policy: str) -> str | None:
+    """None once a dry run of the retained canary is refused (Deny) or warned about (Warn) by the
+    retained guard in ``namespace``; else why not, after ``RETAINED_WAIT_SECONDS`` (the API server
+    loads policies and namespace labels asynchronously)."""
+    deadline = time.monotonic() + RETAINED_WAIT_SECONDS
+    why = ""
+    while True:
+        try:
+            _, warnings = kube.create_with_warnings(manifests.retained_canary(namespace), dry_run=True)
+        except errors.KubeError as exc:
+            if any(manifests.RETAINED_CANARY_MESSAGE in r for r in verdict.denied_by_guard(exc.message, policy) or []):
+                return None
+            why = exc.message or str(exc)
+        else:
+            if any(manifests.RETAINED_CANARY_MESSAGE in w for w in verdict.guard_warnings(warnings, policy)):
+                return None
+            why = "the canary was admitted"
+        if time.monotonic() >= deadline:
+            return why
+        time.sleep(0.2)
 
 
 def forget_violations(platform_name: str) -> None:

@@ -12,8 +12,12 @@ the shared guard's, by name), so nothing hand-made is deleted by it; instead:
 2. once this platform's guard denies in every namespace the platform names, and was in place
    already when the pass began (the API server has loaded it), PodGuardReady says
    the hand-made objects are redundant (``HandMadeGuardRedundant``, still True) and names the
-   command that deletes them; before, the message says why they are still needed. Nothing is
-   ever without enforcement: the hand-made guard stays until an admin deletes it.
+   command that deletes them, but only when the platform names every namespace the hand-made
+   bindings covered (``covers``: the names their namespace selectors, and their policies', are
+   bounded to); when they covered more, or namespaces not given by name (``unbounded``), it says
+   ``HandMadeGuardCoversMore`` (True) naming them, and no command: following the advice must
+   never leave a namespace unguarded. Before, the message says why they are still needed.
+   Nothing is ever without enforcement: the hand-made guard stays until an admin deletes it.
 3. ``TakeoverBlocked`` (False) when the hand-made guard denies but ``spec.podGuard.enforcement``
    is Warn: ours would never replace it.
 
@@ -24,6 +28,7 @@ message names them and the admin's one-liner.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final
@@ -52,6 +57,11 @@ class HandMade:
     """Bindings that deny, annotated or naming an annotated policy."""
     legacy: tuple[str, ...] = ()
     """``Kind name`` of this platform's per-platform guard objects from an earlier version."""
+    covers: tuple[str, ...] = ()
+    """The namespaces the counted bindings are bounded to by name (their selectors, and their
+    policies', by ``kubernetes.io/metadata.name``)."""
+    unbounded: tuple[str, ...] = ()
+    """Counted bindings whose namespaces are not bounded by name (each with what selects them)."""
 
     @property
     def found(self) -> bool:
@@ -83,6 +93,48 @@ def _legacy(obj: Obj, platform: TenantPlatform) -> bool:
     )
 
 
+NAME_LABEL: Final = "kubernetes.io/metadata.name"
+"""The label the API server sets on every namespace to its name (immutable)."""
+
+
+def named(selector: Any) -> frozenset[str] | None:
+    """The namespace names a label selector is bounded to (``matchLabels`` or ``In`` on
+    ``kubernetes.io/metadata.name``, intersected), or None when it is not bounded by name (absent
+    or empty: every namespace; other labels only: whatever namespace carries them, now or later)."""
+    if not isinstance(selector, dict):
+        return None
+    bounds: list[frozenset[str]] = []
+    labels = selector.get("matchLabels") or {}
+    if NAME_LABEL in labels:
+        bounds.append(frozenset({str(labels[NAME_LABEL])}))
+    for expression in selector.get("matchExpressions") or []:
+        if expression.get("key") == NAME_LABEL and expression.get("operator") == "In":
+            bounds.append(frozenset(str(v) for v in expression.get("values") or []))
+    if not bounds:
+        return None
+    return frozenset.intersection(*bounds)
+
+
+def coverage(binding: Obj, policy: Obj | None) -> frozenset[str] | None:
+    """The namespaces a binding applies its policy in, by name: its own selector
+    (``matchResources.namespaceSelector``) and the policy's (``matchConstraints.namespaceSelector``)
+    both hold, so the narrower bound wins; None when neither is bounded by name. Match conditions
+    are not read (they can only narrow it: the bound stays an upper one)."""
+    own = named(((binding.get("spec") or {}).get("matchResources") or {}).get("namespaceSelector"))
+    constraints = ((policy or {}).get("spec") or {}).get("matchConstraints") or {}
+    theirs = named(constraints.get("namespaceSelector"))
+    if own is None:
+        return theirs
+    return own if theirs is None else own & theirs
+
+
+def _selectors(binding: Obj, policy: Obj | None) -> str:
+    own = ((binding.get("spec") or {}).get("matchResources") or {}).get("namespaceSelector")
+    theirs = (((policy or {}).get("spec") or {}).get("matchConstraints") or {}).get("namespaceSelector")
+    found = [json.dumps(s, sort_keys=True, separators=(",", ":")) for s in (own, theirs) if s]
+    return f"namespaceSelector {' and '.join(found)}" if found else "every namespace"
+
+
 def hand_made(platform: TenantPlatform, policies: Sequence[Obj], bindings: Sequence[Obj]) -> HandMade:
     """The listed policies and bindings an admin opted in for ``platform`` (none of ours), and
     this platform's leftovers of earlier versions."""
@@ -96,19 +148,36 @@ def hand_made(platform: TenantPlatform, policies: Sequence[Obj], bindings: Seque
         )
 
     taken_policies = sorted(str(p["metadata"]["name"]) for p in policies if opted_in(p))
-    taken_bindings, denying = [], []
+    by_name = {str(p["metadata"]["name"]): p for p in policies}
+    taken_bindings, denying, unbounded = [], [], []
+    covers: set[str] = set()
     for binding in bindings:
         name = str(binding["metadata"]["name"])
-        names_taken = str((binding.get("spec") or {}).get("policyName") or "") in taken_policies
+        policy_name = str((binding.get("spec") or {}).get("policyName") or "")
+        names_taken = policy_name in taken_policies
         opted = opted_in(binding)
         if opted:
             taken_bindings.append(name)
+        counted = opted or (names_taken and not _owned_by_anyone(binding))
         actions = (binding.get("spec") or {}).get("validationActions") or []
-        if (opted or (names_taken and not _owned_by_anyone(binding))) and "Deny" in actions:
+        if counted and "Deny" in actions:
             denying.append(name)
+        if counted:
+            bound = coverage(binding, by_name.get(policy_name))
+            if bound is None:
+                unbounded.append(f"{name} ({_selectors(binding, by_name.get(policy_name))})")
+            else:
+                covers |= bound
     legacy = [f"{manifests.BINDING_KIND} {b['metadata']['name']}" for b in bindings if _legacy(b, platform)]
     legacy += [f"{manifests.POLICY_KIND} {p['metadata']['name']}" for p in policies if _legacy(p, platform)]
-    return HandMade(tuple(taken_policies), tuple(sorted(taken_bindings)), tuple(sorted(denying)), tuple(sorted(legacy)))
+    return HandMade(
+        tuple(taken_policies),
+        tuple(sorted(taken_bindings)),
+        tuple(sorted(denying)),
+        tuple(sorted(legacy)),
+        covers=tuple(sorted(covers)),
+        unbounded=tuple(sorted(unbounded)),
+    )
 
 
 def _noted(cond: Condition, note: str) -> Condition:
@@ -159,6 +228,22 @@ def amend(platform: TenantPlatform, verdict: Verdict, hand: HandMade | None, *, 
             "Both guards apply meanwhile." + legacy,
         )
         return replace(verdict, conditions=[new], progressing=False)
+    uncovered = sorted(set(hand.covers) - set(platform.spec.all_namespaces))
+    if cond.status == "True" and denies_everywhere and (uncovered or hand.unbounded):
+        beyond = []
+        if uncovered:
+            beyond.append(f"namespace(s) {', '.join(uncovered)}, which this platform does not name")
+        if hand.unbounded:
+            beyond.append(f"namespaces not given by name (binding(s) {'; '.join(hand.unbounded)})")
+        new = conditions.true(
+            TYPE,
+            reasons.PodGuard.HAND_MADE_GUARD_COVERS_MORE,
+            cond.message + f" The hand-made pod guard opted in for this platform ({objects}) also covers "
+            f"{' and '.join(beyond)}: it is still needed there, so keep it. Name those namespaces in "
+            "spec.namespace/spec.additionalNamespaces, or narrow the hand-made bindings to this platform's "
+            "namespaces, before deleting it." + legacy,
+        )
+        return replace(verdict, conditions=[new])
     if cond.status == "True" and denies_everywhere:
         new = conditions.true(
             TYPE,
