@@ -49,7 +49,7 @@ def storage_class(name: str, *, annotation: str | None = None, mode: str = "Imme
     if annotation:
         meta["annotations"] = {annotation: "true"}
     return {
-        "apiVersion": "step.k8s.io/v1",
+        "apiVersion": "storage.k8s.io/v1",
         "kind": "StorageClass",
         "metadata": meta,
         "provisioner": "example.com/test",
@@ -72,7 +72,7 @@ def test_a_named_class_is_used_even_when_not_default(kube: Kube, unique_name: st
         body = platform_body(unique_name, unique_name, storage={"storageClassName": unique_name})
         result = run_step(step.STEP, kube, body)
     finally:
-        kube.delete("step.k8s.io/v1", "StorageClass", unique_name)
+        kube.delete("storage.k8s.io/v1", "StorageClass", unique_name)
     assert result.conditions[0].status == "True"
     assert result.recorded["storageClassName"] == unique_name
     assert result.recorded["storageVolumeBindingMode"] == "Immediate"
@@ -104,7 +104,7 @@ def test_no_default_then_ambiguous_defaults(bare: Kube) -> None:
     assert (cond.status, cond.reason) == ("False", "AmbiguousDefaultStorageClass")
     assert "fast, old" in cond.message
 
-    kube.delete("step.k8s.io/v1", "StorageClass", "fast")
+    kube.delete("storage.k8s.io/v1", "StorageClass", "fast")
     result = run_step(step.STEP, kube, body)
     assert (result.conditions[0].status, result.recorded["storageClassName"]) == ("True", "old")
 

@@ -332,7 +332,7 @@ def test_adoption_needs_the_admins_opt_in(live: dict[str, Any], owner: str, adop
 def test_one_domain_one_platform(
     claims: tuple[domainclaims.Claim, ...], serving: tuple[tuple[str, str], ...], held: str
 ) -> None:
-    """The ownership rule DNSReady applies (status/domainclaims.holders), in both modes."""
+    """The ownership rule DNSReady applies (core/domainclaims.py holders), in both modes."""
     for spec in ({}, EXTERNAL):
         cond = evaluate(demo(**spec), facts(claims=claims, serving=serving)).condition
         if held:
