@@ -13,10 +13,15 @@
   during the dry run. Its verdict is kept while HAMi's workloads and the tenant namespace are
   unchanged (no dry run per pass); a change of the namespace checks again, and an interval of 0
   (``Settings.webhook_probe_interval``) checks on every pass.
+- HAMi's webhook as its chart installs it, ``failurePolicy: Ignore``, unreachable, with HAMi's
+  scheduler deployed: the dry-run pod is admitted unmutated, and GPUReady is ``WebhookNotInPath``.
+- The mock-device lab (HAMi's mock device plugin next to HAMi's, a count gate of 1 for one card):
+  no ``DevicePluginConflict``; NVIDIA's device plugin on the same node is one.
 """
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -73,6 +78,23 @@ class World:
         if handlers:
             status = {"runtimeHandlers": [{"name": h, "features": {}} for h in handlers]}
             self.kube.merge_patch("v1", "Node", name, {"status": status}, subresource="status")
+        return name
+
+    def hami_node(self, suffix: str, *, count: str, extra: dict[str, str] | None = None) -> str:
+        """A node HAMi registers one card on (split 10, as v2.10 writes it), advertising ``count``
+        of ``nvidia.com/gpu`` (and ``extra`` resources) as its device plugins would."""
+        name = f"{self.prefix}-{suffix}"
+        register = json.dumps(
+            [{"id": f"GPU-{name}", "count": 10, "devmem": 24576, "devcore": 100, "type": "NVIDIA L4", "health": True}]
+        )
+        body = manifests.node_manifest(
+            name,
+            labels={"test": self.prefix},
+            annotations={"hami.io/node-nvidia-register": register},
+            extra_capacity={"nvidia.com/gpu": count, **(extra or {})},
+        )
+        self.kube.request("POST", "/api/v1/nodes", body=body, query={"fieldManager": "kubelet"})
+        self.track("v1", "Node", name)
         return name
 
     def labels(self, node: str) -> dict[str, str]:
@@ -208,7 +230,7 @@ def test_hami_not_ready_and_two_device_plugins_on_one_node(world: tuple[World, l
     u = w.prefix
     hami_ns = w.namespace(f"{u}-hami")
     operator_ns = w.namespace(f"{u}-gpu-operator")
-    node = w.node("gpu", labels={"nvidia.com/step.present": "true"})
+    node = w.node("gpu", labels={"nvidia.com/gpu.present": "true"})
     w.kube.create(
         {
             "apiVersion": "apps/v1",
@@ -301,6 +323,94 @@ def test_hami_not_ready_and_two_device_plugins_on_one_node(world: tuple[World, l
     )
 
 
+def test_a_mock_device_with_a_count_gate_of_one_is_no_device_plugin_conflict(
+    world: tuple[World, list[TenantPlatform]],
+) -> None:
+    """The multi-tenant lab's mock (HAMi's chart, ``mockDevicePlugin.enabled``): one fake card in
+    the register annotation (split 10) and ``nvidia.com/gpu: 1`` in the node's capacity, the mock's
+    health gate (any positive value works). The mock advertises memory and cores, never the count
+    resource, so its pod next to HAMi's device plugin is not two plugins advertising one resource,
+    and a gate equal to the card count is not NVIDIA's plugin. A real second plugin still is."""
+    w, platforms = world
+    u = w.prefix
+    hami_ns = w.namespace(f"{u}-hami")
+    operator_ns = w.namespace(f"{u}-gpu-operator")
+    name = w.hami_node(
+        "mock",
+        count="1",  # the gate, set by hand
+        extra={"nvidia.com/gpumem": "24576", "nvidia.com/gpucores": "100", "nvidia.com/gpumem-percentage": "100"},
+    )
+    w.track("apps/v1", "DaemonSet", "hami-device-plugin", hami_ns)
+    w.track("apps/v1", "DaemonSet", "hami-mock-device-plugin", hami_ns)
+    w.kube.create(
+        daemonset(
+            "hami-device-plugin",
+            hami_ns,
+            image="projecthami/hami:v2.10.0",
+            node_selector={"test": u, "gpu": "on"},
+            component="hami-device-plugin",
+        )
+    )
+    w.kube.create(
+        daemonset(
+            "hami-mock-device-plugin",
+            hami_ns,
+            image="projecthami/mock-device-plugin:1.0.1",
+            node_selector={"test": u},
+            component="hami-mock-device-plugin",
+        )
+    )
+
+    def plugin_pod(ds_name: str, namespace: str) -> None:
+        ds = w.kube.get("apps/v1", "DaemonSet", ds_name, namespace)
+        assert ds is not None
+        w.kube.create(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": f"{ds_name}-{name[-8:]}",
+                    "namespace": namespace,
+                    "labels": {"app": ds_name},
+                    "ownerReferences": [
+                        {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": ds_name, "uid": ds["metadata"]["uid"]}
+                    ],
+                },
+                "spec": {"nodeName": name, "containers": [{"name": "plugin", "image": PAUSE}]},
+            }
+        )
+
+    plugin_pod("hami-device-plugin", hami_ns)
+    plugin_pod("hami-mock-device-plugin", hami_ns)
+    p = platform(
+        f"{u}-p", f"{u}-tenant", uid=str(uuid.uuid4()), generation=1, gpu={"hami": {"configMapNamespace": hami_ns}}
+    )
+    platforms.append(p)
+    result = w.run(p)
+    status, reason, message = sole_condition(result)
+    assert reason != reasons.GPU.DEVICE_PLUGIN_CONFLICT, message
+    assert (status, reason) == ("True", reasons.GPU.READY), message
+    [entry] = result.status["gpu"]["nodes"]
+    assert "devicePluginConflict" not in entry
+    assert "devicePluginConflicts" not in result.status["gpu"]["health"]
+
+    # NVIDIA's device plugin on the same node really advertises the count resource: a conflict.
+    w.track("apps/v1", "DaemonSet", "nvidia-device-plugin-daemonset", operator_ns)
+    w.kube.create(
+        daemonset(
+            "nvidia-device-plugin-daemonset",
+            operator_ns,
+            image="nvcr.io/nvidia/k8s-device-plugin:v0.17.0",
+            node_selector={"test": u},
+        )
+    )
+    plugin_pod("nvidia-device-plugin-daemonset", operator_ns)
+    status, reason, message = sole_condition(w.run(p))
+    assert (status, reason) == ("False", reasons.GPU.DEVICE_PLUGIN_CONFLICT), message
+    assert f"{operator_ns}/nvidia-device-plugin-daemonset and {hami_ns}/hami-device-plugin" in message
+    assert "hami-mock-device-plugin" not in message
+
+
 # -- HAMi's webhook ----------------------------------------------------------------------------------------
 
 
@@ -347,7 +457,7 @@ def test_unreachable_webhook_fails_gpu_ready_naming_it(world: tuple[World, list[
         }
     )
     w.track("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration", f"{u}-hami-webhook")
-    w.node("gpu", labels={"nvidia.com/step.present": "true"})
+    w.node("gpu", labels={"nvidia.com/gpu.present": "true"})
     p = platform(f"{u}-p", tenant, uid=str(uuid.uuid4()), generation=1, gpu={"hami": {"configMapNamespace": hami_ns}})
     platforms.append(p)
     result = w.run(p)
@@ -389,6 +499,119 @@ def test_unreachable_webhook_fails_gpu_ready_naming_it(world: tuple[World, list[
     after = wait_for(recovered, "the webhook configuration to be gone from the API server's cache", 30)
     assert after.status["gpu"]["health"]["webhook"]["outcome"] == "unmutated"
     assert "No webhook gave the dry-run GPU pod" in sole_condition(after)[2]
+
+
+def hami_scheduler(namespace: str) -> dict[str, Any]:
+    """HAMi's scheduler Deployment as its chart labels it."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {
+            "name": "hami-scheduler",
+            "namespace": namespace,
+            "labels": {"app.kubernetes.io/component": "hami-scheduler"},
+        },
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "hami-scheduler"}},
+            "template": {
+                "metadata": {"labels": {"app": "hami-scheduler"}},
+                "spec": {"containers": [{"name": "s", "image": PAUSE}]},
+            },
+        },
+    }
+
+
+def test_a_fail_open_webhook_with_hamis_scheduler_deployed_fails_gpu_ready(
+    world: tuple[World, list[TenantPlatform]],
+) -> None:
+    """HAMi's chart default is ``failurePolicy: Ignore``: when the API server cannot reach the
+    webhook (the Kamaji lab's failure: a tenant control plane without a path to HAMi's Service),
+    GPU pods are admitted unmutated and go to the default scheduler, past HAMi's accounting. With
+    HAMi's scheduler deployed (and ready) that is GPUReady False, not a note."""
+    w, platforms = world
+    u = w.prefix
+    tenant = w.namespace(f"{u}-tenant", labels={f"{u}-webhook": "on"})
+    hami_ns = w.namespace(f"{u}-hami")
+    w.kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "hami-scheduler", "namespace": hami_ns},
+            "spec": {"ports": [{"port": 443, "targetPort": 9443}], "selector": {"app": "nothing-runs-here"}},
+        }
+    )
+    w.kube.create(hami_scheduler(hami_ns))
+    w.kube.merge_patch(
+        "apps/v1",
+        "Deployment",
+        "hami-scheduler",
+        {"status": {"replicas": 1, "readyReplicas": 1, "availableReplicas": 1}},
+        namespace=hami_ns,
+        subresource="status",
+    )
+    webhook = f"vgpu.{u}.hami.io"
+    w.kube.create(
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": f"{u}-hami-webhook"},
+            "webhooks": [
+                {
+                    "name": webhook,
+                    "admissionReviewVersions": ["v1beta1"],
+                    "sideEffects": "None",
+                    "failurePolicy": "Ignore",  # HAMi's chart default (scheduler.admissionWebhook.failurePolicy)
+                    "matchPolicy": "Equivalent",
+                    "timeoutSeconds": 3,
+                    "namespaceSelector": {"matchLabels": {f"{u}-webhook": "on"}},
+                    "objectSelector": {
+                        "matchExpressions": [{"key": "hami.io/webhook", "operator": "NotIn", "values": ["ignore"]}]
+                    },
+                    "rules": [
+                        {
+                            "apiGroups": [""],
+                            "apiVersions": ["v1"],
+                            "operations": ["CREATE"],
+                            "resources": ["pods"],
+                            "scope": "*",
+                        }
+                    ],
+                    "clientConfig": {"service": {"name": "hami-scheduler", "namespace": hami_ns, "path": "/webhook"}},
+                }
+            ],
+        }
+    )
+    w.track("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration", f"{u}-hami-webhook")
+    w.hami_node("gpu", count="10")  # one card, split 10, as HAMi's device plugin advertises it
+    p = platform(f"{u}-p", tenant, uid=str(uuid.uuid4()), generation=1, gpu={"hami": {"configMapNamespace": hami_ns}})
+    platforms.append(p)
+    result = w.run(p)
+    status, reason, message = sole_condition(result)
+    assert (status, reason) == ("False", reasons.GPU.WEBHOOK_NOT_IN_PATH), message
+    assert f"namespace {tenant}" in message
+    assert f"Deployment {hami_ns}/hami-scheduler" in message
+    assert "failurePolicy: Ignore" in message
+    probe = result.status["gpu"]["health"]["webhook"]
+    assert probe["outcome"] == "unmutated"
+    assert probe["schedulerName"] == "default-scheduler"
+    # Nothing was stored by the dry run.
+    assert w.kube.list("v1", "Pod", tenant) == []
+
+    # The same with failurePolicy Fail is WebhookUnreachable (the pod is rejected, not let through):
+    # whatever the policy, GPUReady is False.
+    live = w.kube.get("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration", f"{u}-hami-webhook")
+    assert live is not None
+    live["webhooks"][0]["failurePolicy"] = "Fail"
+    w.kube.replace(live)
+    every_pass = Settings(webhook_probe_interval=0)
+
+    def rejected() -> StepResult | None:
+        again = w.run(p, settings=every_pass)
+        return again if sole_condition(again)[1] == reasons.GPU.WEBHOOK_UNREACHABLE else None
+
+    failed = wait_for(rejected, "the webhook's failurePolicy Fail to reach the API server's cache", 30)
+    assert sole_condition(failed)[0] == "False"
 
 
 # -- as the operator's own identity ------------------------------------------------------------------------

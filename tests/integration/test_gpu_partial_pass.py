@@ -184,7 +184,7 @@ def test_a_new_gpu_node_changes_the_recorded_facts_so_the_hand_off_runs(
     since = snapshot(cached).changes
     node = manifests.node_manifest(
         node_name,
-        labels={"nvidia.com/step.present": "true"},
+        labels={"nvidia.com/gpu.present": "true"},
         annotations={
             "hami.io/node-nvidia-register": manifests.hami_register_annotation(
                 node_name, cards=2, model="NVIDIA L4", mem_mib=23034

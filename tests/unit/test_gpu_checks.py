@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from tests.unit.test_gpu_verdict import (
     HEALTHY,
+    MALFORMED,
     NOW,
     STALE,
     UNHEALTHY,
@@ -22,7 +23,7 @@ from tests.unit.test_gpu_verdict import (
 )
 
 from tenant_platform.api import reasons
-from tenant_platform.concerns.gpu import capacity, verdict
+from tenant_platform.concerns.gpu import capacity, health, verdict
 from tenant_platform.core import conditions
 
 EMPTY = capacity.NodeCapacity("empty", registered=True)
@@ -49,6 +50,32 @@ def test_labels_pending(overrides: dict[str, object], expected: object) -> None:
 
 
 WEBHOOK = (reasons.GPU.WEBHOOK_UNREACHABLE, "The webhook is unreachable.")
+UNMUTATED = health.probe_result("p-ns", pod={"spec": {"schedulerName": "default-scheduler"}})
+MUTATED = health.probe_result("p-ns", pod={"spec": {"schedulerName": "hami-scheduler"}})
+SCHEDULERS = ("Deployment kube-system/hami-scheduler",)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        ({}, None),
+        ({"webhook": UNMUTATED}, None),  # no HAMi scheduler deployed: a note (concerns/gpu/health.py)
+        ({"schedulers": SCHEDULERS}, None),  # no dry run this pass
+        ({"webhook": MUTATED, "schedulers": SCHEDULERS}, None),
+        ({"webhook": UNMUTATED, "schedulers": SCHEDULERS}, [reasons.GPU.WEBHOOK_NOT_IN_PATH]),
+        ({"webhook": UNMUTATED, "schedulers": SCHEDULERS, "hami_enabled": False}, None),
+        ({"webhook": UNMUTATED, "schedulers": SCHEDULERS, "gpu_nodes": 0}, None),
+        (
+            {
+                "webhook": health.probe_result("p-ns", pod=None, error='failed calling webhook "w"'),
+                "schedulers": SCHEDULERS,
+            },
+            None,  # rejected, not let through: WebhookUnreachable (HAMi health)
+        ),
+    ],
+)
+def test_webhook_not_in_path(overrides: dict[str, object], expected: object) -> None:
+    assert run(verdict.webhook_not_in_path, overrides) == expected
 
 
 @pytest.mark.parametrize(
@@ -126,33 +153,38 @@ def test_unhealthy_cards(overrides: dict[str, object], expected: object) -> None
     ("overrides", "expected"),
     [
         ({"nodes": [HEALTHY]}, None),
-        ({"nodes": [STALE]}, [reasons.GPU.STALE_LOCK]),
-        ({"nodes": [STALE], "hami_enabled": False}, None),
+        ({"nodes": [STALE]}, None),  # dangling: HAMi takes it over (named, not a problem)
+        ({"nodes": [MALFORMED]}, [reasons.GPU.MALFORMED_LOCK]),
+        ({"nodes": [MALFORMED, STALE]}, [reasons.GPU.MALFORMED_LOCK]),
+        ({"nodes": [MALFORMED], "hami_enabled": False}, None),
     ],
 )
-def test_stale_node_lock(overrides: dict[str, object], expected: object) -> None:
-    assert run(verdict.stale_node_lock, overrides) == expected
+def test_malformed_node_lock(overrides: dict[str, object], expected: object) -> None:
+    assert run(verdict.malformed_node_lock, overrides) == expected
 
 
 def test_the_chain_order() -> None:
     assert verdict.GPU_PROBLEMS.names == (
         "label conflict",
         "labels pending",
+        "webhook not in the path",
         "HAMi health",
         "register unparseable",
         "labelled node registers no devices",
         "empty device list",
         "nothing allocatable",
         "unhealthy cards",
-        "stale node lock",
+        "malformed node lock",
     )
     everything = findings(
         conflicts=["Node a: label gpu=x is held."],
         pending=["a: set gpu=on"],
+        webhook=UNMUTATED,
+        schedulers=SCHEDULERS,
         health_problems=[WEBHOOK],
-        nodes=[UNPARSEABLE, UNREGISTERED, EMPTY, HEALTHY, UNHEALTHY, STALE],
+        nodes=[UNPARSEABLE, UNREGISTERED, EMPTY, HEALTHY, UNHEALTHY, MALFORMED],
         labelled=frozenset({"silent"}),
-        allocatable={"sick": 10, "locked": 10},
+        allocatable={"sick": 10, "jammed": 10},
     )
     found = verdict.GPU_PROBLEMS.every(everything)
     assert [f.check for f in found] == list(verdict.GPU_PROBLEMS.names)

@@ -153,6 +153,59 @@ def test_workloads_from_real_shapes() -> None:
 
 
 @pytest.mark.parametrize(
+    ("name", "image", "labels"),
+    [
+        # HAMi's chart (mockDevicePlugin.enabled): <fullname>-mock-device-plugin
+        (
+            "hami-mock-device-plugin",
+            "projecthami/mock-device-plugin:1.0.1",
+            {"app.kubernetes.io/component": "hami-mock-device-plugin"},
+        ),
+        # Project-HAMi/mock-device-plugin's k8s-mock-plugin.yaml
+        ("hami-mock-device-plugin-daemonset", "projecthami/mock-device-plugin:latest", {}),
+        ("fake-gpus", "registry.local/hami/mock-device-plugin:dev", {}),
+    ],
+)
+def test_hamis_mock_device_plugin_advertises_no_count_resource(name: str, image: str, labels: dict[str, str]) -> None:
+    """The mock advertises memory and cores only: never one of two plugins for the count resource."""
+    mock = health.workload(ds(name, image, [volume(PLUGINS)], labels=labels))
+    assert (mock.role, mock.gpu_plugin) == ("mock-device-plugin", False)
+
+
+HAMI_PLUGIN = health.Workload("DaemonSet", "kube-system", "hami-device-plugin", 1, 1, "device-plugin", gpu_plugin=True)
+NVIDIA_PLUGIN = health.Workload("DaemonSet", "gpu-operator", "nvidia-device-plugin-daemonset", 1, 1, gpu_plugin=True)
+MOCK_PLUGIN = health.Workload("DaemonSet", "kube-system", "hami-mock-device-plugin", 1, 1, "mock-device-plugin")
+ONE_PER_CARD = {"lab": "nvidia.com/gpu advertises 1 (one per card) where HAMi's device plugin advertises 10"}
+
+
+@pytest.mark.parametrize(
+    ("workloads", "plugin_nodes", "conflict"),
+    [
+        pytest.param((HAMI_PLUGIN, MOCK_PLUGIN), {}, None, id="the mock lab: a count gate set by hand"),
+        pytest.param((), {}, None, id="no device plugin read"),
+        pytest.param(
+            (HAMI_PLUGIN, NVIDIA_PLUGIN),
+            {},
+            "nvidia.com/gpu advertises 1 (one per card) where HAMi's device plugin advertises 10; GPU device "
+            "plugin besides HAMi's: gpu-operator/nvidia-device-plugin-daemonset",
+            id="NVIDIA's plugin exists: it registered the resource last",
+        ),
+        pytest.param(
+            (HAMI_PLUGIN, NVIDIA_PLUGIN),
+            {"lab": ("gpu-operator/nvidia-device-plugin-daemonset", "kube-system/hami-device-plugin")},
+            "device-plugin pods of gpu-operator/nvidia-device-plugin-daemonset and kube-system/hami-device-plugin",
+            id="pods of both on the node",
+        ),
+    ],
+)
+def test_conflicts_only_when_two_plugins_really_advertise(
+    workloads: tuple[health.Workload, ...], plugin_nodes: dict[str, tuple[str, ...]], conflict: str | None
+) -> None:
+    facts = health.HealthFacts(namespace="kube-system", workloads=workloads, plugin_nodes=plugin_nodes, read=True)
+    assert health.conflicts(facts, ONE_PER_CARD, ["lab"]).get("lab") == conflict
+
+
+@pytest.mark.parametrize(
     "body",
     [
         {},

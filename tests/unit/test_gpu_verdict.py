@@ -63,6 +63,15 @@ STALE = capacity.node_capacity(
     owner=no_owner,
     lock="2025-06-01T08:19:00Z,ml,gone",
 )
+MALFORMED = capacity.node_capacity(
+    "jammed",
+    register=ONE_CARD,
+    pods=[],
+    now=NOW,
+    lock_timeout=FIVE_MIN,
+    owner=no_owner,
+    lock="yesterday,ml,gone",
+)
 
 
 @pytest.mark.parametrize(
@@ -133,10 +142,26 @@ STALE = capacity.node_capacity(
         ),
         pytest.param(
             {"nodes": [STALE], "allocatable": {"locked": 10}},
+            "True",
+            "GPUNodesReady",
+            [
+                "left behind that HAMi releases by itself, nothing to remove: locked (dangling",
+                "by ml/gone",
+                "HAMi takes it over at the next GPU pod's bind if the pod is gone, or once it expires at "
+                "2025-06-01T08:24:00Z",
+            ],
+            id="a left-behind lock is named with what HAMi does, and is no problem",
+        ),
+        pytest.param(
+            {"nodes": [MALFORMED], "allocatable": {"jammed": 10}},
             "False",
-            "StaleNodeLock",
-            ["locked (dangling", "by ml/gone", "hami.io/mutex.lock"],
-            id="stale lock names the node",
+            "MalformedNodeLock",
+            [
+                "jammed (lock time 'yesterday' is not RFC 3339)",
+                "binding a GPU pod there fails until the lock is removed",
+                "remove the hami.io/mutex.lock annotation from node jammed.",
+            ],
+            id="a malformed lock names the node and says to remove it",
         ),
         pytest.param(
             {"nodes": [UNHEALTHY, STALE], "allocatable": {"sick": 10, "locked": 10}, "conflicts": ["C."]},
@@ -218,6 +243,8 @@ CONFLICT = "Node lab: label gpu=off is held by TenantPlatform other; this platfo
 HAMI_NS = "kube-system"
 SCHEDULER = health.Workload("Deployment", HAMI_NS, "hami-scheduler", 1, 1, "scheduler")
 PLUGIN = health.Workload("DaemonSet", HAMI_NS, "hami-device-plugin", 1, 1, "device-plugin", gpu_plugin=True)
+NVIDIA_PLUGIN = health.Workload("DaemonSet", "gpu-operator", "nvidia-device-plugin-daemonset", 1, 1, gpu_plugin=True)
+MOCK_PLUGIN = health.Workload("DaemonSet", HAMI_NS, "hami-mock-device-plugin", 1, 1, "mock-device-plugin")
 UNREACHABLE = (
     'Internal error occurred: failed calling webhook "vgpu.hami.io": failed to call webhook: Post '
     '"https://hami-scheduler.kube-system.svc:443/webhook?timeout=10s": no endpoints available for service '
@@ -295,13 +322,32 @@ EVALUATE_ROWS = [
         "Unhealthy GPU cards on node(s) lab (1 of 2)",
     ),
     (
-        "stale node lock",
+        "a dangling lock: HAMi's next bind takes it over",
         (gpu_node(lock="2025-06-01T08:19:00Z,ml,gone"),),
         {},
         LabelOutcome(),
+        "True",
+        reasons.GPU.READY,
+        "lab (dangling: held since 2025-06-01T08:19:00Z, by ml/gone, its pod no longer exists; HAMi takes it over",
+    ),
+    (
+        "an expired lock: HAMi's next bind takes it over",
+        (gpu_node(lock="2025-06-01T08:10:00Z,ml,binding"),),
+        {},
+        LabelOutcome(),
+        "True",
+        reasons.GPU.READY,
+        "lab (expired: held since 2025-06-01T08:10:00Z, by ml/binding, older than 5m; HAMi takes it over at the "
+        "next GPU pod's bind)",
+    ),
+    (
+        "a malformed lock blocks every bind on the node",
+        (gpu_node(lock="2025-06-01T08:19:00Z,ml"),),
+        {},
+        LabelOutcome(),
         "False",
-        reasons.GPU.STALE_LOCK,
-        "lab (dangling: held since 2025-06-01T08:19:00Z, by ml/gone, its pod no longer exists)",
+        reasons.GPU.MALFORMED_LOCK,
+        "lab (lock value has 2 comma-separated parts; expected 1 or 3): binding a GPU pod there fails until",
     ),
     (
         "snapshot not synced, nothing reported before",
@@ -389,8 +435,43 @@ EVALUATE_ROWS = [
         LabelOutcome(),
         "False",
         reasons.GPU.DEVICE_PLUGIN_CONFLICT,
-        "lab (nvidia.com/gpu advertises 1 (one per card) where HAMi's device plugin advertises 10)",
-        hami(),
+        "lab (nvidia.com/gpu advertises 1 (one per card) where HAMi's device plugin advertises 10; GPU device "
+        "plugin besides HAMi's: gpu-operator/nvidia-device-plugin-daemonset)",
+        hami(workloads=(SCHEDULER, PLUGIN, NVIDIA_PLUGIN)),
+    ),
+    (
+        "the mock-device lab: one card, a count gate of 1, no other device plugin",
+        (gpu_node(allocatable="1"),),
+        {},
+        LabelOutcome(),
+        "True",
+        reasons.GPU.READY,
+        "1 GPU node(s), 1 labelled",
+        hami(workloads=(SCHEDULER, PLUGIN, MOCK_PLUGIN)),
+    ),
+    (
+        "HAMi's webhook not in the path: the dry-run pod unmutated while HAMi's scheduler is deployed",
+        (gpu_node(),),
+        {},
+        LabelOutcome(),
+        "False",
+        reasons.GPU.WEBHOOK_NOT_IN_PATH,
+        "came back unmutated (schedulerName default-scheduler) although HAMi's scheduler is deployed "
+        "(Deployment kube-system/hami-scheduler)",
+        hami(webhook=health.probe_result("p-ns", pod={"spec": {"schedulerName": "default-scheduler"}})),
+    ),
+    (
+        "an unmutated dry-run pod without HAMi's scheduler is a note",
+        (gpu_node(),),
+        {},
+        LabelOutcome(),
+        "True",
+        reasons.GPU.READY,
+        "No webhook gave the dry-run GPU pod in namespace p-ns another scheduler",
+        hami(
+            workloads=(PLUGIN,),
+            webhook=health.probe_result("p-ns", pod={"spec": {"schedulerName": "default-scheduler"}}),
+        ),
     ),
     (
         "two device plugins: pods of two DaemonSets on the node",

@@ -209,7 +209,7 @@ class GPU(StrEnum):
     NO_DEVICES = "NoDevicesRegistered"
     NO_ALLOCATABLE = "NoAllocatableGPUs"
     UNHEALTHY = "UnhealthyCards"
-    STALE_LOCK = "StaleNodeLock"
+    MALFORMED_LOCK = "MalformedNodeLock"
     SNAPSHOT_NOT_SYNCED = "SnapshotNotSynced"
     SNAPSHOT_STALE = "SnapshotStale"
     TAINTED = "GPUNodesTainted"
@@ -217,6 +217,7 @@ class GPU(StrEnum):
     HAMI_SCHEDULER_NOT_READY = "HAMiSchedulerNotReady"
     HAMI_DEVICE_PLUGIN_NOT_READY = "HAMiDevicePluginNotReady"
     WEBHOOK_UNREACHABLE = "WebhookUnreachable"
+    WEBHOOK_NOT_IN_PATH = "WebhookNotInPath"
 
 
 class GPUShare(StrEnum):

@@ -21,13 +21,17 @@ Health, from what the gpu step read (concerns/gpu/healthreads.py):
   node's state, not a choice, and are left out;
 - two device plugins on one node: pods of two GPU device-plugin DaemonSets on the node, or a node
   HAMi registers whose ``nvidia.com/gpu`` capacity is one per card where HAMi advertises its split
-  count (NVIDIA's own plugin registered the resource last): ``DevicePluginConflict``;
+  count while another GPU device plugin than HAMi's exists (NVIDIA's own plugin registered the
+  resource last): ``DevicePluginConflict``. HAMi's mock device plugin advertises no count resource
+  and is never one of the two; a count set by hand (the mock's health gate) is no plugin's;
 - HAMi's scheduler Deployment and device-plugin DaemonSet in HAMi's namespace not ready:
   ``HAMiSchedulerNotReady``, ``HAMiDevicePluginNotReady``; absent: a note;
 - HAMi's mutating webhook: a server-side dry-run create of a GPU pod in the tenant namespace.
   An error naming a webhook call (``failed calling webhook "<name>"``: its service unreachable,
   the failure mode of a control plane without a working konnectivity path) is
-  ``WebhookUnreachable``; a pod no webhook gave another scheduler is a note.
+  ``WebhookUnreachable``; a pod no webhook gave another scheduler is ``WebhookNotInPath`` when HAMi's
+  scheduler is deployed (concerns/gpu/verdict.py: HAMi's chart default ``failurePolicy: Ignore``
+  admits GPU pods unmutated when the webhook is unreachable), a note otherwise.
 
 Everything that reaches status is bounded: at most MAX_NOTES notes of MAX_NOTE_CHARS, at most
 MAX_LISTED_CONFLICTS device-plugin conflicts, names shortened.
@@ -51,6 +55,10 @@ DEVICE_PLUGIN_DIR: Final = "/var/lib/kubelet/device-plugins"
 DEFAULT_SCHEDULER: Final = "default-scheduler"
 SCHEDULER_COMPONENT: Final = "hami-scheduler"
 DEVICE_PLUGIN_COMPONENT: Final = "hami-device-plugin"
+MOCK_PLUGIN_COMPONENT: Final = "hami-mock-device-plugin"
+"""HAMi's mock device plugin (its chart's ``mockDevicePlugin.enabled``, Project-HAMi/mock-device-plugin):
+it advertises memory and cores (``nvidia.com/gpumem``, ``gpucores``, ``gpumem-percentage``), never
+the count resource, so it is no second plugin for that resource."""
 COMPONENT_LABEL: Final = "app.kubernetes.io/component"
 CONDITION_TAINT_PREFIX: Final = "node.kubernetes.io/"
 MAX_NOTES: Final = 8
@@ -175,9 +183,10 @@ class Workload:
     name: str
     desired: int
     ready: int
-    role: Literal["scheduler", "device-plugin", ""] = ""
+    role: Literal["scheduler", "device-plugin", "mock-device-plugin", ""] = ""
     gpu_plugin: bool = False
-    """A DaemonSet whose pods mount the kubelet's device-plugin directory and mention nvidia, hami or gpu."""
+    """A DaemonSet whose pods mount the kubelet's device-plugin directory and mention nvidia, hami or
+    gpu (not HAMi's mock device plugin: it advertises no count resource)."""
     selector: Mapping[str, str] = field(default_factory=dict)
 
     @property
@@ -218,8 +227,15 @@ def workload(obj: Mapping[str, Any]) -> Workload:
         desired, ready = _int(status.get("desiredNumberScheduled")), _int(status.get("numberReady"))
     else:
         desired, ready = _int(spec.get("replicas", 1)), _int(status.get("readyReplicas"))
-    role: Literal["scheduler", "device-plugin", ""] = ""
-    if kind == "Deployment" and (component == SCHEDULER_COMPONENT or name.endswith(SCHEDULER_COMPONENT)):
+    role: Literal["scheduler", "device-plugin", "mock-device-plugin", ""] = ""
+    images = [str(_map(c).get("image") or "") for c in _list(template.get("containers"))]
+    if kind == "DaemonSet" and (
+        component == MOCK_PLUGIN_COMPONENT
+        or name.endswith("mock-device-plugin")
+        or any("mock-device-plugin" in i for i in images)
+    ):
+        role = "mock-device-plugin"
+    elif kind == "Deployment" and (component == SCHEDULER_COMPONENT or name.endswith(SCHEDULER_COMPONENT)):
         role = "scheduler"
     elif kind == "DaemonSet" and (component == DEVICE_PLUGIN_COMPONENT or name.endswith(DEVICE_PLUGIN_COMPONENT)):
         role = "device-plugin"
@@ -227,9 +243,13 @@ def workload(obj: Mapping[str, Any]) -> Workload:
         str(_map(_map(v).get("hostPath")).get("path") or "").startswith(DEVICE_PLUGIN_DIR)
         for v in _list(template.get("volumes"))
     )
-    images = [str(_map(c).get("image") or "") for c in _list(template.get("containers"))]
     words = " ".join([name, *images]).lower()
-    gpu_plugin = kind == "DaemonSet" and mounts_plugins and any(w in words for w in ("nvidia", "hami", "gpu"))
+    gpu_plugin = (
+        kind == "DaemonSet"
+        and role != "mock-device-plugin"
+        and mounts_plugins
+        and any(w in words for w in ("nvidia", "hami", "gpu"))
+    )
     match = _map(_map(spec.get("selector")).get("matchLabels"))
     selector = {str(k): str(v) for k, v in match.items()}
     return Workload(kind, namespace, name, desired, ready, role, gpu_plugin, selector)
@@ -327,15 +347,25 @@ def split_count_conflict(cards: Sequence[Card], capacity: int) -> str | None:
     return None
 
 
+def other_count_plugins(facts: HealthFacts) -> list[Workload]:
+    """GPU device-plugin DaemonSets besides HAMi's own device plugin (NVIDIA's, the GPU operator's):
+    what else could advertise the count resource (HAMi's mock never does)."""
+    return [w for w in facts.workloads if w.gpu_plugin and w.role != "device-plugin"]
+
+
 def conflicts(facts: HealthFacts, split: Mapping[str, str], gpu_nodes: Iterable[str]) -> dict[str, str]:
-    """GPU node -> why two device plugins seem to run there (pods of two DaemonSets, or the capacity)."""
+    """GPU node -> why two device plugins advertise there: pods of two GPU device-plugin DaemonSets
+    on the node, or a one-per-card capacity (``split``) while another GPU device plugin than HAMi's
+    exists to have advertised it. Without one the capacity is no second plugin's: the mock-device
+    lab sets ``nvidia.com/gpu`` by hand as the mock's health gate (any positive value works)."""
+    others = other_count_plugins(facts)
     out: dict[str, str] = {}
     for node in sorted(gpu_nodes):
         plugins = facts.plugin_nodes.get(node, ())
         if len(plugins) > 1:
             out[node] = "device-plugin pods of " + " and ".join(plugins[:3])
-        elif node in split:
-            out[node] = split[node]
+        elif node in split and others:
+            out[node] = f"{split[node]}; GPU device plugin besides HAMi's: {_names([w.ref for w in others], 2)}"
     return out
 
 
@@ -420,7 +450,8 @@ def notes(facts: HealthFacts, *, tainted: Mapping[str, list[str]], gpu_nodes: in
                     "by the labels this platform applies."
                 )
         probe = facts.webhook
-        if probe is not None and probe.outcome == "unmutated":
+        if probe is not None and probe.outcome == "unmutated" and not facts.role("scheduler"):
+            # With HAMi's scheduler deployed this is WebhookNotInPath (concerns/gpu/verdict.py).
             out.append(
                 f"No webhook gave the dry-run GPU pod in namespace {probe.namespace} another scheduler than "
                 f"{DEFAULT_SCHEDULER}: HAMi's webhook does not handle GPU pods there, so HAMi does not schedule them."

@@ -6,12 +6,12 @@ resource names) and what labelling achieved this pass, and decides:
 - per GPU node HAMi capacity (``capacity.node_capacity``), when ``spec.gpu.hami.enabled``;
 - GPUReady (``gpu_condition``, the chain ``GPU_READY``): every problem (``GPU_PROBLEMS``) is
   named in the message and the most urgent one gives the reason (conflict, pending labels,
-  unparseable, no devices, no allocatable GPUs, unhealthy cards, stale lock); no problem:
+  unparseable, no devices, no allocatable GPUs, unhealthy cards, a malformed node lock); no problem:
   ``GPUNodesReady``, ``GPUNodesTainted`` or ``NoGPUNodes``;
 - ``status.gpu`` (at most MAX_LISTED_NODES nodes, problem nodes first; totals cover all) and the
   recorded ``gpuNodes`` (at most MAX_RECORDED_NODES and RECORDED_BUDGET bytes) and ``gpuResourceNames``;
-- when to look again: when an active node lock expires (no watch event marks that moment), and
-  soon while the snapshot's first listing is incomplete or the snapshot is stale.
+- when to look again: when an active, dangling or leaked node lock expires (no watch event marks
+  that moment), and soon while the snapshot's first listing is incomplete or the snapshot is stale.
 
 Until that first listing is complete (``facts.synced``) the pass does not wait: it keeps the
 previous GPUReady, ``status.gpu`` and recorded GPU facts (for up to STALE_AFTER, then reports
@@ -39,7 +39,7 @@ from tenant_platform.api import constants, reasons
 from tenant_platform.api.models import TenantPlatform, parse_duration
 from tenant_platform.api.status.gpu import GpuTotal
 from tenant_platform.api.status.recorded import Recorded
-from tenant_platform.concerns.gpu import health, nodefit
+from tenant_platform.concerns.gpu import health, nodefit, nodelocks
 from tenant_platform.concerns.gpu.capacity import CACHE as CAPACITY_CACHE
 from tenant_platform.concerns.gpu.capacity import NodeCapacity, quantity_int, summary_line, total_status
 from tenant_platform.concerns.gpu.facts import GpuFacts
@@ -61,7 +61,7 @@ from tenant_platform.core.checks import Chain, Check
 from tenant_platform.core.conditions import Condition
 from tenant_platform.core.verdict import Verdict
 from tenant_platform.formats.hami.allocations import PodLike
-from tenant_platform.formats.hami.locks import PodLookup, lock_expires_in
+from tenant_platform.formats.hami.locks import PodLookup
 from tenant_platform.formats.hami.names import (
     ANNOTATION_LOCK,
     ANNOTATION_POD_ALLOCATED,
@@ -211,6 +211,9 @@ def _as_listed(
             notes=notes,
             all_tainted=all_tainted,
             total=total,
+            webhook=facts.health.webhook,
+            schedulers=tuple(f"{w.kind} {w.ref}" for w in facts.health.role("scheduler")),
+            lock_timeout=parse_duration(spec.hami.node_lock_timeout),
         )
     )
     status = status_section(
@@ -229,10 +232,13 @@ def _as_listed(
 
 
 def _lock_expiries(capacities: Sequence[NodeCapacity], now: datetime, timeout: timedelta) -> tuple[float, ...]:
-    """When each active node lock expires (a second after; no watch event marks that moment)."""
+    """When each active, dangling or leaked node lock expires (a second after; no watch event marks
+    that moment, and what HAMi does with the lock changes then: concerns/gpu/nodelocks.py)."""
     return tuple(
         expiry + 1.0
-        for expiry in (lock_expires_in(c.lock, now=now, timeout=timeout) for c in capacities if c.lock is not None)
+        for expiry in (
+            nodelocks.turns_expired_in(c.lock, now=now, timeout=timeout) for c in capacities if c.lock is not None
+        )
         if expiry is not None
     )
 
@@ -371,6 +377,12 @@ class Findings:
     """Every GPU node carries a NoSchedule/NoExecute taint a GPU pod is not given a toleration for."""
     total: GpuTotal | None = None
     """``total_status(nodes)`` when the caller has it already (computed here otherwise)."""
+    webhook: health.WebhookProbe | None = None
+    """What the dry-run GPU pod showed (None: no dry run this pass)."""
+    schedulers: tuple[str, ...] = ()
+    """HAMi's scheduler Deployments found in HAMi's namespace (``Deployment <ns>/<name>``)."""
+    lock_timeout: timedelta = timedelta(minutes=5)
+    """``spec.gpu.hami.nodeLockTimeout``: when HAMi takes a left-behind node lock over."""
 
 
 def _names(items: Sequence[str], limit: int = 5) -> str:
@@ -380,9 +392,11 @@ def _names(items: Sequence[str], limit: int = 5) -> str:
 
 def gpu_condition(findings: Findings) -> Condition:
     """GPUReady from the findings (``GPU_READY``). Every problem is named in the message; the
-    reason is the most urgent one (conflict, pending labels, unreachable webhook, HAMi's scheduler
-    or device plugin not ready, two device plugins, unparseable, no devices, no allocatable GPUs,
-    unhealthy cards, stale lock). Notes (taints, HAMi workloads not found, ...) follow, at most three.
+    reason is the most urgent one (conflict, pending labels, the webhook not in the path, unreachable
+    webhook, HAMi's scheduler or device plugin not ready, two device plugins, unparseable, no devices,
+    no allocatable GPUs, unhealthy cards, a malformed node lock). Left-behind node locks are named with
+    what HAMi does with them (concerns/gpu/nodelocks.py) and never fail GPUReady. Notes (taints,
+    HAMi workloads not found, ...) follow, at most three.
     No problem: ``GPUNodesReady``, ``GPUNodesTainted`` (every GPU node tainted) or ``NoGPUNodes``."""
     found = GPU_READY.first(findings)
     assert found is not None  # nodes_ready always finds
@@ -411,7 +425,9 @@ def problems_found(findings: Findings) -> Condition | None:
         return None
     message = " ".join(message for _, message in problems)
     return conditions.false(
-        constants.GPU_READY, problems[0][0], message + _ignored_sentence(findings.nodes) + _notes(findings)
+        constants.GPU_READY,
+        problems[0][0],
+        message + _ignored_sentence(findings.nodes) + _locks_sentence(findings) + _notes(findings),
     )
 
 
@@ -436,7 +452,7 @@ def _ready_message(findings: Findings) -> str:
     if findings.hami_enabled:
         total = findings.total if findings.total is not None else total_status(findings.nodes)
         message += f"; HAMi reports {summary_line(total)}"
-    return message + "." + _ignored_sentence(findings.nodes) + _notes(findings)
+    return message + "." + _ignored_sentence(findings.nodes) + _locks_sentence(findings) + _notes(findings)
 
 
 def every_node_tainted(findings: Findings) -> Condition | None:
@@ -473,6 +489,19 @@ def _ignored_sentence(nodes: Sequence[NodeCapacity]) -> str:
     )
 
 
+def _locks_sentence(findings: Findings) -> str:
+    """`` Node lock(s) left behind ...``: expired, dangling and leaked locks, each with what HAMi's
+    next bind does with it (concerns/gpu/nodelocks.py); nothing to remove."""
+    left = [
+        f"{n.name} ({n.lock.state}: {n.lock.phrase()}; {nodelocks.outlook(n.lock, timeout=findings.lock_timeout)})"
+        for n in _hami_nodes(findings)
+        if n.lock is not None and nodelocks.left_behind(n.lock)
+    ]
+    if not left:
+        return ""
+    return f" Node lock(s) left behind that HAMi releases by itself, nothing to remove: {_names(left, 3)}."
+
+
 # -- the problems GPUReady names, in order (the first gives the reason) ---------------------------
 
 GpuProblem = tuple[reasons.GPU | reasons.Common, str]
@@ -496,6 +525,35 @@ def labels_pending(findings: Findings) -> list[GpuProblem] | None:
     if not findings.pending:
         return None
     return [(reasons.GPU.LABELS_PENDING, f"Would change GPU node labels: {_names(findings.pending, 10)} (dry run).")]
+
+
+def webhook_not_in_path(findings: Findings) -> list[GpuProblem] | None:
+    """HAMi's scheduler is deployed, yet the dry-run GPU pod came back unmutated: GPU pods there go
+    to the default scheduler, past HAMi. Whatever the webhook's failurePolicy: with HAMi's chart
+    default (Ignore) an unreachable webhook lets the pod through unmutated (Fail rejects it:
+    ``WebhookUnreachable``)."""
+    probe = findings.webhook
+    if (
+        not findings.hami_enabled
+        or not findings.gpu_nodes
+        or not findings.schedulers
+        or probe is None
+        or probe.outcome != "unmutated"
+    ):
+        return None
+    return [
+        (
+            reasons.GPU.WEBHOOK_NOT_IN_PATH,
+            f"A dry-run GPU pod in namespace {probe.namespace}{probe.when} came back unmutated (schedulerName "
+            f"{probe.scheduler_name or health.DEFAULT_SCHEDULER}) although HAMi's scheduler is deployed "
+            f"({_names(list(findings.schedulers), 2)}): HAMi's webhook is not in the path, so GPU pods there go to "
+            "the default scheduler, past HAMi's sharing and accounting. HAMi's chart installs the webhook with "
+            "failurePolicy: Ignore, so an API server that cannot reach it (no endpoints, a hosted control plane "
+            "without a path to the cluster network) admits pods unmutated; so do a namespace or pod labelled "
+            "hami.io/webhook=ignore and admissionWebhook.enabled=false. Check the webhook's Service and pods and "
+            "the control plane's path to them (konnectivity).",
+        )
+    ]
 
 
 def hami_health(findings: Findings) -> list[GpuProblem] | None:
@@ -568,19 +626,21 @@ def unhealthy_cards(findings: Findings) -> list[GpuProblem] | None:
     ]
 
 
-def stale_node_lock(findings: Findings) -> list[GpuProblem] | None:
-    stale = [
-        f"{n.name} ({n.lock.state}: {n.lock.phrase()})"
-        for n in _hami_nodes(findings)
-        if n.lock is not None and n.lock.stale
-    ]
-    if not stale:
+def malformed_node_lock(findings: Findings) -> list[GpuProblem] | None:
+    """A node lock HAMi will not take over by itself (concerns/gpu/nodelocks.py ``blocks``): every
+    bind on the node fails until it is removed. Expired, dangling and leaked locks are no problem:
+    HAMi takes them over (``_locks_sentence`` names them)."""
+    blocking = [n for n in _hami_nodes(findings) if n.lock is not None and nodelocks.blocks(n.lock)]
+    if not blocking:
         return None
+    listed = [f"{n.name} ({n.lock.reason})" for n in blocking if n.lock is not None]
+    where = f"node {blocking[0].name}" if len(blocking) == 1 else f"nodes {_names([n.name for n in blocking])}"
     return [
         (
-            reasons.GPU.STALE_LOCK,
-            f"Stale HAMi node lock on node(s) {_names(stale)}: new GPU pods cannot bind there until it "
-            f"expires; remove the {ANNOTATION_LOCK} annotation from the node if its pod is done.",
+            reasons.GPU.MALFORMED_LOCK,
+            f"A HAMi node lock that HAMi will not take over on node(s) {_names(listed)}: binding a GPU pod there "
+            "fails until the lock is removed (HAMi takes over only a lock it can read that expired or whose pod "
+            f"is gone); remove the {ANNOTATION_LOCK} annotation from {where}.",
         )
     ]
 
@@ -593,12 +653,13 @@ def _hami_nodes(findings: Findings) -> Sequence[NodeCapacity]:
 GPU_PROBLEMS: Final = Chain[Findings, list[GpuProblem]](
     Check("label conflict", label_conflicts),
     Check("labels pending", labels_pending),
+    Check("webhook not in the path", webhook_not_in_path),
     Check("HAMi health", hami_health),
     Check("register unparseable", register_unparseable),
     Check("labelled node registers no devices", labelled_but_silent),
     Check("empty device list", empty_device_list),
     Check("nothing allocatable", nothing_allocatable),
     Check("unhealthy cards", unhealthy_cards),
-    Check("stale node lock", stale_node_lock),
+    Check("malformed node lock", malformed_node_lock),
 )
 """Every problem GPUReady names, in this order; the first one found gives the reason."""
