@@ -177,8 +177,12 @@ class EdgeCertStep:
     condition_types: tuple[str, ...] = (constants.EDGE_CERTIFICATE_READY,)
 
     def render(self, platform: TenantPlatform) -> list[Obj]:
-        """The trust ConfigMap skeleton (its bundle is only known at runtime)."""
-        return [manifests.render_trust_config_map(platform, None)]
+        """The trust ConfigMap skeleton (its bundle is only known at runtime), and with
+        ``issuer: CertManager`` the Certificate before it."""
+        skeleton = manifests.render_trust_config_map(platform, None)
+        if platform.spec.edge_certificate.issuer == "CertManager":
+            return [verdict.certificate_for(platform), skeleton]
+        return [skeleton]
 
     def cleanup(self, ctx: StepContext) -> CleanupResult:
         """Delete the self-signed certificate Secrets we issued outside the platform's namespaces.
