@@ -10,7 +10,9 @@
 #   cert-manager hack/judges/cert-manager: cert-manager's own certificate and issuer controllers
 #              (github.com/cert-manager/cert-manager, pinned in its go.mod) as one local process;
 #              its CRDs are copied from the module source into the cache beside the binary
-#              (<dir>/crds), never committed; tests/integration/test_certmanager.py
+#              (<dir>/crds), never committed; tests/integration/test_certmanager.py. Measured on 2
+#              busy cores: cold (empty Go build cache) about 3.5 min plus 61 MB of modules (13 s);
+#              with a warm build cache 15 s (link); cached, instant
 #   istioctl   generates real injected pods (hack/gen-injected-pods.sh); opt-in: not built by the
 #              no-argument form, since its cold build takes far longer than the others
 #
