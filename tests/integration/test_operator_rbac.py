@@ -151,6 +151,7 @@ def sar(
 
 RBAC = "rbac.authorization.k8s.io"
 ADMISSION = "admissionregistration.k8s.io"
+CERT_MANAGER = "cert-manager.io"
 
 # (what, verb, resource, group, namespace, name, subresource): RBAC must say no.
 MUST_BE_NO = [
@@ -191,6 +192,13 @@ MUST_BE_NO = [
     ("write a quota's status (the quota controller's)", "patch", "resourcequotas", "", "rbac-tenant", "", "status"),
     ("update ResourceQuotas (only SSA patches)", "update", "resourcequotas", "", "rbac-tenant", "", ""),
     ("anything", "*", "*", "*", "", "", ""),
+    # cert-manager (edgeCertificate.issuer CertManager): the Certificate only, never issuers or requests.
+    ("watch Certificates", "watch", "certificates", CERT_MANAGER, "istio-system", "", ""),
+    ("update Certificates (only SSA patches)", "update", "certificates", CERT_MANAGER, "istio-system", "", ""),
+    ("write a Certificate's status", "patch", "certificates", CERT_MANAGER, "istio-system", "", "status"),
+    ("create CertificateRequests", "create", "certificaterequests", CERT_MANAGER, "istio-system", "", ""),
+    ("read an Issuer", "get", "issuers", CERT_MANAGER, "istio-system", "", ""),
+    ("create ClusterIssuers", "create", "clusterissuers", CERT_MANAGER, "", "", ""),
     # The fences (and any policy or binding but the shared pod guard's) are out of reach: RBAC is
     # all that protects these kinds (docs/security.md, "One shared pod guard").
     *[
@@ -229,6 +237,20 @@ MUST_BE_YES = [
     ("apply the GPU share quota", "patch", "resourcequotas", "", "rbac-tenant", "", ""),
     ("prune GPU share quotas", "delete", "resourcequotas", "", "rbac-tenant", "", ""),
     ("list GPU share quotas for pruning", "list", "resourcequotas", "", "", "", ""),
+    ("apply the edge Certificate", "patch", "certificates", CERT_MANAGER, "istio-system", "", ""),
+    ("create the edge Certificate", "create", "certificates", CERT_MANAGER, "istio-system", "", ""),
+    ("read the edge Certificate", "get", "certificates", CERT_MANAGER, "istio-system", "edge", ""),
+    ("prune edge Certificates", "list", "certificates", CERT_MANAGER, "istio-system", "", ""),
+    ("delete the edge Certificate", "delete", "certificates", CERT_MANAGER, "istio-system", "edge", ""),
+    (
+        "list CertificateRequests (why issuance waits)",
+        "list",
+        "certificaterequests",
+        CERT_MANAGER,
+        "istio-system",
+        "",
+        "",
+    ),
     # The shared pod guard, by name only (create cannot be narrowed by name).
     *[
         (f"{verb} {kind} {name}", verb, kind, ADMISSION, "", name, "")

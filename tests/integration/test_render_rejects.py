@@ -61,6 +61,18 @@ CASES = [
     ),
     Case("S3 without settings", {"objectStore": {"mode": "S3"}}, "objectStore.s3", admission.MSG_S3_REQUIRED),
     Case(
+        "CertManager without issuerRef",
+        {"edgeCertificate": {"issuer": "CertManager"}},
+        "edgeCertificate.issuerRef",
+        admission.MSG_ISSUER_REF,
+    ),
+    Case(
+        "issuerRef without CertManager",
+        {"edgeCertificate": {"issuer": "SelfSigned", "issuerRef": {"name": "ca"}}},
+        "edgeCertificate.issuerRef",
+        admission.MSG_ISSUER_REF,
+    ),
+    Case(
         "revision missing",
         {"mesh": {"injection": {"mode": "Revision"}}},
         "mesh.injection.revision",

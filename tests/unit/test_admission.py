@@ -46,6 +46,7 @@ FULL: dict[str, Any] = {
         "mode": "S3",
         "s3": {"endpoint": "https://s3.example.com", "bucket": "bucket", "credentialsSecret": {"name": "creds"}},
     },
+    "edgeCertificate": {"issuer": "CertManager", "issuerRef": {"name": "letsencrypt", "kind": "ClusterIssuer"}},
 }
 
 
@@ -251,6 +252,8 @@ def test_unknown_fields_are_refused_at_any_depth() -> None:
         ({"installer": {"subjects": [{"kind": "Group", "name": "system:masters"}]}}, admission.MSG_SUBJECT_SYSTEM),
         ({"gpu": {"nodeLabels": {"labels": {"node-role.kubernetes.io/gpu": ""}}}}, admission.MSG_GPU_LABEL_PREFIX),
         ({"gpu": {"share": {"cards": 1, "coresPercent": 101}}}, admission.MSG_GPU_SHARE_CORES),
+        ({"edgeCertificate": {"issuer": "CertManager"}}, admission.MSG_ISSUER_REF),
+        ({"edgeCertificate": {"issuer": "SelfSigned", "issuerRef": {"name": "ca"}}}, admission.MSG_ISSUER_REF),
     ],
 )
 def test_each_cel_rule(spec: dict[str, Any], message: str) -> None:

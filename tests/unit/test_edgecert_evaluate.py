@@ -71,6 +71,38 @@ def facts(secret: dict[str, Any] | None, **changes: Any) -> edgecert.EdgeCertFac
 
 
 SELF_SIGNED = {"issuer": "SelfSigned"}
+CERT_MANAGER = {"issuer": "CertManager", "issuerRef": {"name": "selfsigned"}}
+
+
+def cm_certificate(**conditions: tuple[str, str, str]) -> dict[str, Any]:
+    """A Certificate of ours as cert-manager leaves it: {type: (status, reason, message)}."""
+    return {
+        "apiVersion": "cert-manager.io/v1",
+        "kind": "Certificate",
+        "metadata": {"name": SECRET, "namespace": GW, "generation": 1, "uid": "c-1"},
+        "status": {
+            "conditions": [
+                {"type": t, "status": st, "reason": r, "message": m, "observedGeneration": 1}
+                for t, (st, r, m) in conditions.items()
+            ]
+        },
+    }
+
+
+CM_PENDING = {
+    "certificate": cm_certificate(
+        Ready=("False", "DoesNotExist", "Issuing certificate as Secret does not exist"),
+        Issuing=("True", "DoesNotExist", "Issuing certificate as Secret does not exist"),
+    ),
+    "certificate_owner": "demo",
+}
+CM_FAILED = {
+    "certificate": cm_certificate(
+        Ready=("False", "DoesNotExist", "Issuing certificate as Secret does not exist"),
+        Issuing=("False", "Failed", "The certificate request has failed to complete and will be retried: boom"),
+    ),
+    "certificate_owner": "demo",
+}
 
 
 class Row(NamedTuple):
@@ -173,6 +205,36 @@ ROWS = [
         Common.CONFLICT,
         f"but Secret {GW}/{SECRET} belongs to someone else (it lacks our labels), so it was left untouched",
     ),
+    Row(
+        "cert-manager pending",
+        lambda: None,
+        CM_PENDING,
+        CERT_MANAGER,
+        False,
+        "False",
+        Reason.CERTIFICATE_PENDING,
+        "is not Ready yet (Ready: False, DoesNotExist: Issuing certificate as Secret does not exist",
+    ),
+    Row(
+        "cert-manager failed",
+        lambda: None,
+        CM_FAILED,
+        CERT_MANAGER,
+        False,
+        "False",
+        Reason.CERTIFICATE_FAILED,
+        "Issuing: False, Failed: The certificate request has failed to complete and will be retried: boom",
+    ),
+    Row(
+        "cert-manager not installed",
+        lambda: None,
+        {"certificate_served": False},
+        CERT_MANAGER,
+        False,
+        "False",
+        Reason.CERT_MANAGER_NOT_INSTALLED,
+        "cert-manager.io/v1 Certificate is not served",
+    ),
 ]
 
 
@@ -192,7 +254,7 @@ def test_evaluate(row: Row) -> None:
     assert row.fragment in cond.message
     assert "PRIVATE KEY" not in cond.message
     assert plan.issue is None
-    assert verdict.progressing is (row.reason == Reason.NAMESPACE_MISSING)
+    assert verdict.progressing is (row.reason in (Reason.NAMESPACE_MISSING, Reason.CERTIFICATE_PENDING))
 
 
 def test_self_signed_issues_for_a_missing_secret_then_reports_the_new_one() -> None:

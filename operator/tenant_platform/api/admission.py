@@ -151,10 +151,12 @@ MSG_GPU_LABEL_PREFIX = (
 )
 
 MSG_GPU_SHARE_CORES = "gpu.share.coresPercent must be at most 100 per card (100 * cards)"
+MSG_ISSUER_REF = "edgeCertificate.issuerRef is required when issuer is CertManager and not allowed otherwise"
 
 MIRRORED = frozenset(
     {
         MSG_GPU_SHARE_CORES,
+        MSG_ISSUER_REF,
         MSG_NAMESPACE_SYSTEM,
         MSG_ADDITIONAL_SYSTEM,
         MSG_ADDITIONAL_REPEATS,
@@ -238,6 +240,10 @@ def gpu_label_rules(labels: Mapping[str, str]) -> list[str]:
 
 def gpu_share_rules(cards: int, cores_percent: int | None) -> list[str]:
     return [MSG_GPU_SHARE_CORES] if cores_percent is not None and cores_percent > 100 * cards else []
+
+
+def edge_certificate_rules(issuer: str, *, has_issuer_ref: bool) -> list[str]:
+    return [MSG_ISSUER_REF] if (issuer == "CertManager") != has_issuer_ref else []
 
 
 def spec_rules(

@@ -231,11 +231,25 @@ class Gateway(_Model):
     )
 
 
+class IssuerRef(_Model):
+    """The cert-manager issuer of ``issuer: CertManager`` (a Certificate's ``spec.issuerRef``)."""
+
+    name: str = Field(pattern=DNS1123_SUBDOMAIN, max_length=253, description="Issuer or ClusterIssuer name.")
+    kind: Literal["Issuer", "ClusterIssuer"] = Field(
+        "Issuer", description="Issuer (in the gateway namespace) or ClusterIssuer."
+    )
+    group: str = Field(
+        "cert-manager.io", pattern=DNS1123_SUBDOMAIN, max_length=253, description="The issuer's API group."
+    )
+
+
 class EdgeCertificate(_Model):
     secret_name: str = Field("kamiwaza-edge-tls", pattern=DNS1123_SUBDOMAIN, description="TLS Secret.")
-    issuer: Literal["External", "SelfSigned"] = Field(
-        "External", description="External: verify only; SelfSigned: generate and rotate."
+    issuer: Literal["External", "SelfSigned", "CertManager"] = Field(
+        "External",
+        description="External: verify only; SelfSigned: generate and rotate; CertManager: a cert-manager Certificate.",
     )
+    issuer_ref: IssuerRef | None = Field(None, description="Required for issuer CertManager, not allowed otherwise.")
     renew_before: str = Field("720h", pattern=DURATION, description="Renew/alert this long before expiry.")
     trust_config_map_name: str = Field(
         "",
@@ -243,6 +257,12 @@ class EdgeCertificate(_Model):
         max_length=253,
         description="Trust ConfigMap in the tenant namespace; empty means <namespace>-edge-trust.",
     )
+
+    @model_validator(mode="after")
+    def _admission_rules(self, info: ValidationInfo) -> EdgeCertificate:
+        if _admitting(info):
+            _refuse(admission.edge_certificate_rules(self.issuer, has_issuer_ref=self.issuer_ref is not None))
+        return self
 
 
 class Dns(_Model):

@@ -141,6 +141,12 @@ class EdgeCertificate(StrEnum):
     EXPIRING_SOON = "ExpiringSoon"
     WOULD_ISSUE = "WouldIssue"
     NAMESPACE_MISSING = "NamespaceMissing"
+    CERTIFICATE_PENDING = "CertificatePending"
+    """issuer CertManager: the Certificate is not Ready yet (cert-manager's reasons in the message)."""
+    CERTIFICATE_FAILED = "CertificateFailed"
+    """issuer CertManager: cert-manager failed to issue (its Issuing condition is False, Failed)."""
+    CERT_MANAGER_NOT_INSTALLED = "CertManagerNotInstalled"
+    """issuer CertManager: cert-manager.io/v1 Certificate is not served (no cert-manager CRDs)."""
 
 
 class DNS(StrEnum):

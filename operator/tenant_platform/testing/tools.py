@@ -2,10 +2,13 @@
 
 The script compiles them from the Go module proxy into a cache keyed by version
 (``~/.cache/tenant-platform/tools``, or TENANT_PLATFORM_CACHE) and prints the binary's path;
-TENANT_PLATFORM_HELM / _PROMTOOL / _KSTATUS / _ARGOCD_LUA / _ISTIOCTL name prebuilt binaries instead. The
+TENANT_PLATFORM_HELM / _PROMTOOL / _KSTATUS / _ARGOCD_LUA / _ISTIOCTL name prebuilt binaries instead
+(TENANT_PLATFORM_CERT_MANAGER a directory laid out as the cache's: bin/cert-manager, crds/). The
 judges are our own programs under hack/judges: ``kstatus`` prints what kstatus and Flux's
 healthCheckExprs reader compute for objects, ``argocd-lua`` runs an Argo CD health script in
-gopher-lua (Argo CD's VM). A tool that
+gopher-lua (Argo CD's VM), ``cert-manager`` runs cert-manager's own certificate and issuer
+controllers against an API server (``cert_manager_crds`` lists the CRD files the build copied
+from cert-manager's module source beside it). A tool that
 cannot be built raises ToolError with the build's last lines (tests then fail, never skip).
 ``cached_tool_path`` never builds: istioctl's cold build takes many minutes, so the suite uses it
 only when it is already there (``hack/build-tools.sh istioctl`` builds it).
@@ -21,7 +24,7 @@ from typing import Final
 from tenant_platform.testing.binaries import repo_root
 
 BUILD_SCRIPT: Final = Path("hack") / "build-tools.sh"
-TOOLS: Final = ("helm", "promtool", "kstatus", "argocd-lua", "istioctl")
+TOOLS: Final = ("helm", "promtool", "kstatus", "argocd-lua", "cert-manager", "istioctl")
 _TAIL: Final = 40
 
 
@@ -64,3 +67,11 @@ def cached_tool_path(name: str) -> Path | None:
     if proc.returncode != 0 or not lines or not Path(lines[-1]).is_file():
         return None
     return Path(lines[-1])
+
+
+def cert_manager_crds(binary: Path) -> list[Path]:
+    """cert-manager's CRD files beside its judge (``<dir>/crds/*.yaml`` for ``<dir>/bin/cert-manager``)."""
+    crds = sorted((binary.parent.parent / "crds").glob("*.yaml"))
+    if not crds:
+        raise ToolError(f"no cert-manager CRDs beside {binary} (expected {binary.parent.parent / 'crds'}/*.yaml)")
+    return crds

@@ -15,7 +15,7 @@ class RecordedEdgeCertificate(StatusModel):
     secret_name: str
     namespace: str
     """The Secret's namespace (the gateway namespace)."""
-    issuer_mode: Literal["External", "SelfSigned"]
+    issuer_mode: Literal["External", "SelfSigned", "CertManager"]
     self_signed: bool | None = None
     not_before: str | None = None
     """RFC 3339, UTC, seconds (``2026-06-01T12:00:00Z``)."""

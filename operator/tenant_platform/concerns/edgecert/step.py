@@ -39,13 +39,16 @@ from datetime import timedelta
 from tenant_platform import metrics
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
+from tenant_platform.api.reasons import Common
 from tenant_platform.concerns.edgecert import issuance, manifests, verdict
+from tenant_platform.core import conditions
 from tenant_platform.core.identities import GATEWAY_API_VERSION, GATEWAY_KIND
 from tenant_platform.core.verdict import Event, Verdict
 from tenant_platform.framework.base import (
     CleanupResult,
     StepContext,
     apply_children,
+    key,
     owner_of,
     selector,
     stamp,
@@ -57,15 +60,20 @@ from tenant_platform.kube.client import Obj
 COMPONENT = "edgecert"
 CONFIG_MAP = ("v1", "ConfigMap")
 GATEWAY = (GATEWAY_API_VERSION, GATEWAY_KIND)
+CERTIFICATE_REQUEST = ("cert-manager.io/v1", "CertificateRequest")
+REVISION_ANNOTATION = "cert-manager.io/certificate-revision"
 GATEWAY_COMPONENT = "gateway"
 """The gateway step's component label (steps do not import each other)."""
 
 
 def gather(ctx: StepContext) -> verdict.EdgeCertFacts:
-    """Reads only: the Secret; outside a dry run also the tenant namespace and the trust ConfigMap."""
+    """Reads only: the Secret (and, for issuer CertManager, the Certificate and its pending
+    CertificateRequest); outside a dry run also the tenant namespace and the trust ConfigMap."""
     platform = ctx.platform
     secret = ctx.kube.get("v1", "Secret", platform.spec.edge_certificate.secret_name, platform.spec.gateway.namespace)
     facts = verdict.EdgeCertFacts(secret=secret, secret_owner=owner_of(secret) if secret is not None else "")
+    if platform.spec.edge_certificate.issuer == "CertManager":
+        facts = gather_certificate(ctx, facts)
     if ctx.dry_run:
         return facts  # a dry run publishes nothing
     namespace = platform.spec.namespace
@@ -78,6 +86,46 @@ def gather(ctx: StepContext) -> verdict.EdgeCertFacts:
         trust_map=trust_map,
         trust_map_owner=owner_of(trust_map) if trust_map is not None else "",
     )
+
+
+def gather_certificate(ctx: StepContext, facts: verdict.EdgeCertFacts) -> verdict.EdgeCertFacts:
+    """issuer CertManager: whether cert-manager's Certificate is served, the Certificate named like
+    the Secret, and (while it is not Ready) its CertificateRequest for the revision being issued,
+    found by our labels (cert-manager copies a Certificate's labels onto its requests)."""
+    spec = ctx.platform.spec
+    namespace = spec.gateway.namespace
+    if not ctx.kube.served(*manifests.CERTIFICATE):
+        return replace(facts, certificate_served=False)
+    certificate = ctx.kube.get(*manifests.CERTIFICATE, spec.edge_certificate.secret_name, namespace)
+    facts = replace(
+        facts, certificate=certificate, certificate_owner=owner_of(certificate) if certificate is not None else ""
+    )
+    if certificate is None or facts.certificate_owner != ctx.name:
+        return facts
+    ready = [c for c in (certificate.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"]
+    if ready and ready[0].get("status") == "True":
+        return facts
+    return replace(facts, certificate_request=pending_request(ctx, certificate))
+
+
+def pending_request(ctx: StepContext, certificate: Obj) -> Obj | None:
+    """The newest CertificateRequest the Certificate owns for its next revision, if any."""
+    meta = certificate.get("metadata") or {}
+    revision = int((certificate.get("status") or {}).get("revision") or 0) + 1
+    try:
+        requests = ctx.kube.list(
+            *CERTIFICATE_REQUEST, meta.get("namespace"), label_selector=selector(ctx.name, COMPONENT)
+        )
+    except errors.NotFound:
+        return None
+    mine = [
+        r
+        for r in requests
+        if any(o.get("uid") == meta.get("uid") for o in (r.get("metadata") or {}).get("ownerReferences") or [])
+        and ((r.get("metadata") or {}).get("annotations") or {}).get(REVISION_ANNOTATION) == str(revision)
+    ]
+    mine.sort(key=lambda r: str((r.get("metadata") or {}).get("creationTimestamp") or ""))
+    return mine[-1] if mine else None
 
 
 def issued_secret_names(ctx: StepContext) -> set[tuple[str, str]]:
@@ -100,13 +148,41 @@ def issued_secret_names(ctx: StepContext) -> set[tuple[str, str]]:
     return names
 
 
+def uses_cert_manager(platform: TenantPlatform) -> bool:
+    """issuer CertManager now, or when status was last recorded."""
+    recorded = (platform.status.get("recorded") or {}).get("edgeCertificate") or {}
+    return platform.spec.edge_certificate.issuer == "CertManager" or recorded.get("issuerMode") == "CertManager"
+
+
+def delete_certificate(ctx: StepContext, namespace: str, name: str) -> list[str]:
+    """Delete our Certificate of that name (our three labels, uid precondition); never another's."""
+    try:
+        live = ctx.kube.get(*manifests.CERTIFICATE, name, namespace)
+    except errors.NotFound:  # not served
+        return []
+    if live is None or owner_of(live) != ctx.name:
+        return []
+    meta = live["metadata"]
+    if (meta.get("labels") or {}).get(constants.LABEL_COMPONENT) != COMPONENT or meta.get("deletionTimestamp"):
+        return []
+    if ctx.dry_run:
+        return [f"Certificate {namespace}/{name} (dry run)"]
+    if ctx.kube.delete(*manifests.CERTIFICATE, name, namespace, uid=meta.get("uid")):
+        return [f"Certificate {namespace}/{name}"]
+    return []
+
+
 class EdgeCertStep:
     name = COMPONENT
     condition_types: tuple[str, ...] = (constants.EDGE_CERTIFICATE_READY,)
 
     def render(self, platform: TenantPlatform) -> list[Obj]:
-        """The trust ConfigMap skeleton (its bundle is only known at runtime)."""
-        return [manifests.render_trust_config_map(platform, None)]
+        """The trust ConfigMap skeleton (its bundle is only known at runtime), and with
+        ``issuer: CertManager`` the Certificate before it."""
+        skeleton = manifests.render_trust_config_map(platform, None)
+        if platform.spec.edge_certificate.issuer == "CertManager":
+            return [verdict.certificate_for(platform), skeleton]
+        return [skeleton]
 
     def cleanup(self, ctx: StepContext) -> CleanupResult:
         """Delete the self-signed certificate Secrets we issued outside the platform's namespaces.
@@ -121,7 +197,12 @@ class EdgeCertStep:
         metrics.record_edge_certificate_expiry(ctx.name, ctx.platform.spec.edge_certificate.secret_name, None)
         deleted: list[str] = []
         own = set(ctx.platform.spec.all_namespaces)
-        for namespace, name in sorted(issued_secret_names(ctx)):
+        names = sorted(issued_secret_names(ctx))
+        if uses_cert_manager(ctx.platform):  # the Certificate first: cert-manager would write the Secret again
+            for namespace, name in names:
+                if namespace not in own:
+                    deleted += delete_certificate(ctx, namespace, name)
+        for namespace, name in names:
             if namespace in own:
                 continue
             live = ctx.kube.get("v1", "Secret", name, namespace)
@@ -158,6 +239,13 @@ class EdgeCertStep:
             events.append(plan.issue.event)
             facts = replace(facts, secret=secret, secret_owner=owner_of(secret), issued_for=plan.issue.because)
             plan = verdict.plan(ctx.platform, facts, now=ctx.now, dry_run=ctx.dry_run)
+        if plan.certificate is not None or plan.prune_certificates:
+            stored = self._apply_certificate(ctx, facts, plan)
+            if isinstance(stored, Verdict):
+                return stored
+            if stored is not None:
+                facts = replace(facts, certificate=stored, certificate_owner=owner_of(stored), certificate_applied=True)
+                plan = verdict.plan(ctx.platform, facts, now=ctx.now, dry_run=ctx.dry_run)
         decided = plan.verdict.but(events=[*events, *plan.verdict.events])
         if not ctx.dry_run:
             spec = ctx.platform.spec
@@ -174,6 +262,35 @@ class EdgeCertStep:
             if not outcome.ok:
                 decided = decided.but(conditions=[verdict.not_published(outcome.errors)], requeue_after=None)
         return decided
+
+    @staticmethod
+    def _apply_certificate(
+        ctx: StepContext, facts: verdict.EdgeCertFacts, plan: verdict.EdgeCertPlan
+    ) -> Obj | Verdict | None:
+        """Apply the plan's Certificate (server-side apply; nothing written when it already matches)
+        and prune our other Certificates in the gateway namespace. Returns the Certificate as stored,
+        None when there is none to apply, or the failure's verdict."""
+        desired = [plan.certificate] if plan.certificate is not None else []
+        live = None
+        if plan.certificate is not None:
+            live = {key(plan.certificate): facts.certificate}
+        outcome = apply_children(
+            ctx,
+            COMPONENT,
+            desired,
+            prune_kinds=[manifests.CERTIFICATE],
+            prune_namespaces=[ctx.platform.spec.gateway.namespace],
+            live=live,
+        )
+        if not outcome.ok:
+            what = "apply" if plan.certificate is not None else "prune"
+            cond = conditions.false(
+                verdict.TYPE,
+                Common.FORBIDDEN if outcome.forbidden else Common.API_ERROR,
+                f"Could not {what} the cert-manager Certificate: " + "; ".join(outcome.errors),
+            )
+            return plan.verdict.but(conditions=[cond], failed=True, progressing=False, requeue_after=None)
+        return outcome.applied[0] if plan.certificate is not None and outcome.applied else None
 
     @staticmethod
     def _issue(ctx: StepContext, facts: verdict.EdgeCertFacts, issue: verdict.Issue) -> Obj | None:
