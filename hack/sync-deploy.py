@@ -12,7 +12,9 @@ One source each:
   `helm.sh/resource-policy: keep` annotation keeps it on uninstall (docs/upgrade.md).
 - deploy/base/rbac.yaml (the RBAC the e2e tests run the operator under) becomes the chart's
   templates/rbac.yaml: the operator namespace becomes the release namespace and each object's
-  labels become the chart's labels; rules, names and comments are kept as they are.
+  labels become the chart's labels; the operator's ServiceAccount follows the values
+  serviceAccount.create/.name/.annotations (the object, the bindings' subjects and the username
+  the admission fences match); rules, other names and comments are kept as they are.
 - deploy/helm/tenant-platform/templates/prometheusrule.yaml, rendered by `helm template` with
   the chart's defaults, becomes the plain deploy/monitoring/prometheusrule.yaml.
 - deploy/components/watch-secrets/rbac.yaml (the opt-in grant to list and watch every Secret)
@@ -51,6 +53,8 @@ CHART_DASHBOARD = CHART / "dashboards" / "tenant-platform.json"
 OPERATOR_NAMESPACE = "tenant-platform-system"
 RELEASE_NAME = "tenant-platform"
 NAME_LABEL = "app.kubernetes.io/name"
+OPERATOR_SA = "tenant-platform-operator"
+SA_NAME = '{{ include "tenant-platform.serviceAccountName" . | quote }}'
 
 PACKAGE = Path("operator/tenant_platform/data")
 # Source -> its copy in the package (package data, pyproject.toml's tool.setuptools.package-data).
@@ -71,10 +75,48 @@ def chart_rbac(base: str, source: Path = BASE_RBAC) -> str:
     out: list[str] = [GENERATED.format(source=source)]
     lines = base.splitlines()
     i = 0
+    kind = ""
     while i < len(lines):
         line = lines[i]
+        if line.startswith("kind: "):
+            kind = line.removeprefix("kind: ").strip()
         ns = re.fullmatch(rf"(\s*(?:- )?)namespace: {re.escape(OPERATOR_NAMESPACE)}\s*", line)
         labels = re.fullmatch(r"(  )labels:\s*", line)  # metadata.labels only (indent 2)
+        subject = re.fullmatch(r"(\s*)- kind: ServiceAccount\s*", line)
+        if line == "apiVersion: v1" and i + 1 < len(lines) and lines[i + 1] == "kind: ServiceAccount":
+            # The operator's ServiceAccount: serviceAccount.create, .name and .annotations.
+            out.append("{{- if .Values.serviceAccount.create }}\n")
+            out.append(line + "\n")
+            i += 1
+            while i < len(lines) and lines[i] != "---":
+                sa_line = lines[i]
+                if sa_line == f"  name: {OPERATOR_SA}":
+                    out.append(f"  name: {SA_NAME}\n")
+                elif sa_line == f"  namespace: {OPERATOR_NAMESPACE}":
+                    out.append("  namespace: {{ .Release.Namespace | quote }}\n")
+                elif sa_line == "  labels:":
+                    out.append("  {{- with .Values.serviceAccount.annotations }}\n")
+                    out.append("  annotations:\n    {{- toYaml . | nindent 4 }}\n  {{- end }}\n")
+                    out.append(sa_line + "\n")
+                    out.append('    {{- include "tenant-platform.labels" . | nindent 4 }}\n')
+                    while i + 1 < len(lines) and lines[i + 1].startswith("    "):
+                        i += 1
+                        if not lines[i].strip().startswith(f"{NAME_LABEL}:"):
+                            out.append(lines[i] + "\n")
+                else:
+                    out.append(sa_line + "\n")
+                i += 1
+            out.append("{{- end }}\n")
+            continue
+        if subject and i + 1 < len(lines) and lines[i + 1] == f"{subject.group(1)}  name: {OPERATOR_SA}":
+            # A binding's subject: the operator's ServiceAccount, whatever serviceAccount.name says.
+            out.append(line + "\n")
+            out.append(f"{subject.group(1)}  name: {SA_NAME}\n")
+            i += 2
+            continue
+        if kind == "ValidatingAdmissionPolicy" and f'":{OPERATOR_SA}"' in line:
+            # The fences match the operator's username, system:serviceaccount:<namespace>:<name>.
+            line = line.replace(f'":{OPERATOR_SA}"', '":{{ include "tenant-platform.serviceAccountName" . }}"')
         if ns:
             out.append(f"{ns.group(1)}namespace: {{{{ .Release.Namespace | quote }}}}\n")
         elif labels:
