@@ -7,8 +7,8 @@
 One row per value: the schema gives its type and `description` (the schema is the one place a
 value is explained), values.yaml its default. A schema node with a description is one row unless
 properties below it carry descriptions (then each of those is a row). The script fails when a key
-of values.yaml has no row, or a row neither a default nor a parent map in values.yaml, so a new value cannot go undocumented
-(tests/unit/test_chart_readme.py runs --check).
+of values.yaml has no row, or a row neither a default nor a parent map in values.yaml, so a new
+value cannot go undocumented (tests/unit/test_chart_readme.py runs --check).
 """
 
 from __future__ import annotations
