@@ -20,6 +20,9 @@ One source each:
 - deploy/components/watch-secrets/rbac.yaml (the opt-in grant to list and watch every Secret)
   becomes the chart's templates/rbac-watch-secrets.yaml the same way as deploy/base/rbac.yaml,
   inside `{{- if .Values.rbac.watchSecrets }}` (off by default).
+- The kustomize components deploy/components/{monitoring,pdb,networkpolicy} hold the chart's
+  ServiceMonitor, PrometheusRule, PodDisruptionBudget and NetworkPolicy rendered with the chart's
+  defaults (COMPONENTS), so kustomize users get the same objects as `--set <x>.enabled=true`.
 - deploy/monitoring/grafana-dashboard.json is copied byte for byte into the chart's dashboards/
   (templates/grafana-dashboard.yaml puts it in a ConfigMap).
 - What the `tenant-platform` command needs outside a checkout (installed from a wheel) is copied
@@ -55,6 +58,24 @@ RELEASE_NAME = "tenant-platform"
 NAME_LABEL = "app.kubernetes.io/name"
 OPERATOR_SA = "tenant-platform-operator"
 SA_NAME = '{{ include "tenant-platform.serviceAccountName" . | quote }}'
+
+# The kustomize components (deploy/components/<name>/, each with a hand-written kustomization.yaml):
+# the chart's optional objects rendered with its defaults and the namespace of deploy/base.
+COMPONENTS = {
+    Path("deploy/components/monitoring/servicemonitor.yaml"): (
+        "servicemonitor.yaml",
+        "metrics.serviceMonitor.enabled",
+    ),
+    Path("deploy/components/monitoring/prometheusrule.yaml"): (
+        "prometheusrule.yaml",
+        "metrics.prometheusRule.enabled",
+    ),
+    Path("deploy/components/pdb/poddisruptionbudget.yaml"): (
+        "poddisruptionbudget.yaml",
+        "podDisruptionBudget.enabled",
+    ),
+    Path("deploy/components/networkpolicy/networkpolicy.yaml"): ("networkpolicy.yaml", "networkPolicy.enabled"),
+}
 
 PACKAGE = Path("operator/tenant_platform/data")
 # Source -> its copy in the package (package data, pyproject.toml's tool.setuptools.package-data).
@@ -164,7 +185,8 @@ def helm() -> str:
     return proc.stdout.strip().splitlines()[-1]
 
 
-def plain_rule() -> str:
+def plain(template: str, flag: str) -> str:
+    """One chart template rendered with the defaults and ``flag``=true, without Helm's labels."""
     rendered = subprocess.run(
         [
             helm(),
@@ -176,9 +198,9 @@ def plain_rule() -> str:
             "--api-versions",
             "monitoring.coreos.com/v1",
             "--set",
-            "metrics.prometheusRule.enabled=true",
+            f"{flag}=true",
             "--show-only",
-            "templates/prometheusrule.yaml",
+            f"templates/{template}",
         ],
         capture_output=True,
         text=True,
@@ -186,14 +208,27 @@ def plain_rule() -> str:
     ).stdout
     body = re.sub(r"\A---\n# Source: [^\n]*\n", "", rendered)
     # Helm's release labels mean nothing outside Helm: keep only the name label.
-    body = re.sub(
+    return re.sub(
         r"(  labels:\n)(?:    [^\n]*\n)+", rf"\g<1>    {NAME_LABEL}: tenant-platform-operator\n", body, count=1
     )
+
+
+def plain_rule() -> str:
     header = (
         "# The operator's alerts as a plain PrometheusRule, for clusters that run the Prometheus Operator\n"
         "# without the Helm chart (kubectl apply -f). It assumes the default drift interval (300 s).\n"
     )
+    body = plain("prometheusrule.yaml", "metrics.prometheusRule.enabled")
     return GENERATED.format(source=CHART / "templates" / "prometheusrule.yaml") + header + body
+
+
+def components() -> dict[Path, bytes]:
+    """The kustomize components' objects: the chart's, rendered with its defaults (see COMPONENTS)."""
+    out = {}
+    for path, (template, flag) in COMPONENTS.items():
+        source = CHART / "templates" / template
+        out[path] = (GENERATED.format(source=source) + plain(template, flag)).encode()
+    return out
 
 
 def package_data() -> dict[Path, bytes]:
@@ -210,6 +245,7 @@ def expected() -> dict[Path, bytes]:
         CHART_RBAC: chart_rbac((ROOT / BASE_RBAC).read_text()).encode(),
         CHART_WATCH_SECRETS: chart_watch_secrets((ROOT / WATCH_SECRETS_RBAC).read_text()).encode(),
         PLAIN_RULE: plain_rule().encode(),
+        **components(),
         CHART_DASHBOARD: (ROOT / DASHBOARD).read_bytes(),
     }
 
