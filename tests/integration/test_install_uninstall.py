@@ -4,11 +4,11 @@ and find nothing of ours left but what that page says is kept.
 On a control plane of its own (with the controller manager: namespace deletion and garbage
 collection), seeded like the session's, in two rounds:
 
-1. the packaged chart of dist/ (`helm install` with the release's image reference), then the
-   documented uninstall with `helm uninstall`: only the CRD is left (kept, as documented), and
-   step 3 deletes it;
-2. the single install manifest of dist/ (`kubectl apply --server-side -f`), then the documented
-   uninstall for a manifest or kustomize install, CRD included: nothing is left.
+1. the packaged chart of dist/ installed as docs/install.md says (`helm install`; the Deployment runs
+   the release's image reference), upgraded as docs/upgrade.md says, then the documented uninstall
+   with `helm uninstall`: only the CRD is left (kept, as documented), and step 3 deletes it;
+2. the single install manifest of dist/ (`kubectl apply --server-side -f`), the same, with the
+   uninstall for a manifest or kustomize install: only the CRD, then nothing, is left.
 
 There is no kubelet, so the Deployment's pods never run: the operator runs as a local process
 under the ServiceAccount the artifact installed (a TokenRequest token; tenant_platform.testing.
@@ -47,6 +47,7 @@ V = __version__
 IMAGE = f"ghcr.io/tenancy-dev/tenant-platform-operator:{V}"
 UNINSTALL = ROOT / "docs" / "uninstall.md"
 INSTALL = ROOT / "docs" / "install.md"
+UPGRADE = ROOT / "docs" / "upgrade.md"
 RELEASE_URL = f"https://github.com/tenancy-dev/tenant-platform-operator/releases/download/v{V}"
 CHART_REF = "oci://ghcr.io/tenancy-dev/charts/tenant-platform"
 PLATFORM = "uninst"
@@ -154,9 +155,10 @@ def cluster() -> Iterator[tuple[ControlPlane, Kube, dict[Key, Obj]]]:
         yield cp, admin, ours(cp)
 
 
-def install_and_reach_ready(cp: ControlPlane, admin: Kube, work: Path, install: list[str]) -> None:
+def install_and_reach_ready(cp: ControlPlane, admin: Kube, work: Path, install: list[str], upgrade: list[str]) -> None:
     """The install commands (a rollout status would wait for pods that never come: no kubelet), the
-    operator under the installed RBAC, a TenantPlatform Ready, then docs/uninstall.md step 1."""
+    operator under the installed RBAC, a TenantPlatform Ready, the upgrade commands (the platform
+    stays Ready), then docs/uninstall.md step 1."""
     for command in install:
         if "rollout status" not in command:
             shell(cp, command)
@@ -173,6 +175,11 @@ def install_and_reach_ready(cp: ControlPlane, admin: Kube, work: Path, install: 
             return yaml.safe_dump(body.get("status")) + operator.log()[-3000:]
 
         wait_for(lambda: ready(admin), f"{PLATFORM} Ready", 180, interval=0.5, context=explain)
+        for command in upgrade:
+            shell(cp, command)
+        deployments = json.loads(cp.kubectl("get", "deployments", "-n", OPERATOR_NAMESPACE, "-o", "json").stdout)
+        assert [d["spec"]["template"]["spec"]["containers"][0]["image"] for d in deployments["items"]] == [IMAGE]
+        assert ready(admin)
         for command in documented(UNINSTALL, "1. Delete the TenantPlatforms"):
             shell(cp, command)
         assert admin.get(constants.API_VERSION, constants.KIND, PLATFORM) is None
@@ -210,7 +217,13 @@ def test_helm_install_from_the_package_then_helm_uninstall(
     chart = dist / f"tenant-platform-{V}.tgz"
     assert any(CHART_REF in c for c in install)
     install = [c.replace(CHART_REF, str(chart)) for c in install]
-    install_and_reach_ready(cp, admin, tmp_path, install)
+    upgrade = documented(UPGRADE, "Helm")
+    assert upgrade == [
+        "helm upgrade tenant-platform <chart> --namespace tenant-platform-system --reset-then-reuse-values "
+        "--version <new chart version>"
+    ]
+    upgrade = [c.replace("<chart>", str(chart)).replace("<new chart version>", V) for c in upgrade]
+    install_and_reach_ready(cp, admin, tmp_path, install, upgrade)
     for command in documented(UNINSTALL, "Helm"):
         shell(cp, command)
     assert_left(cp, before, CRD_KEPT)  # kept, as docs/uninstall.md says
@@ -227,7 +240,10 @@ def test_manifest_install_then_the_documented_uninstall(
     url = f"{RELEASE_URL}/tenant-platform-operator.yaml"
     assert any(url in c for c in install)
     install = [c.replace(url, str(dist / "tenant-platform-operator.yaml")) for c in install]
-    install_and_reach_ready(cp, admin, tmp_path, install)
+    upgrade = documented(UPGRADE, "The install manifest")
+    assert any(url in c for c in upgrade)
+    upgrade = [c.replace(url, str(dist / "tenant-platform-operator.yaml")) for c in upgrade]
+    install_and_reach_ready(cp, admin, tmp_path, install, upgrade)
     for command in documented(UNINSTALL, "The install manifest or kustomize"):
         shell(cp, command)
     assert_left(cp, before, CRD_KEPT)
