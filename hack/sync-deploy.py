@@ -12,12 +12,17 @@ One source each:
   `helm.sh/resource-policy: keep` annotation keeps it on uninstall (docs/upgrade.md).
 - deploy/base/rbac.yaml (the RBAC the e2e tests run the operator under) becomes the chart's
   templates/rbac.yaml: the operator namespace becomes the release namespace and each object's
-  labels become the chart's labels; rules, names and comments are kept as they are.
+  labels become the chart's labels; the operator's ServiceAccount follows the values
+  serviceAccount.create/.name/.annotations (the object, the bindings' subjects and the username
+  the admission fences match); rules, other names and comments are kept as they are.
 - deploy/helm/tenant-platform/templates/prometheusrule.yaml, rendered by `helm template` with
   the chart's defaults, becomes the plain deploy/monitoring/prometheusrule.yaml.
 - deploy/components/watch-secrets/rbac.yaml (the opt-in grant to list and watch every Secret)
   becomes the chart's templates/rbac-watch-secrets.yaml the same way as deploy/base/rbac.yaml,
   inside `{{- if .Values.rbac.watchSecrets }}` (off by default).
+- The kustomize components deploy/components/{monitoring,pdb,networkpolicy} hold the chart's
+  ServiceMonitor, PrometheusRule, PodDisruptionBudget and NetworkPolicy rendered with the chart's
+  defaults (COMPONENTS), so kustomize users get the same objects as `--set <x>.enabled=true`.
 - deploy/monitoring/grafana-dashboard.json is copied byte for byte into the chart's dashboards/
   (templates/grafana-dashboard.yaml puts it in a ConfigMap).
 - What the `tenant-platform` command needs outside a checkout (installed from a wheel) is copied
@@ -51,6 +56,26 @@ CHART_DASHBOARD = CHART / "dashboards" / "tenant-platform.json"
 OPERATOR_NAMESPACE = "tenant-platform-system"
 RELEASE_NAME = "tenant-platform"
 NAME_LABEL = "app.kubernetes.io/name"
+OPERATOR_SA = "tenant-platform-operator"
+SA_NAME = '{{ include "tenant-platform.serviceAccountName" . | quote }}'
+
+# The kustomize components (deploy/components/<name>/, each with a hand-written kustomization.yaml):
+# the chart's optional objects rendered with its defaults and the namespace of deploy/base.
+COMPONENTS = {
+    Path("deploy/components/monitoring/servicemonitor.yaml"): (
+        "servicemonitor.yaml",
+        "metrics.serviceMonitor.enabled",
+    ),
+    Path("deploy/components/monitoring/prometheusrule.yaml"): (
+        "prometheusrule.yaml",
+        "metrics.prometheusRule.enabled",
+    ),
+    Path("deploy/components/pdb/poddisruptionbudget.yaml"): (
+        "poddisruptionbudget.yaml",
+        "podDisruptionBudget.enabled",
+    ),
+    Path("deploy/components/networkpolicy/networkpolicy.yaml"): ("networkpolicy.yaml", "networkPolicy.enabled"),
+}
 
 PACKAGE = Path("operator/tenant_platform/data")
 # Source -> its copy in the package (package data, pyproject.toml's tool.setuptools.package-data).
@@ -71,10 +96,48 @@ def chart_rbac(base: str, source: Path = BASE_RBAC) -> str:
     out: list[str] = [GENERATED.format(source=source)]
     lines = base.splitlines()
     i = 0
+    kind = ""
     while i < len(lines):
         line = lines[i]
+        if line.startswith("kind: "):
+            kind = line.removeprefix("kind: ").strip()
         ns = re.fullmatch(rf"(\s*(?:- )?)namespace: {re.escape(OPERATOR_NAMESPACE)}\s*", line)
         labels = re.fullmatch(r"(  )labels:\s*", line)  # metadata.labels only (indent 2)
+        subject = re.fullmatch(r"(\s*)- kind: ServiceAccount\s*", line)
+        if line == "apiVersion: v1" and i + 1 < len(lines) and lines[i + 1] == "kind: ServiceAccount":
+            # The operator's ServiceAccount: serviceAccount.create, .name and .annotations.
+            out.append("{{- if .Values.serviceAccount.create }}\n")
+            out.append(line + "\n")
+            i += 1
+            while i < len(lines) and lines[i] != "---":
+                sa_line = lines[i]
+                if sa_line == f"  name: {OPERATOR_SA}":
+                    out.append(f"  name: {SA_NAME}\n")
+                elif sa_line == f"  namespace: {OPERATOR_NAMESPACE}":
+                    out.append("  namespace: {{ .Release.Namespace | quote }}\n")
+                elif sa_line == "  labels:":
+                    out.append("  {{- with .Values.serviceAccount.annotations }}\n")
+                    out.append("  annotations:\n    {{- toYaml . | nindent 4 }}\n  {{- end }}\n")
+                    out.append(sa_line + "\n")
+                    out.append('    {{- include "tenant-platform.labels" . | nindent 4 }}\n')
+                    while i + 1 < len(lines) and lines[i + 1].startswith("    "):
+                        i += 1
+                        if not lines[i].strip().startswith(f"{NAME_LABEL}:"):
+                            out.append(lines[i] + "\n")
+                else:
+                    out.append(sa_line + "\n")
+                i += 1
+            out.append("{{- end }}\n")
+            continue
+        if subject and i + 1 < len(lines) and lines[i + 1] == f"{subject.group(1)}  name: {OPERATOR_SA}":
+            # A binding's subject: the operator's ServiceAccount, whatever serviceAccount.name says.
+            out.append(line + "\n")
+            out.append(f"{subject.group(1)}  name: {SA_NAME}\n")
+            i += 2
+            continue
+        if kind == "ValidatingAdmissionPolicy" and f'":{OPERATOR_SA}"' in line:
+            # The fences match the operator's username, system:serviceaccount:<namespace>:<name>.
+            line = line.replace(f'":{OPERATOR_SA}"', '":{{ include "tenant-platform.serviceAccountName" . }}"')
         if ns:
             out.append(f"{ns.group(1)}namespace: {{{{ .Release.Namespace | quote }}}}\n")
         elif labels:
@@ -122,7 +185,8 @@ def helm() -> str:
     return proc.stdout.strip().splitlines()[-1]
 
 
-def plain_rule() -> str:
+def plain(template: str, flag: str) -> str:
+    """One chart template rendered with the defaults and ``flag``=true, without Helm's labels."""
     rendered = subprocess.run(
         [
             helm(),
@@ -134,9 +198,9 @@ def plain_rule() -> str:
             "--api-versions",
             "monitoring.coreos.com/v1",
             "--set",
-            "metrics.prometheusRule.enabled=true",
+            f"{flag}=true",
             "--show-only",
-            "templates/prometheusrule.yaml",
+            f"templates/{template}",
         ],
         capture_output=True,
         text=True,
@@ -144,14 +208,27 @@ def plain_rule() -> str:
     ).stdout
     body = re.sub(r"\A---\n# Source: [^\n]*\n", "", rendered)
     # Helm's release labels mean nothing outside Helm: keep only the name label.
-    body = re.sub(
+    return re.sub(
         r"(  labels:\n)(?:    [^\n]*\n)+", rf"\g<1>    {NAME_LABEL}: tenant-platform-operator\n", body, count=1
     )
+
+
+def plain_rule() -> str:
     header = (
         "# The operator's alerts as a plain PrometheusRule, for clusters that run the Prometheus Operator\n"
         "# without the Helm chart (kubectl apply -f). It assumes the default drift interval (300 s).\n"
     )
+    body = plain("prometheusrule.yaml", "metrics.prometheusRule.enabled")
     return GENERATED.format(source=CHART / "templates" / "prometheusrule.yaml") + header + body
+
+
+def components() -> dict[Path, bytes]:
+    """The kustomize components' objects: the chart's, rendered with its defaults (see COMPONENTS)."""
+    out = {}
+    for path, (template, flag) in COMPONENTS.items():
+        source = CHART / "templates" / template
+        out[path] = (GENERATED.format(source=source) + plain(template, flag)).encode()
+    return out
 
 
 def package_data() -> dict[Path, bytes]:
@@ -168,6 +245,7 @@ def expected() -> dict[Path, bytes]:
         CHART_RBAC: chart_rbac((ROOT / BASE_RBAC).read_text()).encode(),
         CHART_WATCH_SECRETS: chart_watch_secrets((ROOT / WATCH_SECRETS_RBAC).read_text()).encode(),
         PLAIN_RULE: plain_rule().encode(),
+        **components(),
         CHART_DASHBOARD: (ROOT / DASHBOARD).read_bytes(),
     }
 

@@ -23,7 +23,7 @@ import yaml
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tenant_platform import metrics
+from tenant_platform import __version__, metrics
 from tenant_platform.testing import tools
 
 # The first test to need helm or promtool builds it (minutes on a cold Go cache).
@@ -95,8 +95,13 @@ def run_tests(tmp_path: Path, rules: Path, tests: list[dict[str, Any]]) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+# The default runbook: this release's docs/metrics-and-alerts.md on GitHub (an absolute URL
+# Alertmanager can link; metrics.prometheusRule.runbookURL overrides it).
+RUNBOOKS = f"https://github.com/tenancy-dev/tenant-platform-operator/blob/v{__version__}/docs/metrics-and-alerts.md"
+
+
 def alert(
-    name: str, labels: dict[str, str], summary: str, description: str, runbooks: str = "docs/metrics-and-alerts.md"
+    name: str, labels: dict[str, str], summary: str, description: str, runbooks: str = RUNBOOKS
 ) -> dict[str, Any]:
     annotations = {"summary": summary, "description": description, "runbook_url": f"{runbooks}#{name.lower()}"}
     return {"exp_labels": labels, "exp_annotations": annotations}

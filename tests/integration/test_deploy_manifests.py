@@ -161,6 +161,16 @@ def test_values_schema_rejects_bad_values() -> None:
         ("networkPolicy.apiServer.ports={0}", "minimum"),
         ("networkPolicy.dns.podSelector.app=dns", "additional properties 'app' not allowed"),
         ("networkPolicy.metrics.from=anyone", "got string, want array"),
+        ("serviceAccount.name=Not_A_Name", "does not match pattern"),
+        ("serviceAccount.create=maybe", "got string, want boolean"),
+        ("serviceAccount.annotations.a=null", "got null, want string"),
+        ("probes.liveness.periodSeconds=0", "minimum"),
+        ("probes.liveness.successThreshold=2", "value must be 1"),
+        ("probes.readiness.exec=x", "additional properties 'exec' not allowed"),
+        ("topologySpreadConstraints[0].maxSkew=1", "missing properties 'topologyKey', 'whenUnsatisfiable'"),
+        ("metrics.serviceMonitor.relabelings=drop", "got string, want array"),
+        ("metrics.prometheusRule.runbookURL=docs/metrics-and-alerts.md", "does not match pattern"),
+        ("extraObjects=x", "got string, want array"),
     ]:
         proc = subprocess.run(
             [helm, "template", "x", str(CHART), "--set", bad], capture_output=True, text=True, check=False
@@ -319,6 +329,109 @@ def test_chart_values_reach_the_deployment() -> None:
     assert container["args"] == ["run"]
 
 
+PARITY_VALUES: Obj = {
+    "serviceAccount": {"create": True, "name": "tp-operator", "annotations": {"iam.example.com/role": "tp"}},
+    "podLabels": {"team": "platform"},
+    "podAnnotations": {"example.com/scrape": "true"},
+    "probes": {"liveness": {"timeoutSeconds": 5, "failureThreshold": 6}, "readiness": {"periodSeconds": 7}},
+    "topologySpreadConstraints": [
+        {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "ScheduleAnyway"}
+    ],
+    "extraObjects": [
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-extra\n"
+        "  namespace: {{ .Release.Namespace }}\ndata:\n  drift: {{ .Values.operator.driftInterval | quote }}\n",
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "as-object", "namespace": "{{ .Release.Namespace }}"},
+            "data": {"a": "b"},
+        },
+    ],
+}
+
+
+def parity_render(tmp_path: Path, namespace: str, values: Obj = PARITY_VALUES, *args: str) -> list[Obj]:
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    return docs(helm_template(namespace, extra=["-f", str(path), *args]))
+
+
+def test_chart_parity_values_reach_their_objects(tmp_path: Path) -> None:
+    """serviceAccount, pod labels and annotations, probes, topology spread and extraObjects."""
+    objs = parity_render(tmp_path, "ops")
+    by = by_key(objs)
+    (account,) = [d for d in objs if d["kind"] == "ServiceAccount"]
+    assert account["metadata"]["name"] == "tp-operator"
+    assert account["metadata"]["annotations"] == {"iam.example.com/role": "tp"}
+    subjects = [s for d in objs for s in d.get("subjects") or [] if s["kind"] == "ServiceAccount"]
+    assert subjects and all(
+        s == {"kind": "ServiceAccount", "name": "tp-operator", "namespace": "ops"} for s in subjects
+    )
+    # The admission fences match the renamed identity (and no longer the default one).
+    fences = [d for d in objs if d["kind"] == "ValidatingAdmissionPolicy"]
+    assert len(fences) == 4
+    for fence in fences:
+        text = json.dumps(fence["spec"])
+        assert ':tp-operator\\"' in text and ':tenant-platform-operator\\"' not in text, fence["metadata"]["name"]
+    pod = by[("Deployment", "ops", "tenant-platform-operator")]["spec"]["template"]
+    assert pod["spec"]["serviceAccountName"] == "tp-operator"
+    assert pod["metadata"]["labels"] == {"app.kubernetes.io/name": "tenant-platform-operator", "team": "platform"}
+    assert pod["metadata"]["annotations"] == {"example.com/scrape": "true"}
+    container = pod["spec"]["containers"][0]
+    assert container["livenessProbe"] == {
+        "httpGet": {"path": "/healthz", "port": "health"},
+        "initialDelaySeconds": 15,
+        "periodSeconds": 20,
+        "timeoutSeconds": 5,
+        "failureThreshold": 6,
+    }
+    assert container["readinessProbe"] == {"httpGet": {"path": "/healthz", "port": "health"}, "periodSeconds": 7}
+    assert pod["spec"]["topologySpreadConstraints"] == [
+        {
+            "maxSkew": 1,
+            "topologyKey": "topology.kubernetes.io/zone",
+            "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": {"matchLabels": {"app.kubernetes.io/name": "tenant-platform-operator"}},
+        }
+    ]
+    assert by[("ConfigMap", "ops", "tenant-platform-extra")]["data"] == {"drift": "300"}
+    assert by[("ConfigMap", "ops", "as-object")]["data"] == {"a": "b"}
+    # serviceAccount.create=false: no ServiceAccount, every reference still to the named one.
+    byo = parity_render(tmp_path, "ops", {"serviceAccount": {"create": False, "name": "mine"}})
+    assert "ServiceAccount" not in [d["kind"] for d in byo]
+    (deployment,) = [d for d in byo if d["kind"] == "Deployment"]
+    assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == "mine"
+    assert {s["name"] for d in byo for s in d.get("subjects") or []} == {"mine"}
+
+
+def test_service_monitor_relabelings() -> None:
+    relabel = "metrics.serviceMonitor.relabelings[0]"
+    objs = docs(
+        helm_template(
+            "ops",
+            "metrics.serviceMonitor.enabled=true",
+            f"{relabel}.targetLabel=cluster",
+            f"{relabel}.replacement=east",
+            "metrics.serviceMonitor.metricRelabelings[0].action=drop",
+            "metrics.serviceMonitor.metricRelabelings[0].sourceLabels={__name__}",
+            "metrics.serviceMonitor.metricRelabelings[0].regex=go_.*",
+            api_versions=["monitoring.coreos.com/v1"],
+        )
+    )
+    (monitor,) = [d for d in objs if d["kind"] == "ServiceMonitor"]
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["relabelings"] == [{"targetLabel": "cluster", "replacement": "east"}]
+    assert endpoint["metricRelabelings"] == [{"action": "drop", "sourceLabels": ["__name__"], "regex": "go_.*"}]
+    (default,) = [
+        d
+        for d in docs(
+            helm_template("ops", "metrics.serviceMonitor.enabled=true", api_versions=["monitoring.coreos.com/v1"])
+        )
+        if d["kind"] == "ServiceMonitor"
+    ]
+    assert "relabelings" not in default["spec"]["endpoints"][0]
+
+
 # -- the real API server -------------------------------------------------------------------------
 
 
@@ -406,12 +519,16 @@ SECURITY_VARIANTS: dict[str, tuple[tuple[str, ...], bool]] = {
 }
 
 
-def test_chart_with_every_option_applies_with_server_dry_run(control_plane: ControlPlane, unique_name: str) -> None:
+def test_chart_with_every_option_applies_with_server_dry_run(
+    control_plane: ControlPlane, unique_name: str, tmp_path: Path
+) -> None:
     """Every object the chart can render without the monitoring API is accepted by the API server."""
     namespace = unique_name
     control_plane.kubectl("create", "namespace", namespace)
     try:
-        rendered = docs(helm_template(namespace, *EVERY_OPTION))
+        values = tmp_path / "parity.yaml"
+        values.write_text(yaml.safe_dump(PARITY_VALUES))
+        rendered = docs(helm_template(namespace, *EVERY_OPTION, extra=["-f", str(values)]))
         kinds = {d["kind"] for d in rendered}
         assert {"PodDisruptionBudget", "NetworkPolicy", "ConfigMap", "CustomResourceDefinition"} <= kinds
         stored = by_key(dry_run(control_plane, rendered))

@@ -25,6 +25,8 @@ from tenant_platform import __version__
 from tenant_platform.testing import tools
 from tenant_platform.testing.controlplane import ControlPlane
 
+# `dist` (tests/integration/conftest.py): hack/release.sh's output, built once per session.
+
 pytestmark = pytest.mark.timeout(900)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,28 +50,6 @@ PACKAGE_DATA = (
 )
 
 Obj = dict[str, Any]
-
-
-@pytest.fixture(scope="module")
-def dist(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("release") / "dist"
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    env.update(
-        TENANT_PLATFORM_BIN_DIR=str(control_plane.bin_dir),
-        TENANT_PLATFORM_HELM=str(tools.tool_path("helm")),
-        PYTHON=sys.executable,
-    )
-    proc = subprocess.run(
-        ["bash", str(ROOT / "hack" / "release.sh"), "--out", str(out)],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-        timeout=800,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
-    assert proc.stdout.strip().splitlines()[-1] == str(out)
-    return out
 
 
 def docs(text: str) -> list[Obj]:

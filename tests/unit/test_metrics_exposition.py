@@ -18,7 +18,7 @@ import yaml
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tenant_platform import metrics
+from tenant_platform import __version__, metrics
 from tenant_platform.api import constants
 from tenant_platform.kube import observed
 from tenant_platform.reconcile import registry
@@ -335,7 +335,11 @@ def test_every_alert_has_a_runbook_url_whose_anchor_exists() -> None:
         for r in group["rules"]:
             url = r["annotations"]["runbook_url"]
             path, _, anchor = url.partition("#")
-            assert path == "docs/metrics-and-alerts.md", url
+            # Absolute (Alertmanager links it): this release's page on GitHub by default.
+            assert (
+                path
+                == f"https://github.com/tenancy-dev/tenant-platform-operator/blob/v{__version__}/docs/metrics-and-alerts.md"
+            ), url
             assert anchor == r["alert"].lower(), url
             assert anchor in anchors, f"{r['alert']}: docs/metrics-and-alerts.md has no heading for #{anchor}"
 

@@ -5,6 +5,22 @@ Fixed object names: one operator per cluster, and the RBAC equal to deploy/base/
 tenant-platform-operator
 {{- end -}}
 
+{{/*
+The operator's ServiceAccount: serviceAccount.name, or the fixed name. The RBAC subjects, the
+Deployment and the admission fences of templates/rbac.yaml name it.
+*/}}
+{{- define "tenant-platform.serviceAccountName" -}}
+{{- .Values.serviceAccount.name | default (include "tenant-platform.name" .) -}}
+{{- end -}}
+
+{{/*
+This chart version's files on GitHub (the release tag), for NOTES.txt and the default runbook URL:
+include "tenant-platform.source" (list . "docs/uninstall.md").
+*/}}
+{{- define "tenant-platform.source" -}}
+https://github.com/tenancy-dev/tenant-platform-operator/blob/v{{ (index . 0).Chart.AppVersion }}/{{ index . 1 }}
+{{- end -}}
+
 {{- define "tenant-platform.selectorLabels" -}}
 app.kubernetes.io/name: {{ include "tenant-platform.name" . }}
 {{- end -}}
