@@ -13,14 +13,18 @@
 #              (<dir>/crds), never committed; tests/integration/test_certmanager.py. Measured on 2
 #              busy cores: cold (empty Go build cache) about 3.5 min plus 61 MB of modules (13 s);
 #              with a warm build cache 15 s (link); cached, instant
+#   coredns    hack/judges/coredns: CoreDNS itself (github.com/coredns/coredns, pinned in its go.mod;
+#              upstream's main with the plugins cluster Corefiles use), serving the Corefiles the
+#              operator leaves, kubernetes plugin on the test control plane;
+#              tests/integration/test_coredns_judge.py. Measured on 2 busy cores: COREDNS_TIMES
 #   istioctl   generates real injected pods (hack/gen-injected-pods.sh); opt-in: not built by the
 #              no-argument form, since its cold build takes far longer than the others
 #
 # helm and promtool are `go install`ed at a pinned version; the judges are our own small modules
 # under hack/judges (go.mod and go.sum pin their dependencies), cached by a hash of their files.
 #
-#   hack/build-tools.sh                    build helm, promtool, kstatus, argocd-lua and cert-manager
-#                                          if missing;
+#   hack/build-tools.sh                    build helm, promtool, kstatus, argocd-lua, cert-manager
+#                                          and coredns if missing;
 #                                          print "name path" lines
 #   hack/build-tools.sh helm               build helm if missing; print the path of the binary
 #   hack/build-tools.sh --cached istioctl  print the path only if already built (exit 3 otherwise)
@@ -28,7 +32,7 @@
 # Environment: TENANT_PLATFORM_CACHE (default ~/.cache/tenant-platform). A prebuilt binary is
 # used instead when TENANT_PLATFORM_HELM, TENANT_PLATFORM_PROMTOOL, TENANT_PLATFORM_KSTATUS,
 # TENANT_PLATFORM_ARGOCD_LUA, TENANT_PLATFORM_CERT_MANAGER (a directory holding bin/cert-manager and
-# crds/, as this script lays it out) or TENANT_PLATFORM_ISTIOCTL names it.
+# crds/, as this script lays it out), TENANT_PLATFORM_COREDNS or TENANT_PLATFORM_ISTIOCTL names it.
 set -euo pipefail
 export GOWORK=off GOTOOLCHAIN=local GOFLAGS=-modcacherw CGO_ENABLED=0
 
@@ -50,10 +54,10 @@ package() {
   case "$1" in
     helm) echo "helm.sh/helm/v3/cmd/helm@$helm_version" ;;
     promtool) echo "github.com/prometheus/prometheus/cmd/promtool@$prometheus_module_version" ;;
-    kstatus|argocd-lua|cert-manager)  # a local module: keyed by a hash of its files
+    kstatus|argocd-lua|cert-manager|coredns)  # a local module: keyed by a hash of its files
       echo "hack/judges/$1@$(cd "$judges/$1" && cat go.mod go.sum ./*.go | sha256sum | cut -c1-12)" ;;
     istioctl) echo "istio.io/istio/istioctl/cmd/istioctl@$istio_module_version" ;;
-    *) echo "unknown tool: $1 (helm, promtool, kstatus, argocd-lua, cert-manager, istioctl)" >&2; return 2 ;;
+    *) echo "unknown tool: $1 (helm, promtool, kstatus, argocd-lua, cert-manager, coredns, istioctl)" >&2; return 2 ;;
   esac
 }
 
@@ -81,6 +85,7 @@ override() {
     kstatus) echo "${TENANT_PLATFORM_KSTATUS:-}" ;;
     argocd-lua) echo "${TENANT_PLATFORM_ARGOCD_LUA:-}" ;;
     cert-manager) echo "${TENANT_PLATFORM_CERT_MANAGER:+$TENANT_PLATFORM_CERT_MANAGER/bin/cert-manager}" ;;
+    coredns) echo "${TENANT_PLATFORM_COREDNS:-}" ;;
     istioctl) echo "${TENANT_PLATFORM_ISTIOCTL:-}" ;;
   esac
 }
@@ -143,5 +148,5 @@ if [[ "${1:-}" == --cached ]]; then
 elif [[ $# -gt 0 ]]; then
   build "$1"
 else
-  for tool in helm promtool kstatus argocd-lua cert-manager; do path=$(build "$tool"); echo "$tool $path"; done
+  for tool in helm promtool kstatus argocd-lua cert-manager coredns; do path=$(build "$tool"); echo "$tool $path"; done
 fi

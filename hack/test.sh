@@ -8,7 +8,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 "$root/hack/bootstrap.sh"
 cd "$root"
-echo "== tools (helm, promtool, kstatus, argocd-lua, cert-manager) from the Go module proxy, cached" >&2
+echo "== tools (helm, promtool, kstatus, argocd-lua, cert-manager, coredns) from the Go module proxy, cached" >&2
 hack/build-tools.sh >/dev/null
 echo "== ruff" >&2
 .venv/bin/ruff check operator tests benchmarks

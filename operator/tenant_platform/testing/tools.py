@@ -2,13 +2,14 @@
 
 The script compiles them from the Go module proxy into a cache keyed by version
 (``~/.cache/tenant-platform/tools``, or TENANT_PLATFORM_CACHE) and prints the binary's path;
-TENANT_PLATFORM_HELM / _PROMTOOL / _KSTATUS / _ARGOCD_LUA / _ISTIOCTL name prebuilt binaries instead
+TENANT_PLATFORM_HELM / _PROMTOOL / _KSTATUS / _ARGOCD_LUA / _COREDNS / _ISTIOCTL name prebuilt binaries instead
 (TENANT_PLATFORM_CERT_MANAGER a directory laid out as the cache's: bin/cert-manager, crds/). The
 judges are our own programs under hack/judges: ``kstatus`` prints what kstatus and Flux's
 healthCheckExprs reader compute for objects, ``argocd-lua`` runs an Argo CD health script in
 gopher-lua (Argo CD's VM), ``cert-manager`` runs cert-manager's own certificate and issuer
 controllers against an API server (``cert_manager_crds`` lists the CRD files the build copied
-from cert-manager's module source beside it). A tool that
+from cert-manager's module source beside it), ``coredns`` is CoreDNS itself (upstream's main with
+the plugins cluster Corefiles use), serving the Corefiles the operator leaves. A tool that
 cannot be built raises ToolError with the build's last lines (tests then fail, never skip).
 ``cached_tool_path`` never builds: istioctl's cold build takes many minutes, so the suite uses it
 only when it is already there (``hack/build-tools.sh istioctl`` builds it).
@@ -24,7 +25,7 @@ from typing import Final
 from tenant_platform.testing.binaries import repo_root
 
 BUILD_SCRIPT: Final = Path("hack") / "build-tools.sh"
-TOOLS: Final = ("helm", "promtool", "kstatus", "argocd-lua", "cert-manager", "istioctl")
+TOOLS: Final = ("helm", "promtool", "kstatus", "argocd-lua", "cert-manager", "coredns", "istioctl")
 _TAIL: Final = 40
 
 
