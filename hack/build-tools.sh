@@ -16,7 +16,9 @@
 #   coredns    hack/judges/coredns: CoreDNS itself (github.com/coredns/coredns, pinned in its go.mod;
 #              upstream's main with the plugins cluster Corefiles use), serving the Corefiles the
 #              operator leaves, kubernetes plugin on the test control plane;
-#              tests/integration/test_coredns_judge.py. Measured on 2 busy cores: COREDNS_TIMES
+#              tests/integration/test_coredns_judge.py. Measured on 2 busy cores: cold (empty Go
+#              build cache) 3.7 min plus 44 MB of modules (9 s); with a warm build cache 6 s (link);
+#              cached, instant
 #   istioctl   generates real injected pods (hack/gen-injected-pods.sh); opt-in: not built by the
 #              no-argument form, since its cold build takes far longer than the others
 #
