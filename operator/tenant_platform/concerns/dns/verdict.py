@@ -9,18 +9,23 @@ what to report.
   edit, not a text: the step's read-modify-write applies it again to whatever a retry reads.
 - ``OverrideWrite``: set or remove our key in the ``coredns-custom`` import ConfigMap.
 
-``management: CoreDNS``: the distribution (concerns/dns/coredns.py) decides the mode. ``corefile``
-upserts our block (formats/corefile.py) and drops an import key we wrote before; when the admin
-opted the CoreDNS ConfigMap in (``tenancy.dev/adoptable-by`` lists the platform: ``takes_over``),
-the same single write also removes a hand-made rewrite of the domain (``corefile.take_over``),
-else the message names that line and the annotation; ``import`` writes
-our key and drops a block we wrote before; ``managed`` writes nothing and says what to change.
+``management: CoreDNS``: the chain ``COREDNS_CHECKS`` (core/checks.py) on a ``CoreDNSSubject``
+(the spec and facts, and what several checks need computed once: the distribution, the wanted
+Corefile, the live rewrite of the domain, a hand-made one, the placement); the first finding is
+the plan (the order of reasons is the chain's order, in code); none finds: ``configured``.
+
+The distribution (concerns/dns/coredns.py) decides the mode. ``corefile`` upserts our block
+(formats/corefile.py) and drops an import key we wrote before; when the admin opted the CoreDNS
+ConfigMap in (``tenancy.dev/adoptable-by`` lists the platform: ``takes_over``), the same single
+write also removes a hand-made rewrite of the domain (``corefile.take_over``), else the message
+names that line and the annotation; ``import`` writes our key and drops a block we wrote before;
+``managed`` writes nothing and says what to change.
 
 Wherever CoreDNS reads it, a rewrite of the domain the operator did not write counts: in
 ``managed`` (k0s, RKE2's chart ConfigMap, the addon manager) a live Corefile that rewrites the
 domain to the gateway, however it got there, is RewriteFound (True; ``_live_in``); in
 ``corefile`` and ``import`` a hand-made line or an admin's ``*.override`` key is never doubled
-(``_by_hand``): to the gateway RewriteFound, and a rewrite of ours beside it is removed; otherwise
+(``_hand_made``): to the gateway RewriteFound, and a rewrite of ours beside it is removed; otherwise
 ConflictingRewrite, nothing written. Kamaji's CoreDNS add-on writes its Corefile back
 (clastix/kamaji#742): ManagedByDistribution always, no write (no fight with Kamaji).
 Refused without writing: no CoreDNS ConfigMap (CoreDNSNotFound), a Corefile we cannot edit
@@ -43,9 +48,10 @@ a rewrite we wrote earlier; when our marker in the Corefile is damaged they refu
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 from tenant_platform.api import constants, reasons
 from tenant_platform.api.models import TenantPlatform
@@ -62,6 +68,7 @@ from tenant_platform.concerns.dns.coredns import (
     pickup,
 )
 from tenant_platform.core import conditions, domainclaims, ownership
+from tenant_platform.core.checks import Chain, Check
 from tenant_platform.core.conditions import Condition
 from tenant_platform.core.gatewayservice import service_addresses
 from tenant_platform.core.verdict import Event, Verdict
@@ -300,89 +307,273 @@ def _verify_external(platform: TenantPlatform, facts: DnsFacts) -> Condition:
     )
 
 
-# -- CoreDNS ----------------------------------------------------------------------------------------
+# -- CoreDNS: a chain of named checks ---------------------------------------------------------------
 
 
-def _coredns(
-    platform: TenantPlatform, facts: DnsFacts, *, now: datetime, target: CoreDNSTarget, dry_run: bool
-) -> DnsPlan:
-    spec = platform.spec
-    t = target
-    cm = facts.corefile_cm
-    dist = detect_distribution(
-        corefile_cm=cm,
-        custom_cm=facts.custom_cm,
-        deployment=facts.deployment,
-        node=facts.node,
-        rke2_cm=facts.rke2_cm,
-        target=t,
+@dataclass(frozen=True)
+class CoreDNSSubject:
+    """The subject of ``COREDNS_CHECKS``: the spec, what was read, and what several checks need,
+    computed once (the distribution, the wanted Corefile, the live rewrite of the domain, a
+    hand-made one, where our rewrite goes)."""
+
+    platform: TenantPlatform
+    facts: DnsFacts
+    now: datetime
+    target: CoreDNSTarget = field(default_factory=CoreDNSTarget)
+    dry_run: bool = False
+
+    @functools.cached_property
+    def dist(self) -> Distribution:
+        facts = self.facts
+        return detect_distribution(
+            corefile_cm=facts.corefile_cm,
+            custom_cm=facts.custom_cm,
+            deployment=facts.deployment,
+            node=facts.node,
+            rke2_cm=facts.rke2_cm,
+            target=self.target,
+        )
+
+    @property
+    def present(self) -> bool:
+        """The CoreDNS ConfigMap exists."""
+        return self.facts.corefile_cm is not None
+
+    @property
+    def managed(self) -> bool:
+        """The distribution manages CoreDNS's configuration: the operator writes nothing."""
+        return self.dist.mode == Mode.MANAGED
+
+    @property
+    def where(self) -> str:
+        """The CoreDNS ConfigMap, for a message."""
+        return f"ConfigMap {self.target.namespace}/{self.target.config_map}"
+
+    @functools.cached_property
+    def wanted(self) -> str | corefile.CorefileError:
+        """The Corefile with our block put right (a hand-made rewrite replaced in the same write when
+        opted in: ``takes_over``), or why it cannot be edited safely."""
+        spec = self.platform.spec
+        edit = CorefileWrite(
+            self.platform.name,
+            (spec.domain, spec.gateway.service_host),
+            take_over=takes_over(self.platform, self.facts.corefile_cm),
+        )
+        try:
+            return edit.edit(corefile_text(self.facts.corefile_cm))
+        except corefile.CorefileError as exc:
+            return exc
+
+    @property
+    def editable(self) -> bool:
+        """The CoreDNS ConfigMap exists and its Corefile can be edited safely."""
+        return self.present and isinstance(self.wanted, str)
+
+    @property
+    def live_config_map(self) -> str:
+        """Where CoreDNS's live Corefile is read: the CoreDNS ConfigMap, else RKE2's chart's."""
+        t = self.target
+        return f"{t.namespace}/{t.config_map if self.present else t.rke2_config_map}"
+
+    @functools.cached_property
+    def live(self) -> Condition | None:
+        """What the live Corefile does with the domain (``_live_in``): None, RewriteFound or
+        ConflictingRewrite."""
+        cm = self.facts.corefile_cm if self.present else self.facts.rke2_cm
+        return _live_in(self.platform, corefile_text(cm), f"ConfigMap {self.live_config_map}")
+
+    @property
+    def live_to_gateway(self) -> bool:
+        """The live Corefile rewrites the domain, and only to the gateway (RewriteFound)."""
+        return self.live is not None and self.live.status == "True"
+
+    def managed_message(self, patched_corefile: str) -> str:
+        """What to change in the distribution's own configuration (coredns.py ``managed_message``)."""
+        return managed_message(self.dist, patched_corefile=patched_corefile, platform=self.platform, target=self.target)
+
+    @functools.cached_property
+    def by_hand(self) -> HandMade | None:
+        """A rewrite of the domain someone else put where CoreDNS reads it (modes corefile and
+        import; ``_hand_made``)."""
+        if self.managed or not self.editable:
+            return None
+        return _hand_made(self.platform, self.facts, self.dist, self.target)
+
+    @functools.cached_property
+    def place(self) -> _Placement:
+        """Where our rewrite lives in this mode (corefile or import), and the writes that put it right."""
+        placed = _in_imports if self.dist.mode == Mode.IMPORT else _in_corefile
+        return placed(self.platform, self.facts, self.dist, self.target)
+
+
+def rke2_chart_rewrites(s: CoreDNSSubject) -> DnsPlan | None:
+    """No CoreDNS ConfigMap, RKE2: its chart's ConfigMap already rewrites the domain to the gateway."""
+    if s.present or s.dist.name != "rke2" or s.live is None or not s.live_to_gateway:
+        return None
+    record = _record(s.dist, evidence=s.dist.evidence, config_map=s.live_config_map)
+    return _plan([s.live], recorded=record)
+
+
+def rke2_chart_manages(s: CoreDNSSubject) -> DnsPlan | None:
+    """No CoreDNS ConfigMap, RKE2 without the rewrite: say how to add it through the chart."""
+    if s.present or s.dist.name != "rke2" or s.live_to_gateway:
+        return None
+    message = s.managed_message(patched_corefile="")
+    return _refused(_record(s.dist), DNS.MANAGED_BY_DISTRIBUTION, _and_today(s.live, message))
+
+
+def configmap_missing(s: CoreDNSSubject) -> DnsPlan | None:
+    """No CoreDNS ConfigMap (and not RKE2's chart): the cluster DNS is not CoreDNS as we know it."""
+    if s.present:
+        return None
+    t = s.target
+    return _refused(
+        _record(s.dist),
+        DNS.COREDNS_NOT_FOUND,
+        f"ConfigMap {t.namespace}/{t.config_map} does not exist, so the cluster DNS is not CoreDNS as "
+        "the operator knows it; set spec.dns.management to External and configure DNS yourself.",
     )
-    record = _record(dist)
-    if cm is None:
-        if dist.name == "rke2":
-            where = f"ConfigMap {t.namespace}/{t.rke2_config_map}"
-            found = _live_in(platform, corefile_text(facts.rke2_cm), where)
-            if found is not None and found.status == "True":
-                record = _record(dist, evidence=dist.evidence, config_map=f"{t.namespace}/{t.rke2_config_map}")
-                return _plan([found], recorded=record)
-            message = managed_message(dist, patched_corefile="", platform=platform, target=t)
-            return _refused(record, DNS.MANAGED_BY_DISTRIBUTION, _and_today(found, message))
-        return _refused(
-            record,
-            DNS.COREDNS_NOT_FOUND,
-            f"ConfigMap {t.namespace}/{t.config_map} does not exist, so the cluster DNS is not CoreDNS as "
-            "the operator knows it; set spec.dns.management to External and configure DNS yourself.",
-        )
-    text = corefile_text(cm)
-    try:
-        desired_text = CorefileWrite(
-            platform.name, (spec.domain, spec.gateway.service_host), take_over=takes_over(platform, cm)
-        ).edit(text)
-    except corefile.CorefileError as exc:
-        return _refused(
-            record,
-            DNS.COREFILE_UNSUPPORTED,
-            f"The Corefile in ConfigMap {t.namespace}/{t.config_map} cannot be edited safely: {exc}. "
-            "Fix it, or set spec.dns.management to External and configure DNS yourself.",
-        )
-    if dist.mode == Mode.MANAGED:
-        message = managed_message(dist, patched_corefile=desired_text, platform=platform, target=t)
-        found = _live_in(platform, text, f"ConfigMap {t.namespace}/{t.config_map}")
-        if found is not None and found.status == "True":
-            if dist.name == "kamaji":  # live now, but Kamaji writes it back: not durable
-                message = f"{found.message} {message} Kamaji will remove it on its next reconcile."
-            else:
-                return _plan(
-                    [found],
-                    recorded=_record(dist, evidence=dist.evidence, config_map=f"{t.namespace}/{t.config_map}"),
-                )
-        else:
-            message = _and_today(found, message)
-        return _refused(_record(dist, evidence=dist.evidence), DNS.MANAGED_BY_DISTRIBUTION, message)
-    by_hand = _by_hand(platform, facts, dist, t, dry_run=dry_run)
-    if by_hand is not None:
-        return by_hand
 
-    place = (_in_imports if dist.mode == Mode.IMPORT else _in_corefile)(platform, facts, dist, t)
-    if dry_run and place.rewritten:
-        return _refused(place.record, DNS.WOULD_CONFIGURE, place.would)
+
+def corefile_unsupported(s: CoreDNSSubject) -> DnsPlan | None:
+    """A Corefile the operator cannot edit safely (checked in every mode, managed ones too)."""
+    if not s.present or not isinstance(s.wanted, corefile.CorefileError):
+        return None
+    return _refused(
+        _record(s.dist),
+        DNS.COREFILE_UNSUPPORTED,
+        f"The Corefile in {s.where} cannot be edited safely: {s.wanted}. "
+        "Fix it, or set spec.dns.management to External and configure DNS yourself.",
+    )
+
+
+def kamaji_writes_back(s: CoreDNSSubject) -> DnsPlan | None:
+    """Kamaji's CoreDNS add-on writes its Corefile back (clastix/kamaji#742): a rewrite live now is
+    not durable, so ManagedByDistribution always."""
+    if not s.present or not isinstance(s.wanted, str) or s.dist.name != "kamaji":
+        return None
+    message = s.managed_message(patched_corefile=s.wanted)
+    if s.live is not None and s.live_to_gateway:
+        message = f"{s.live.message} {message} Kamaji will remove it on its next reconcile."
+    else:
+        message = _and_today(s.live, message)
+    return _refused(_record(s.dist, evidence=s.dist.evidence), DNS.MANAGED_BY_DISTRIBUTION, message)
+
+
+def managed_rewrite_live(s: CoreDNSSubject) -> DnsPlan | None:
+    """Managed (k0s, the addon manager, k3s without the import...): the live Corefile already
+    rewrites the domain to the gateway, however it got there."""
+    if not s.editable or not s.managed or s.dist.name == "kamaji" or s.live is None or not s.live_to_gateway:
+        return None
+    return _plan([s.live], recorded=_record(s.dist, evidence=s.dist.evidence, config_map=s.live_config_map))
+
+
+def distribution_manages(s: CoreDNSSubject) -> DnsPlan | None:
+    """Managed, no rewrite to the gateway live: say what to change in the distribution's own
+    configuration (and what the live Corefile does with the domain today, when it rewrites it)."""
+    if not s.present or not isinstance(s.wanted, str) or not s.managed or s.live_to_gateway:
+        return None
+    message = _and_today(s.live, s.managed_message(patched_corefile=s.wanted))
+    return _refused(_record(s.dist, evidence=s.dist.evidence), DNS.MANAGED_BY_DISTRIBUTION, message)
+
+
+def conflicting_by_hand(s: CoreDNSSubject) -> DnsPlan | None:
+    """A rewrite of the domain by hand that is not one line to the gateway in the DNS server block:
+    ConflictingRewrite, nothing written (never a second rewrite beside it)."""
+    hand = s.by_hand
+    if hand is None or hand.right:
+        return None
+    spec = s.platform.spec
+    line = corefile.rewrite_line(spec.domain, spec.gateway.service_host)
+    advice = f"make it one `{line}` line in the server block with the kubernetes plugin, or remove it"
+    return _refused(
+        hand.record,
+        DNS.CONFLICTING_REWRITE,
+        f"A rewrite of {spec.domain} the operator did not write is in {hand.where}: {hand.shown}; the operator adds "
+        f"no second rewrite of the domain beside it. To fix it, {advice}.{hand.annotate}",
+    )
+
+
+def by_hand_to_gateway(s: CoreDNSSubject) -> DnsPlan | None:
+    """One rewrite of the domain by hand, to the gateway: RewriteFound, and a rewrite of ours beside
+    it is removed."""
+    hand = s.by_hand
+    if hand is None or not hand.right:
+        return None
+    spec = s.platform.spec
+    removal = [] if s.dry_run else removal_writes(s.platform.name, s.facts.corefile_cm, s.facts.custom_cm)
+    removal = [
+        replace(
+            w,
+            event=(
+                "Normal",
+                _removed_event(w),
+                f"Removed the operator's rewrite of {spec.domain}: {hand.shown} in {hand.where} already rewrites it.",
+            ),
+        )
+        for w in removal
+    ]
+    removed = " Removed the operator's own rewrite of the domain, so only that one remains." if removal else ""
+    cond = conditions.true(
+        TYPE,
+        DNS.REWRITE_FOUND,
+        f"{hand.where} already rewrites {spec.domain} to {spec.gateway.service_host} ({hand.shown}); the operator "
+        f"did not write it and adds no rewrite of its own.{removed}{hand.annotate} {_UNKNOWN_TIME}",
+    )
+    return _plan([cond], recorded=hand.record, writes=list(removal))
+
+
+def would_configure(s: CoreDNSSubject) -> DnsPlan | None:
+    """A dry run with a write due: WouldConfigure, nothing written."""
+    if not s.editable or s.managed or not s.dry_run or not s.place.rewritten:
+        return None
+    return _refused(s.place.record, DNS.WOULD_CONFIGURE, s.place.would)
+
+
+COREDNS_CHECKS: Final = Chain[CoreDNSSubject, DnsPlan](
+    Check("RKE2's chart ConfigMap rewrites the domain", rke2_chart_rewrites),
+    Check("RKE2's chart manages CoreDNS", rke2_chart_manages),
+    Check("CoreDNS ConfigMap exists", configmap_missing),
+    Check("Corefile editable safely", corefile_unsupported),
+    Check("Kamaji writes its Corefile back", kamaji_writes_back),
+    Check("live Corefile rewrites the domain (managed)", managed_rewrite_live),
+    Check("distribution manages CoreDNS", distribution_manages),
+    Check("no conflicting rewrite by hand", conflicting_by_hand),
+    Check("rewrite by hand to the gateway", by_hand_to_gateway),
+    Check("nothing to write (dry run)", would_configure),
+)
+"""Management CoreDNS: the first finding is the plan; none: ``configured``."""
+
+
+def configured(s: CoreDNSSubject) -> DnsPlan:
+    """Every check passed: write our rewrite where the mode puts it (not in a dry run), and the
+    condition is the pods' pickup of the change (``pickup``)."""
+    place = s.place
     # The pods must load the change to ``watched``: written now, or as read.
     seen = pickup(
-        pods=facts.pods,
-        changed=now if place.rewritten else changed_at(place.watched),
-        now=now,
+        pods=s.facts.pods,
+        changed=s.now if place.rewritten else changed_at(place.watched),
+        now=s.now,
         reload=place.reload,
-        mode=dist.mode,
-        target=t,
+        mode=s.dist.mode,
+        target=s.target,
     )
     return _plan(
         [Condition(TYPE, seen.status, seen.reason, place.head + seen.sentence)],
         recorded=place.record,
         progressing=seen.reason == DNS.RELOAD_PENDING,
         requeue_after=seen.requeue_after,
-        writes=[] if dry_run else place.writes,
+        writes=[] if s.dry_run else place.writes,
         recheck=place.rewritten,
     )
+
+
+def _coredns(
+    platform: TenantPlatform, facts: DnsFacts, *, now: datetime, target: CoreDNSTarget, dry_run: bool
+) -> DnsPlan:
+    subject = CoreDNSSubject(platform, facts, now, target, dry_run)
+    found = COREDNS_CHECKS.first(subject)
+    return found.value if found is not None else configured(subject)
 
 
 @dataclass(frozen=True)
@@ -477,13 +668,27 @@ def _and_today(found: Condition | None, message: str) -> str:
     return f"{found.message} {message}" if found is not None else message
 
 
-def _by_hand(
-    platform: TenantPlatform, facts: DnsFacts, dist: Distribution, t: CoreDNSTarget, *, dry_run: bool
-) -> DnsPlan | None:
-    """A rewrite of the domain someone else put where CoreDNS reads it (modes corefile and import),
-    not handed over to the operator: never a second rewrite beside it. To the gateway: RewriteFound
-    (True), and a rewrite of ours beside it is removed; elsewhere: ConflictingRewrite (False),
-    nothing written. None when there is none (or it is being taken over: ``takes_over``)."""
+@dataclass(frozen=True)
+class HandMade:
+    """Rewrites of the domain someone else put where CoreDNS reads it (modes corefile and import),
+    not handed over to the operator."""
+
+    rewrites: tuple[tuple[str, corefile.LiveRewrite, bool], ...]
+    """(the coredns-custom key or "", the rewrite, whether it is in a server block of its own)."""
+    right: bool
+    """One rewrite, to the gateway, in the DNS server block (a server block of its own takes the
+    domain's queries, so the operator cannot judge what answers them: never right)."""
+    shown: str
+    where: str
+    record: DnsRecord
+    annotate: str
+    """How to hand it over to the operator (Corefile only)."""
+
+
+def _hand_made(platform: TenantPlatform, facts: DnsFacts, dist: Distribution, t: CoreDNSTarget) -> HandMade | None:
+    """A rewrite of the domain someone else put where CoreDNS reads it (modes corefile and import):
+    an admin's ``*.override`` key, or a hand-made line in the Corefile. None when there is none (or
+    it is being taken over: ``takes_over``)."""
     spec = platform.spec
     if dist.mode == Mode.IMPORT:
         where = f"ConfigMap {t.namespace}/{t.custom_config_map}"
@@ -522,38 +727,10 @@ def _by_hand(
         )
     if not found:
         return None
-    # NB: a server block of its own takes the domain's queries, so the operator cannot judge what
-    # answers them: never "right".
-    right = all(corefile.same_host(r.target, spec.gateway.service_host) and not own for _, r, own in found)
-    if not right or len(found) > 1:
-        line = corefile.rewrite_line(spec.domain, spec.gateway.service_host)
-        advice = f"make it one `{line}` line in the server block with the kubernetes plugin, or remove it"
-        return _refused(
-            record,
-            DNS.CONFLICTING_REWRITE,
-            f"A rewrite of {spec.domain} the operator did not write is in {where}: {shown}; the operator adds no "
-            f"second rewrite of the domain beside it. To fix it, {advice}.{annotate}",
-        )
-    removal = [] if dry_run else removal_writes(platform.name, facts.corefile_cm, facts.custom_cm)
-    removal = [
-        replace(
-            w,
-            event=(
-                "Normal",
-                _removed_event(w),
-                f"Removed the operator's rewrite of {spec.domain}: {shown} in {where} already rewrites it.",
-            ),
-        )
-        for w in removal
-    ]
-    removed = " Removed the operator's own rewrite of the domain, so only that one remains." if removal else ""
-    cond = conditions.true(
-        TYPE,
-        DNS.REWRITE_FOUND,
-        f"{where} already rewrites {spec.domain} to {spec.gateway.service_host} ({shown}); the operator did not "
-        f"write it and adds no rewrite of its own.{removed}{annotate} {_UNKNOWN_TIME}",
+    right = len(found) == 1 and all(
+        corefile.same_host(r.target, spec.gateway.service_host) and not own for _, r, own in found
     )
-    return _plan([cond], recorded=record, writes=list(removal))
+    return HandMade(tuple(found), right, shown, where, record, annotate)
 
 
 def _removed_event(write: Write) -> reasons.Event:
