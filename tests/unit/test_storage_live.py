@@ -62,6 +62,7 @@ RESULT = {
     manifests.FINISHED_ANNOTATION: stamp(NOW),
     manifests.MESSAGE_ANNOTATION: "Write test passed.",
 }
+FAILURE = {**RESULT, manifests.RESULT_ANNOTATION: "Failed", manifests.MESSAGE_ANNOTATION: "Not read back."}
 
 
 @dataclass
@@ -89,12 +90,25 @@ ROWS = [
         id="retry after a failure created objects, status lost: adopted",
     ),
     pytest.param(
-        Row(memory(LOST), pvcs=[pvc(LOST, **RESULT)], result=VerificationResult.SUCCEEDED, delete=LOST),
-        id="finished on the PVC, status still Running: result taken over, PVC deleted, not rerun",
+        Row(memory(LOST), pvcs=[pvc(LOST, **FAILURE)], result=VerificationResult.FAILED, delete=LOST),
+        id="failed on the PVC, status still Running: failure taken over, PVC deleted, not rerun",
     ),
     pytest.param(
-        Row(None, pvcs=[pvc(LOST, **RESULT)], result=VerificationResult.SUCCEEDED, delete=LOST),
-        id="finished on the PVC, no memory at all: result taken over",
+        Row(None, pvcs=[pvc(LOST, **FAILURE)], result=VerificationResult.FAILED, delete=LOST),
+        id="failed on the PVC, no memory at all: failure taken over",
+    ),
+    pytest.param(
+        Row(memory(LOST), pvcs=[pvc(LOST, **RESULT)], test=LOST),
+        id="a success on the PVC, status still Running: not believed (anyone in the namespace can write it), "
+        "the test goes on",
+    ),
+    pytest.param(
+        Row(None, pvcs=[pvc(LOST, **RESULT)], test=LOST),
+        id="a success on the PVC, no memory at all: adopted as running, not as a success",
+    ),
+    pytest.param(
+        Row(memory(LOST, namespace="elsewhere"), test=int(NOW.timestamp()), delete=LOST),
+        id="running in another namespace (the operator's, before the move): dropped, a new one starts here",
     ),
     pytest.param(
         Row(memory(LOST), pvcs=[pvc(LOST), pvc(OLD)], pods=[pod(OLD, "read")], test=LOST, orphans=(OLD,)),
