@@ -14,7 +14,7 @@ from tenant_platform.api.models import Storage
 from tenant_platform.api.status.storage import StorageVerification, VerificationResult
 from tenant_platform.concerns.storage import manifests
 from tenant_platform.concerns.storage.live import attempt_of, live_attempts
-from tenant_platform.concerns.storage.verdict import DEFAULT_CLASS_ANNOTATIONS, StorageFacts, evaluate
+from tenant_platform.concerns.storage.verdict import DEFAULT_CLASS_ANNOTATIONS, StorageFacts, evaluate, settled
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 OLD = int((NOW - timedelta(hours=3)).timestamp())
@@ -181,3 +181,31 @@ def test_live_attempts_reads_progress_from_the_pvc() -> None:
     assert live.storage_class == "local" and live.result is None
     (finished,) = live_attempts([pvc(LOST, **{**RESULT, manifests.RESULT_ANNOTATION: "Bogus"})], [])
     assert finished.result is None  # an unknown result is not taken over
+
+
+@pytest.mark.parametrize(
+    ("mem", "verify", "expected"),
+    [
+        pytest.param(None, True, False, id="no memory: list (a lost test may exist)"),
+        pytest.param(memory(LOST), True, False, id="running: list"),
+        pytest.param(memory(OLD, VerificationResult.SUCCEEDED), True, True, id="success stands, cleaned up: no list"),
+        pytest.param(memory(OLD, VerificationResult.SUCCEEDED, cleaned_up=False), True, False, id="objects left: list"),
+        pytest.param(
+            memory(OLD, VerificationResult.FAILED, finished_at=stamp(NOW - timedelta(minutes=5))),
+            True,
+            True,
+            id="failure stands until its retry: no list",
+        ),
+        pytest.param(memory(OLD, VerificationResult.FAILED), True, False, id="failure's retry due: list"),
+        pytest.param(
+            memory(OLD, VerificationResult.SUCCEEDED, storage_class_name="other"), True, False, id="another class: list"
+        ),
+        pytest.param(
+            memory(OLD, VerificationResult.SUCCEEDED, namespace="elsewhere"), True, False, id="another namespace: list"
+        ),
+        pytest.param(memory(OLD, VerificationResult.SUCCEEDED), False, False, id="verify off: list (to forget)"),
+    ],
+)
+def test_settled_skips_the_listing(mem: StorageVerification | None, verify: bool, expected: bool) -> None:
+    facts = StorageFacts(classes=CLASSES, memory=mem)
+    assert settled(Storage(verify=verify), facts, now=NOW) == expected

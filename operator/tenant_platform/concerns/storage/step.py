@@ -46,6 +46,7 @@ An API error while the test advances keeps the memory
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,7 +54,7 @@ from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.status.storage import StorageVerification
 from tenant_platform.concerns.storage import manifests, verdict
-from tenant_platform.concerns.storage.live import LiveAttempt, live_attempts
+from tenant_platform.concerns.storage.live import live_attempts
 from tenant_platform.concerns.storage.verdict import Action, Report, StorageVerdict
 from tenant_platform.core.verdict import Verdict
 from tenant_platform.framework.base import (
@@ -74,18 +75,20 @@ MEMORY_KEY = "storageVerification"
 
 
 def gather(ctx: StepContext) -> verdict.StorageFacts:
-    """Every StorageClass, the write test's memory from the last status, and (outside a dry run)
-    every write test of this platform whose objects exist in the platform's namespace."""
+    """Every StorageClass, the write test's memory from the last status, and (outside a dry run,
+    unless a finished verdict stands with its objects gone: ``verdict.settled``) every write test
+    of this platform whose objects exist in the platform's namespace."""
     classes = ctx.kube.list("storage.k8s.io/v1", "StorageClass")
     memory = verdict.read_memory((ctx.platform.status.get("recorded") or {}).get(MEMORY_KEY))
-    live: tuple[LiveAttempt, ...] = ()
-    if not ctx.dry_run and (ctx.platform.spec.storage.verify or memory is not None):
-        namespace = probe_namespace(ctx)
-        label_selector = selector(ctx.platform.name, manifests.COMPONENT)
-        pvcs = ctx.kube.list("v1", "PersistentVolumeClaim", namespace, label_selector=label_selector)
-        pods = ctx.kube.list("v1", "Pod", namespace, label_selector=label_selector)
-        live = live_attempts(pvcs, pods)
-    return verdict.StorageFacts(classes=classes, memory=memory, live=live, namespace=probe_namespace(ctx))
+    namespace = probe_namespace(ctx)
+    facts = verdict.StorageFacts(classes=classes, memory=memory, namespace=namespace)
+    spec = ctx.platform.spec.storage
+    if ctx.dry_run or not (spec.verify or memory is not None) or verdict.settled(spec, facts, now=ctx.now):
+        return facts
+    label_selector = selector(ctx.platform.name, manifests.COMPONENT)
+    pvcs = ctx.kube.list("v1", "PersistentVolumeClaim", namespace, label_selector=label_selector)
+    pods = ctx.kube.list("v1", "Pod", namespace, label_selector=label_selector)
+    return dataclasses.replace(facts, live=live_attempts(pvcs, pods))
 
 
 def probe_namespace(ctx: StepContext) -> str:

@@ -408,6 +408,22 @@ def evaluate(spec: Storage, facts: StorageFacts, *, now: datetime, dry_run: bool
     return dataclasses.replace(verdict, orphans=live.orphans(facts.live, keep))
 
 
+def settled(spec: Storage, facts: StorageFacts, *, now: datetime) -> bool:
+    """The first phase decides without the live test objects: a finished verdict of this class in
+    this namespace stands and its objects are gone, so nothing listed could change it (a test the
+    status does not know can only be older than that verdict: its objects were orphans while the
+    verdict's test ran). Then the step need not list them: a converged pass reads nothing more."""
+    found = evaluate(spec, dataclasses.replace(facts, live=()), now=now)
+    memory = found.report.memory if found.report is not None else None
+    return (
+        found.delete is None
+        and found.test is None
+        and memory is not None
+        and memory.result in FINISHED
+        and memory.cleaned_up is True
+    )
+
+
 def plan(
     spec: Storage,
     facts: StorageFacts,
