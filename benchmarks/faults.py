@@ -185,8 +185,9 @@ def _labelled(kube: Kube, api: str, kind: str, name: str, namespace: str | None 
 def storage_objects(kube: Kube, name: str) -> list[Any]:
     comp = {constants.LABEL_COMPONENT: COMPONENT}
     return [
-        *_labelled(kube, "v1", "PersistentVolumeClaim", name, OPERATOR_NAMESPACE, **comp),
-        *_labelled(kube, "v1", "Pod", name, OPERATOR_NAMESPACE, **comp),
+        # In the platform's namespace (here named as the platform), where the write test runs.
+        *_labelled(kube, "v1", "PersistentVolumeClaim", name, name, **comp),
+        *_labelled(kube, "v1", "Pod", name, name, **comp),
     ]
 
 
@@ -349,14 +350,14 @@ class Suite:
         selector = f"{constants.LABEL_COMPONENT}={COMPONENT}"
         while not self.kubelet_stop.wait(1.0):
             with contextlib.suppress(errors.KubeError):
-                for pod in self.admin.list("v1", "Pod", OPERATOR_NAMESPACE, label_selector=selector):
+                for pod in self.admin.list("v1", "Pod", label_selector=selector):
                     if (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
                         self.admin.merge_patch(
                             "v1",
                             "Pod",
                             pod["metadata"]["name"],
                             {"status": {"phase": "Succeeded"}},
-                            namespace=OPERATOR_NAMESPACE,
+                            namespace=pod["metadata"]["namespace"],
                             subresource="status",
                         )
 

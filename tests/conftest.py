@@ -27,6 +27,7 @@ from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube
 from tenant_platform.testing import binaries, controlplane, seed
 from tenant_platform.testing.controlplane import ControlPlane
+from tenant_platform.testing.kubelet import StorageKubelet
 from tests.support import platform_body
 
 _CLUSTER_FIXTURES = frozenset({"control_plane", "kube_api", "seeded", "admin_kube", "crd", "make_platform"})
@@ -119,10 +120,13 @@ def kube_api(control_plane: ControlPlane) -> Iterator[kubernetes.client.ApiClien
 
 
 @pytest.fixture(scope="session")
-def seeded(control_plane: ControlPlane, kube_api: kubernetes.client.ApiClient) -> ControlPlane:
-    """The session's control plane after ``seed_cluster`` (Istio CRDs, CoreDNS, GPU nodes, ...)."""
+def seeded(control_plane: ControlPlane, kube_api: kubernetes.client.ApiClient) -> Iterator[ControlPlane]:
+    """The session's control plane after ``seed_cluster`` (Istio CRDs, CoreDNS, GPU nodes, ...),
+    with the seeded StorageClass's provisioner and kubelet played for the storage write test
+    (testing/kubelet.py), so that a platform's storage is proven as on a real cluster."""
     seed.seed_cluster(kube_api)
-    return control_plane
+    with StorageKubelet.for_kubeconfig(str(control_plane.kubeconfig_path)):
+        yield control_plane
 
 
 @pytest.fixture

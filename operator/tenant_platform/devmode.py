@@ -2,7 +2,8 @@
 
 Starts the local control plane (testing/controlplane.py), installs the CRD, seeds a realistic
 cluster (testing/seed.py: Istio CRDs, istiod, the ingress gateway Service, CoreDNS, a default
-StorageClass, GPU nodes with HAMi annotations), applies the sample TenantPlatform(s), runs the
+StorageClass, GPU nodes with HAMi annotations; the StorageClass's provisioner and kubelet played
+for the storage write test, testing/kubelet.py), applies the sample TenantPlatform(s), runs the
 operator in-process (``main.run`` in a thread, with Settings built here: the control plane's
 kubeconfig and the demo's shorter intervals; the environment is read, never written) and prints
 the resulting conditions.
@@ -113,6 +114,7 @@ def main(
 ) -> int:
     from tenant_platform.testing import seed  # noqa: PLC0415
     from tenant_platform.testing.controlplane import ControlPlane  # noqa: PLC0415
+    from tenant_platform.testing.kubelet import StorageKubelet  # noqa: PLC0415
 
     def say(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
@@ -128,7 +130,11 @@ def main(
         kube = Kube.from_kubeconfig(str(cp.kubeconfig_path))
         install_crd(kube)
         seed.seed_cluster(str(cp.kubeconfig_path))
-        say("seeded: Istio CRDs, istiod, ingress gateway Service, CoreDNS, default StorageClass, GPU nodes")
+        tenants.enter_context(StorageKubelet.for_kubeconfig(str(cp.kubeconfig_path)))
+        say(
+            "seeded: Istio CRDs, istiod, ingress gateway Service, CoreDNS, default StorageClass (its provisioner "
+            "and kubelet played for the storage write test), GPU nodes"
+        )
         names: list[str] = []
         for path in files:
             for doc in yaml.safe_load_all(Path(path).read_text(encoding="utf-8")):
@@ -190,6 +196,7 @@ def start_fleet(
     kubeconfigs in Secrets ``fleet/tenant-<i>-kubeconfig`` key ``value`` (Cluster API's
     convention); and for each a copy of the first sample TenantPlatform targeting it."""
     from tenant_platform.testing import seed  # noqa: PLC0415
+    from tenant_platform.testing.kubelet import StorageKubelet  # noqa: PLC0415
     from tenant_platform.testing.tenants import TenantAPIServer  # noqa: PLC0415
 
     sample = next(
@@ -204,6 +211,7 @@ def start_fleet(
         cluster = f"tenant-{i}"
         tenant = stack.enter_context(TenantAPIServer(cp, cluster, controller_manager=True))
         seed.seed_cluster(str(tenant.kubeconfig_path))
+        stack.enter_context(StorageKubelet.for_kubeconfig(str(tenant.kubeconfig_path)))
         secret_name = f"{cluster}{constants.CLUSTER_API_KUBECONFIG_SUFFIX}"
         kube.apply(
             {

@@ -15,6 +15,7 @@ from tenant_platform.config import Settings
 from tenant_platform.kube.client import Kube
 from tenant_platform.testing import seed
 from tenant_platform.testing.controlplane import ControlPlane
+from tenant_platform.testing.kubelet import StorageKubelet
 from tenant_platform.testing.tenants import TenantAPIServer
 
 SETTINGS = Settings(drift_interval=30)
@@ -27,14 +28,18 @@ def tenant_servers(
     """Seeded tenant API servers sharing the session's etcd, and the namespace their kubeconfig
     Secrets go to in the management cluster; stopped on exit."""
     started: dict[str, TenantAPIServer] = {}
+    kubelets: list[StorageKubelet] = []
     try:
         for name in names:
             started[name] = TenantAPIServer(seeded, name, controller_manager=controller_manager).start()
             seed.seed_cluster(started[name].kubeconfig_path)
+            kubelets.append(StorageKubelet.for_kubeconfig(str(started[name].kubeconfig_path)).start())
         if crd.get("v1", "Namespace", secrets_namespace) is None:
             crd.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": secrets_namespace}})
         yield started
     finally:
+        for kubelet in kubelets:
+            kubelet.stop()
         for tenant in started.values():
             tenant.stop()
 

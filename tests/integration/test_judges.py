@@ -33,6 +33,7 @@ from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube
 from tenant_platform.testing import tools, wait
 from tenant_platform.testing.controlplane import ControlPlane
+from tenant_platform.testing.kubelet import SEEDED_PROVISIONER
 from tenant_platform.testing.operator import RunningOperator, start_operator
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -253,13 +254,14 @@ def test_live_missing_storage_class_waits_then_stalls_then_recovers(
     assert storage_class in messages["kstatus"] and storage_class in messages["fluxKstatus"]
     assert storage_class in messages["argocd"]
 
-    # A person creates the class: Stalled clears by itself and the platform becomes Ready.
+    # A person creates the class (of a provisioner that works: the one the session plays, see
+    # testing/kubelet.py): Stalled clears by itself, the write test passes, and the platform becomes Ready.
     crd.create(
         {
             "apiVersion": "storage.k8s.io/v1",
             "kind": "StorageClass",
             "metadata": {"name": storage_class},
-            "provisioner": "example.com/test",
+            "provisioner": SEEDED_PROVISIONER,
             "volumeBindingMode": "WaitForFirstConsumer",
         }
     )

@@ -113,11 +113,22 @@ def token_request() -> Obj:
     return {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 600}}
 
 
-def pod(name: str, *, automount: bool = False, volumes: list[Obj] | None = None) -> Obj:
+def pvc(name: str, labels: dict[str, str] | None = None) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "labels": labels or {}},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "16Mi"}}},
+    }
+
+
+def pod(
+    name: str, *, automount: bool = False, volumes: list[Obj] | None = None, labels: dict[str, str] | None = None
+) -> Obj:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name},
+        "metadata": {"name": name, "labels": labels or {}},
         "spec": {
             "automountServiceAccountToken": automount,
             "securityContext": {"runAsNonRoot": True, "runAsUser": 65534, "seccompProfile": {"type": "RuntimeDefault"}},
@@ -161,9 +172,12 @@ MUST_BE_NO = [
     ("list secrets in its own namespace", "list", "secrets", "", OPERATOR_NAMESPACE, "", ""),
     ("exec into pods", "create", "pods", "", "kube-system", "", "exec"),
     ("read pod logs", "get", "pods", "", "kube-system", "", "log"),
-    ("delete pods in kube-system", "delete", "pods", "", "kube-system", "", ""),
-    ("create PVCs in kube-system", "create", "persistentvolumeclaims", "", "kube-system", "", ""),
-    ("create PVCs in a tenant namespace", "create", "persistentvolumeclaims", "", "rbac-tenant", "", ""),
+    # Deleting pods and writing PVCs anywhere but a platform namespace: RBAC grants them cluster-wide
+    # (the storage write test runs in each platform's namespace, known only at runtime); the
+    # writes-fence refuses them (test_fences_refuse, test_storage_test_pods_and_pvcs_only_ours).
+    ("write a PVC's status (the binder's)", "patch", "persistentvolumeclaims", "", "kube-system", "", "status"),
+    ("deletecollection PVCs", "deletecollection", "persistentvolumeclaims", "", "rbac-tenant", "", ""),
+    ("update PVCs (only merge patches)", "update", "persistentvolumeclaims", "", "rbac-tenant", "", ""),
     ("bind cluster-admin", "bind", "clusterroles", RBAC, "", "cluster-admin", ""),
     ("bind edit", "bind", "clusterroles", RBAC, "", "edit", ""),
     ("escalate a ClusterRole", "escalate", "clusterroles", RBAC, "", "admin", ""),
@@ -223,8 +237,9 @@ MUST_BE_NO = [
 MUST_BE_YES = [
     ("read a named Secret (edge certificate, pull secret, S3)", "get", "secrets", "", "istio-system", "edge", ""),
     ("dry-run pods in a tenant namespace", "create", "pods", "", "rbac-tenant", "", ""),
-    ("storage test PVC in its namespace", "create", "persistentvolumeclaims", "", OPERATOR_NAMESPACE, "", ""),
-    ("delete storage test pods in its namespace", "delete", "pods", "", OPERATOR_NAMESPACE, "", ""),
+    ("storage test PVC in a platform namespace", "create", "persistentvolumeclaims", "", "rbac-tenant", "", ""),
+    ("note the storage test on its PVC", "patch", "persistentvolumeclaims", "", "rbac-tenant", "", ""),
+    ("delete storage test pods in a platform namespace", "delete", "pods", "", "rbac-tenant", "", ""),
     ("bind admin for the installer", "bind", "clusterroles", RBAC, "", "admin", ""),
     ("mint the installer's token", "create", "serviceaccounts", "", "rbac-tenant", "", "token"),
     ("edit the Corefile", "update", "configmaps", "", "kube-system", "coredns", ""),
@@ -444,6 +459,27 @@ def fence_cases(k: Kube, ns: str) -> list[tuple[str, str, str, Any, str]]:
             quota("x"),
             "only of its own",
         ),
+        (
+            "create a PVC in kube-system",
+            "POST",
+            p("v1", "PersistentVolumeClaim", namespace="kube-system"),
+            pvc("x", OURS),
+            "only its own PersistentVolumeClaims, in a platform namespace",
+        ),
+        (
+            "create a PVC in its own namespace (the storage test moved to the platform's)",
+            "POST",
+            p("v1", "PersistentVolumeClaim", namespace=OPERATOR_NAMESPACE),
+            pvc("x", OURS),
+            "only its own PersistentVolumeClaims",
+        ),
+        (
+            "create a PVC not labelled ours in a platform namespace",
+            "POST",
+            p("v1", "PersistentVolumeClaim", namespace=ns),
+            pvc("x"),
+            "only its own PersistentVolumeClaims",
+        ),
         ("write Endpoints", "POST", p("v1", "Endpoints", namespace=ns), endpoints(), "only to grant it"),
         (
             "create a VirtualService",
@@ -497,6 +533,7 @@ def test_fences_allow_what_the_steps_do(as_operator: Kube, platform_ns: str) -> 
         ("GPU share quota", "POST", p("v1", "ResourceQuota", namespace=ns), quota("tenant-platform-gpu-share", OURS)),
         ("mesh probe pod (dry run)", "POST", p("v1", "Pod", namespace=ns), pod("probe", automount=True)),
         ("a dry-run pod anywhere", "POST", p("v1", "Pod", namespace="kube-system"), pod("probe")),
+        ("storage test PVC", "POST", p("v1", "PersistentVolumeClaim", namespace=ns), pvc("x", OURS)),
     ]
     failures = []
     for what, method, path, body in allowed:
@@ -508,24 +545,27 @@ def test_fences_allow_what_the_steps_do(as_operator: Kube, platform_ns: str) -> 
     assert not failures, "\n".join(failures)
 
 
+CLAIM = {"volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "x"}}]}
+
+
 @pytest.mark.parametrize(
     ("namespace", "spec", "refused"),
     [
         pytest.param("kube-system", {}, True, id="kube-system"),
+        pytest.param("kube-system", {**CLAIM, "labels": OURS}, True, id="kube-system, as the storage test"),
         pytest.param("rbac-tenant", {}, True, id="tenant namespace"),
-        pytest.param(OPERATOR_NAMESPACE, {"automount": True}, True, id="own namespace with a token"),
+        pytest.param("rbac-tenant", CLAIM, True, id="tenant namespace, a PVC volume, not ours"),
+        pytest.param("rbac-tenant", {"automount": True, "labels": OURS}, True, id="ours with a token"),
         pytest.param(
-            OPERATOR_NAMESPACE,
-            {"volumes": [{"name": "s", "secret": {"secretName": "x"}}]},
+            "rbac-tenant",
+            {"volumes": [{"name": "s", "secret": {"secretName": "x"}}], "labels": OURS},
             True,
-            id="own namespace mounting a Secret",
+            id="ours mounting a Secret",
         ),
         pytest.param(
-            OPERATOR_NAMESPACE,
-            {"volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "x"}}]},
-            False,
-            id="own namespace as the storage test",
+            OPERATOR_NAMESPACE, {**CLAIM, "labels": OURS}, True, id="own namespace (the test moved to the platform's)"
         ),
+        pytest.param("rbac-tenant", {**CLAIM, "labels": OURS}, False, id="platform namespace as the storage test"),
     ],
 )
 def test_real_pods_only_as_the_storage_test(  # noqa: PLR0917 (fixtures and parameters)
@@ -546,6 +586,31 @@ def test_real_pods_only_as_the_storage_test(  # noqa: PLR0917 (fixtures and para
             assert refusal is None
     finally:
         crd.delete("v1", "Pod", unique_name, namespace)
+
+
+def test_storage_test_pods_and_pvcs_only_ours(as_operator: Kube, crd: Kube, platform_ns: str, unique_name: str) -> None:
+    """For real, as the operator: it deletes pods and PVCs only where they are ours in a platform
+    namespace (RBAC grants both cluster-wide; the writes-fence narrows them)."""
+    made: list[tuple[str, str, str]] = []
+    try:
+        for kind, body, ns in (
+            ("Pod", pod(unique_name), "kube-system"),
+            ("Pod", pod(unique_name), platform_ns),
+            ("PersistentVolumeClaim", pvc(unique_name), "kube-system"),
+            ("PersistentVolumeClaim", pvc(unique_name), platform_ns),
+        ):
+            crd.create({**body, "metadata": {**body["metadata"], "namespace": ns}})
+            made.append((kind, unique_name, ns))
+        for kind, name, ns in made:
+            refusal = attempt(as_operator, "DELETE", as_operator.path("v1", kind, name, ns), dry_run=False)
+            assert refusal is not None and "only its own" in refusal, (kind, ns, refusal)
+        # Labelled ours (by anyone): the operator may delete it (the storage test's cleanup).
+        crd.merge_patch("v1", "Pod", unique_name, {"metadata": {"labels": OURS}}, namespace=platform_ns)
+        ours = as_operator.path("v1", "Pod", unique_name, platform_ns)
+        assert attempt(as_operator, "DELETE", ours, dry_run=False) is None
+    finally:
+        for kind, name, ns in made:
+            crd.delete("v1", kind, name, ns)
 
 
 def test_the_operator_cannot_change_or_delete_a_fence(as_operator: Kube, crd: Kube) -> None:

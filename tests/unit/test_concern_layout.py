@@ -76,6 +76,10 @@ CROSS_IMPORTS: dict[str, dict[str, str]] = {
     "tenant_platform.reconcile.cleanup": {
         "tenant_platform.concerns.target.step": "the target phase runs before every cleanup",
     },
+    "tenant_platform.testing.kubelet": {
+        "tenant_platform.concerns.storage.manifests": "the played kubelet runs the storage write test's pods "
+        "only: their labels, role and marker",
+    },
 }
 """Every import of a concern module from outside concerns/ except the registry's, as of today."""
 

@@ -37,9 +37,14 @@ LONG_AGO = dict(finished_at="2025-12-31T00:00:00Z")  # a failure whose retry is 
 
 
 def subject(
-    *, verify: bool = True, found: bool = True, mem: StorageVerification | None = None, dry_run: bool = False
+    *,
+    verify: bool = True,
+    found: bool = True,
+    mem: StorageVerification | None = None,
+    dry_run: bool = False,
+    namespace: str = "",
 ) -> verdict.Subject:
-    return verdict.Subject(Storage(verify=verify), FOUND if found else MISSING, mem, NOW, dry_run)
+    return verdict.Subject(Storage(verify=verify), FOUND if found else MISSING, mem, NOW, dry_run, namespace)
 
 
 def summary(found: verdict.StorageVerdict | None) -> Any:
@@ -75,7 +80,12 @@ def summary(found: verdict.StorageVerdict | None) -> Any:
     ],
 )
 def test_no_test_wanted(kwargs: dict[str, Any], expected: Any) -> None:
-    assert summary(verdict.no_test_wanted(subject(**kwargs))) == expected
+    found = verdict.no_test_wanted(subject(**kwargs))
+    assert summary(found) == expected
+    if found is not None and found.report is not None:
+        # Turned off, the class is True but says its existence proves nothing; no class: no such note.
+        proves_nothing = "that the class exists proves nothing" in found.report.condition.message
+        assert proves_nothing == kwargs.get("found", True)
 
 
 @pytest.mark.parametrize(
@@ -103,10 +113,15 @@ def test_dry_run(kwargs: dict[str, Any], expected: Any) -> None:
         pytest.param(
             memory(V.SUCCEEDED, cleaned_up=False), (R.VERIFIED, True, ATTEMPT, None), id="objects left: deleted"
         ),
+        pytest.param(
+            memory(V.SUCCEEDED, namespace="tenant"), (R.VERIFIED, True, None, None), id="here: success stands"
+        ),
+        pytest.param(memory(V.SUCCEEDED, namespace="elsewhere"), None, id="another namespace"),
     ],
 )
 def test_verdict_stands(mem: StorageVerification | None, expected: Any) -> None:
-    assert summary(verdict.verdict_stands(subject(mem=mem))) == expected
+    here = "tenant" if mem is not None and mem.namespace else ""
+    assert summary(verdict.verdict_stands(subject(mem=mem, namespace=here))) == expected
 
 
 @pytest.mark.parametrize(
@@ -116,10 +131,16 @@ def test_verdict_stands(mem: StorageVerification | None, expected: Any) -> None:
         pytest.param(memory(), None, id="this class"),
         pytest.param(memory(V.FAILED, cls="other"), None, id="another class, finished"),
         pytest.param(memory(cls="other"), (None, None, ATTEMPT, int(NOW.timestamp())), id="another class running"),
+        pytest.param(memory(namespace="tenant"), None, id="this class, here"),
+        pytest.param(
+            memory(namespace="operator-ns"),
+            (None, None, ATTEMPT, int(NOW.timestamp())),
+            id="this class, in another namespace",
+        ),
     ],
 )
 def test_other_class_running(mem: StorageVerification | None, expected: Any) -> None:
-    found = verdict.other_class_running(subject(mem=mem))
+    found = verdict.other_class_running(subject(mem=mem, namespace="tenant" if mem and mem.namespace else ""))
     assert summary(found) == expected
     if found is not None:
         assert found.if_not_deleted is not None and found.if_not_deleted.failed
@@ -142,7 +163,7 @@ def test_the_chain_order() -> None:
         "no test wanted",
         "dry run",
         "finished verdict stands",
-        "test of another class running",
+        "test of another class or namespace running",
         "run the test",
     )
     # A subject several checks find something in: the first in the chain decides.
@@ -154,8 +175,14 @@ def test_the_chain_order() -> None:
         "run the test",
     ]
     other = subject(mem=memory(cls="other"))
-    assert [f.check for f in verdict.FIRST_PHASE.every(other)] == ["test of another class running", "run the test"]
-    assert verdict.FIRST_PHASE.first(other).check == "test of another class running"  # type: ignore[union-attr]
+    assert [f.check for f in verdict.FIRST_PHASE.every(other)] == [
+        "test of another class or namespace running",
+        "run the test",
+    ]
+    assert verdict.FIRST_PHASE.first(other).check == "test of another class or namespace running"  # type: ignore[union-attr]
+    # A success in the operator's namespace (before the test moved) neither stands nor keeps a new test away.
+    moved = subject(mem=memory(V.SUCCEEDED), namespace="tenant")
+    assert [f.check for f in verdict.FIRST_PHASE.every(moved)] == ["run the test"]
 
 
 # ---- the second phase: the running test's objects -------------------------------------------------
@@ -170,8 +197,11 @@ def running(
     writer: dict[str, Any] | None = None,
     reader: dict[str, Any] | None = None,
     now: datetime = NOW,
+    expected: dict[str, dict[str, Any]] | None = None,
 ) -> verdict.RunningTest:
-    objects = verdict.WriteTestObjects(ATTEMPT, PVC, WRITER, READER, "busybox", pvc=pvc, writer=writer, reader=reader)
+    objects = verdict.WriteTestObjects(
+        ATTEMPT, PVC, WRITER, READER, "busybox", pvc=pvc, writer=writer, reader=reader, expected=expected or {}
+    )
     return verdict.RunningTest(FOUND, memory(), objects, "ns", now)
 
 
@@ -184,6 +214,57 @@ def ending(found: verdict.StorageVerdict | None) -> Any:
 
 
 BOUND = obj(PVC, "Bound")
+SPEC_OF = {"pvc": {"spec": {"storageClassName": "local"}}, "read": {"spec": {"containers": [{"image": "busybox"}]}}}
+
+
+def with_spec(body: dict[str, Any], **spec: Any) -> dict[str, Any]:
+    return {**body, "spec": spec}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "expected"),
+    [
+        pytest.param({"pvc": BOUND, "reader": obj(READER, "Succeeded")}, None, id="nothing to compare with"),
+        pytest.param(
+            {
+                "pvc": with_spec(BOUND, storageClassName="local", volumeName="pv-1"),
+                "reader": with_spec(obj(READER, "Succeeded"), containers=[{"image": "busybox", "name": "read"}]),
+                "expected": SPEC_OF,
+            },
+            None,
+            id="as rendered (fields the API server adds aside)",
+        ),
+        pytest.param(
+            {
+                "pvc": with_spec(BOUND, storageClassName="local"),
+                "reader": with_spec(obj(READER, "Succeeded"), containers=[{"image": "evil"}]),
+                "expected": SPEC_OF,
+            },
+            (R.VERIFICATION_FAILED, V.FAILED, True),
+            id="the reader's image changed",
+        ),
+        pytest.param(
+            {"pvc": with_spec(BOUND, storageClassName="fast"), "expected": SPEC_OF},
+            (R.VERIFICATION_FAILED, V.FAILED, True),
+            id="the PVC of another class",
+        ),
+        pytest.param(
+            {
+                "pvc": with_spec(BOUND, storageClassName="local", dataSource={"kind": "PersistentVolumeClaim"}),
+                "expected": SPEC_OF,
+            },
+            (R.VERIFICATION_FAILED, V.FAILED, True),
+            id="the PVC cloned from another volume",
+        ),
+        pytest.param(
+            {"reader": with_spec(obj(READER, "Succeeded"), containers=[{"image": "busybox"}]), "expected": SPEC_OF},
+            None,
+            id="the PVC gone: nothing to compare (recreated as ours)",
+        ),
+    ],
+)
+def test_not_as_created(kwargs: dict[str, Any], expected: Any) -> None:
+    assert ending(verdict.not_as_created(running(**kwargs))) == expected
 
 
 @pytest.mark.parametrize(
@@ -363,7 +444,21 @@ def test_pods_at_work(kwargs: dict[str, Any], expected: Any) -> None:
 
 
 def test_the_second_phase_chain_order() -> None:
-    assert verdict.TEST_ENDINGS.names == ("reader succeeded", "reader failed", "writer failed", "deadline passed")
+    assert verdict.TEST_ENDINGS.names == (
+        "objects not as created",
+        "reader succeeded",
+        "reader failed",
+        "writer failed",
+        "deadline passed",
+    )
+    # A reader that succeeded but is not as we created it never verifies: the tampering decides.
+    forged = running(
+        pvc=with_spec(BOUND, storageClassName="local"),
+        reader=with_spec(obj(READER, "Succeeded"), containers=[{"image": "evil"}]),
+        expected=SPEC_OF,
+    )
+    assert [f.check for f in verdict.TEST_ENDINGS.every(forged)] == ["objects not as created", "reader succeeded"]
+    assert verdict.TEST_ENDINGS.first(forged).check == "objects not as created"  # type: ignore[union-attr]
     assert verdict.TEST_PROGRESS.names == (
         "PVC still deleting",
         "writer done: read back next",

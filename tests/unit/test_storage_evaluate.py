@@ -7,6 +7,7 @@ StorageReady it expects (status, reason, a message fragment) and what apply is a
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -76,6 +77,8 @@ class Row:
     memory: StorageVerification | None = None
     dry_run: bool = False
     now: datetime = NOW
+    namespace: str = ""
+    """Where the test runs (the platform's namespace)."""
     # Expected: the condition (None: advance the test first), what apply deletes, what it keeps.
     status: str | None = None
     reason: str = ""
@@ -88,9 +91,24 @@ class Row:
 
 PHASE_ONE = [
     pytest.param(
-        Row(spec={}, status="True", reason=R.STORAGE_CLASS_FOUND, fragment="StorageClass local (the cluster default"),
+        Row(
+            spec={"verify": False},
+            status="True",
+            reason=R.STORAGE_CLASS_FOUND,
+            fragment="StorageClass local (the cluster default",
+        ),
         id="found, no test",
     ),
+    pytest.param(
+        Row(
+            spec={"verify": False},
+            status="True",
+            reason=R.STORAGE_CLASS_FOUND,
+            fragment="The write test is turned off (spec.storage.verify: false): that the class exists proves nothing",
+        ),
+        id="verify off: the message says the class's existence proves nothing",
+    ),
+    pytest.param(Row(spec={}, test_started=True), id="verify is on by default: a test starts"),
     pytest.param(
         Row(
             spec={"storageClassName": "fast"},
@@ -130,12 +148,12 @@ PHASE_ONE = [
         id="dry run keeps the memory",
     ),
     pytest.param(
-        Row(spec={}, memory=memory(), status="True", reason=R.STORAGE_CLASS_FOUND, delete=ATTEMPT),
+        Row(spec={"verify": False}, memory=memory(), status="True", reason=R.STORAGE_CLASS_FOUND, delete=ATTEMPT),
         id="verify turned off: running test discarded",
     ),
     pytest.param(
         Row(
-            spec={},
+            spec={"verify": False},
             memory=memory(VerificationResult.FAILED, cleaned_up=False),
             status="True",
             reason=R.STORAGE_CLASS_FOUND,
@@ -144,12 +162,17 @@ PHASE_ONE = [
         id="verify turned off: leftovers deleted",
     ),
     pytest.param(
-        Row(spec={}, memory=memory(VerificationResult.SUCCEEDED), status="True", reason=R.STORAGE_CLASS_FOUND),
+        Row(
+            spec={"verify": False},
+            memory=memory(VerificationResult.SUCCEEDED),
+            status="True",
+            reason=R.STORAGE_CLASS_FOUND,
+        ),
         id="verify turned off: result forgotten",
     ),
     pytest.param(
         Row(
-            spec={},
+            spec={"verify": False},
             memory=memory(),
             dry_run=True,
             status="True",
@@ -228,13 +251,36 @@ PHASE_ONE = [
         Row(memory=memory(VerificationResult.SUCCEEDED, cls="other"), test_started=True),
         id="success on another class: a new test",
     ),
+    pytest.param(
+        Row(
+            namespace="tenant",
+            memory=memory(VerificationResult.SUCCEEDED, namespace="tenant"),
+            status="True",
+            reason=R.VERIFIED,
+            kept=VerificationResult.SUCCEEDED,
+        ),
+        id="success in the platform's namespace stands",
+    ),
+    pytest.param(
+        Row(namespace="tenant", memory=memory(VerificationResult.SUCCEEDED), test_started=True),
+        id="success in the operator's namespace (before the move): a new test in the platform's",
+    ),
+    pytest.param(
+        Row(namespace="tenant", memory=memory(VerificationResult.FAILED), test_started=True),
+        id="failure in the operator's namespace: no wait, a new test in the platform's",
+    ),
+    pytest.param(
+        Row(namespace="tenant", memory=memory(), delete=ATTEMPT, test_started=True),
+        id="running in the operator's namespace: dropped, a new one starts in the platform's",
+    ),
 ]
 
 
 @pytest.mark.parametrize("row", PHASE_ONE)
 def test_evaluate(row: Row) -> None:
     spec = Storage.model_validate(row.spec)
-    verdict = evaluate(spec, StorageFacts(classes=row.classes, memory=row.memory), now=row.now, dry_run=row.dry_run)
+    facts = StorageFacts(classes=row.classes, memory=row.memory, namespace=row.namespace)
+    verdict = evaluate(spec, facts, now=row.now, dry_run=row.dry_run)
     assert verdict.delete == row.delete
     if verdict.delete is not None:
         assert verdict.if_not_deleted is not None
@@ -243,6 +289,7 @@ def test_evaluate(row: Row) -> None:
         assert verdict.test.result == VerificationResult.RUNNING and verdict.test.storage_class_name == "local"
         if row.test_started:
             assert verdict.test.attempt == int(row.now.timestamp()) and verdict.test.started_at == stamp(row.now)
+            assert verdict.test.namespace == (row.namespace or None)
         else:
             assert verdict.test == row.memory
         return
@@ -260,7 +307,7 @@ def test_evaluate(row: Row) -> None:
     ("row", "kept", "status", "reason", "failed"),
     [
         pytest.param(
-            Row(spec={}, memory=memory()),
+            Row(spec={"verify": False}, memory=memory()),
             VerificationResult.RUNNING,
             "True",
             R.STORAGE_CLASS_FOUND,
@@ -298,13 +345,15 @@ def test_when_the_deletion_fails(row: Row, kept: VerificationResult, status: str
 
 
 def test_recorded_facts() -> None:
-    verdict = evaluate(Storage(), StorageFacts(classes=[sc("lp", default=True, mode="WaitForFirstConsumer")]), now=NOW)
+    verdict = evaluate(
+        Storage(verify=False), StorageFacts(classes=[sc("lp", default=True, mode="WaitForFirstConsumer")]), now=NOW
+    )
     assert verdict.report is not None
     assert verdict.recorded(verdict.report).dump() == {
         "storageClassName": "lp",
         "storageVolumeBindingMode": "WaitForFirstConsumer",
     }
-    missing = evaluate(Storage(), StorageFacts(classes=[]), now=NOW)
+    missing = evaluate(Storage(verify=False), StorageFacts(classes=[]), now=NOW)
     assert missing.report is not None and missing.recorded(missing.report).dump() == {}
 
 
@@ -341,6 +390,29 @@ class ProbeRow:
     fragment: str = ""
     actions: tuple[Action, ...] = ()
     finished: VerificationResult | None = None
+    expected: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """What the operator renders for the objects (empty: not compared)."""
+
+
+def ours(role: str) -> dict[str, Any]:
+    """A test object exactly as the operator renders it (``pvc``, ``write``, ``read``)."""
+    common: dict[str, Any] = {"platform_name": "tp", "namespace": "ns", "attempt": 1}
+    if role == "pvc":
+        return manifests.render_pvc(**common, storage_class="local")
+    return manifests.render_pod(**common, platform_uid="u", role=role)
+
+
+def live(rendered: dict[str, Any], phase: str, **spec: Any) -> dict[str, Any]:
+    """``rendered`` as the API server returns it, in ``phase``, with ``spec`` changed."""
+    body = copy.deepcopy(rendered)
+    body["metadata"]["uid"] = "uid"
+    body["spec"].update(spec)
+    body["status"] = {"phase": phase}
+    return body
+
+
+EXPECTED = {role: ours(role) for role in ("pvc", "write", "read")}
+TAMPERED_IMAGE = [{**ours("read")["spec"]["containers"][0], "image": "example.com/always-exit-0"}]
 
 
 PHASE_TWO = [
@@ -456,10 +528,58 @@ PHASE_TWO = [
             reason=R.VERIFICATION_TIMED_OUT,
             fragment=f"did not finish within 10 minutes (started {stamp(EARLIER)}): PVC {PVC} is Pending; "
             f"pod {WRITER} is Pending (not scheduled yet). Check that the provisioner creates volumes and that "
-            "pods in namespace ns (the operator's) can be scheduled and can pull busybox",
+            "pods in namespace ns (the platform's) can be scheduled and can pull busybox",
             finished=VerificationResult.TIMED_OUT,
         ),
         id="deadline passed: TimedOut",
+    ),
+    pytest.param(
+        ProbeRow(
+            pvc=live(ours("pvc"), "Bound"),
+            reader=live(ours("read"), "Succeeded"),
+            expected=EXPECTED,
+            status="True",
+            reason=R.VERIFIED,
+            finished=VerificationResult.SUCCEEDED,
+        ),
+        id="reader exactly as rendered succeeded: Verified",
+    ),
+    pytest.param(
+        ProbeRow(
+            pvc=live(ours("pvc"), "Bound"),
+            reader=live(ours("read"), "Succeeded", containers=TAMPERED_IMAGE),
+            expected=EXPECTED,
+            status="False",
+            reason=R.VERIFICATION_FAILED,
+            fragment=f"pod {READER} in namespace ns is not as the operator created it (spec.containers[0].image "
+            "differs)",
+            finished=VerificationResult.FAILED,
+        ),
+        id="a succeeded reader whose image was changed: Failed, never Verified",
+    ),
+    pytest.param(
+        ProbeRow(
+            pvc=live(ours("pvc"), "Bound", storageClassName="fast"),
+            reader=live(ours("read"), "Succeeded"),
+            expected=EXPECTED,
+            status="False",
+            reason=R.VERIFICATION_FAILED,
+            fragment=f"PVC {PVC} in namespace ns is not as the operator created it (spec.storageClassName differs)",
+            finished=VerificationResult.FAILED,
+        ),
+        id="the PVC replaced by one of another class: Failed",
+    ),
+    pytest.param(
+        ProbeRow(
+            pvc=live(ours("pvc"), "Bound"),
+            writer=live(ours("write"), "Running", initContainers=[{"name": "fill", "image": "busybox"}]),
+            expected=EXPECTED,
+            status="False",
+            reason=R.VERIFICATION_FAILED,
+            fragment="(spec.initContainers differs)",
+            finished=VerificationResult.FAILED,
+        ),
+        id="a writer with an init container of its own: Failed",
     ),
 ]
 
@@ -476,6 +596,7 @@ def test_evaluate_test(row: ProbeRow) -> None:
         pvc=row.pvc,
         writer=row.writer,
         reader=row.reader,
+        expected=row.expected,
     )
     verdict = evaluate_test(selection, memory(), objects, namespace="ns", now=row.now)
     report = verdict.report

@@ -14,7 +14,7 @@ from tenant_platform.api.models import Storage
 from tenant_platform.api.status.storage import StorageVerification, VerificationResult
 from tenant_platform.concerns.storage import manifests
 from tenant_platform.concerns.storage.live import attempt_of, live_attempts
-from tenant_platform.concerns.storage.verdict import DEFAULT_CLASS_ANNOTATIONS, StorageFacts, evaluate
+from tenant_platform.concerns.storage.verdict import DEFAULT_CLASS_ANNOTATIONS, StorageFacts, evaluate, settled
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 OLD = int((NOW - timedelta(hours=3)).timestamp())
@@ -62,6 +62,7 @@ RESULT = {
     manifests.FINISHED_ANNOTATION: stamp(NOW),
     manifests.MESSAGE_ANNOTATION: "Write test passed.",
 }
+FAILURE = {**RESULT, manifests.RESULT_ANNOTATION: "Failed", manifests.MESSAGE_ANNOTATION: "Not read back."}
 
 
 @dataclass
@@ -89,12 +90,25 @@ ROWS = [
         id="retry after a failure created objects, status lost: adopted",
     ),
     pytest.param(
-        Row(memory(LOST), pvcs=[pvc(LOST, **RESULT)], result=VerificationResult.SUCCEEDED, delete=LOST),
-        id="finished on the PVC, status still Running: result taken over, PVC deleted, not rerun",
+        Row(memory(LOST), pvcs=[pvc(LOST, **FAILURE)], result=VerificationResult.FAILED, delete=LOST),
+        id="failed on the PVC, status still Running: failure taken over, PVC deleted, not rerun",
     ),
     pytest.param(
-        Row(None, pvcs=[pvc(LOST, **RESULT)], result=VerificationResult.SUCCEEDED, delete=LOST),
-        id="finished on the PVC, no memory at all: result taken over",
+        Row(None, pvcs=[pvc(LOST, **FAILURE)], result=VerificationResult.FAILED, delete=LOST),
+        id="failed on the PVC, no memory at all: failure taken over",
+    ),
+    pytest.param(
+        Row(memory(LOST), pvcs=[pvc(LOST, **RESULT)], test=LOST),
+        id="a success on the PVC, status still Running: not believed (anyone in the namespace can write it), "
+        "the test goes on",
+    ),
+    pytest.param(
+        Row(None, pvcs=[pvc(LOST, **RESULT)], test=LOST),
+        id="a success on the PVC, no memory at all: adopted as running, not as a success",
+    ),
+    pytest.param(
+        Row(memory(LOST, namespace="elsewhere"), test=int(NOW.timestamp()), delete=LOST),
+        id="running in another namespace (the operator's, before the move): dropped, a new one starts here",
     ),
     pytest.param(
         Row(memory(LOST), pvcs=[pvc(LOST), pvc(OLD)], pods=[pod(OLD, "read")], test=LOST, orphans=(OLD,)),
@@ -167,3 +181,31 @@ def test_live_attempts_reads_progress_from_the_pvc() -> None:
     assert live.storage_class == "local" and live.result is None
     (finished,) = live_attempts([pvc(LOST, **{**RESULT, manifests.RESULT_ANNOTATION: "Bogus"})], [])
     assert finished.result is None  # an unknown result is not taken over
+
+
+@pytest.mark.parametrize(
+    ("mem", "verify", "expected"),
+    [
+        pytest.param(None, True, False, id="no memory: list (a lost test may exist)"),
+        pytest.param(memory(LOST), True, False, id="running: list"),
+        pytest.param(memory(OLD, VerificationResult.SUCCEEDED), True, True, id="success stands, cleaned up: no list"),
+        pytest.param(memory(OLD, VerificationResult.SUCCEEDED, cleaned_up=False), True, False, id="objects left: list"),
+        pytest.param(
+            memory(OLD, VerificationResult.FAILED, finished_at=stamp(NOW - timedelta(minutes=5))),
+            True,
+            True,
+            id="failure stands until its retry: no list",
+        ),
+        pytest.param(memory(OLD, VerificationResult.FAILED), True, False, id="failure's retry due: list"),
+        pytest.param(
+            memory(OLD, VerificationResult.SUCCEEDED, storage_class_name="other"), True, False, id="another class: list"
+        ),
+        pytest.param(
+            memory(OLD, VerificationResult.SUCCEEDED, namespace="elsewhere"), True, False, id="another namespace: list"
+        ),
+        pytest.param(memory(OLD, VerificationResult.SUCCEEDED), False, False, id="verify off: list (to forget)"),
+    ],
+)
+def test_settled_skips_the_listing(mem: StorageVerification | None, verify: bool, expected: bool) -> None:
+    facts = StorageFacts(classes=CLASSES, memory=mem)
+    assert settled(Storage(verify=verify), facts, now=NOW) == expected

@@ -278,7 +278,13 @@ class Storage(_Model):
         max_length=253,
         description="StorageClass; empty means the cluster default.",
     )
-    verify: bool = Field(False, description="Run a PVC + pod write test in the operator's namespace.")
+    verify: bool = Field(
+        True,
+        description=(
+            "Prove the class with a PVC + pod write test in the platform's namespace; false: the class's "
+            "existence alone (which proves nothing)."
+        ),
+    )
 
 
 class S3CredentialsSecret(_Model):

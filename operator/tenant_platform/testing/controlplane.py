@@ -103,6 +103,9 @@ CONTROLLERS: Final = (
     "validatingadmissionpolicy-status-controller",
     # Computes ResourceQuota status (hard, used), which quota admission needs (the GPU share).
     "resourcequota-controller",
+    # Lifts a PVC's kubernetes.io/pvc-protection finalizer once no pod uses it, so the storage
+    # write test's PVCs (in the platform's namespace) go with their namespace.
+    "persistentvolumeclaim-protection-controller",
 )
 ENV_KEEP: Final = "TENANT_PLATFORM_KEEP_CP"
 

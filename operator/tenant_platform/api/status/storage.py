@@ -34,6 +34,9 @@ class StorageVerification(StatusModel):
     """The Unix time the test started; the test objects' names end in it."""
     result: VerificationResult
     started_at: str
+    namespace: str | None = None
+    """Where the test ran: the platform's namespace (absent: the operator's own, where tests ran
+    before they moved to the platform's; such a verdict does not stand)."""
     finished_at: str | None = None
     message: str | None = None
     cleaned_up: bool | None = None

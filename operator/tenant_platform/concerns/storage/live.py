@@ -6,12 +6,20 @@ carries its attempt id (label ``render/storage.ATTEMPT_LABEL``) and the PVC carr
 progress in annotations (class, start, marker written, result). Here:
 
 - ``live_attempts``: the tests whose objects exist, from one listing of the component's PVCs and
-  pods in the operator's namespace;
+  pods in the platform's namespace;
 - ``adopt``: the memory to go on with. A running test the status does not know (its status write
-  was lost) is adopted instead of starting another one; a result the PVC carries but the status
-  does not is taken over (the test is not run again);
+  was lost) is adopted instead of starting another one; a failure the PVC carries but the status
+  does not is taken over (the test is not run again before its retry);
 - ``orphans``: every live attempt other than the one kept, for apply to delete;
+- ``departure``: how a live test object differs from what the operator renders for it;
 - ``describe_pod``, ``describe_pvc``: where a test object stands, for condition messages.
+
+The platform's namespace is the tenant's: whoever may write there (the installer holds ``admin``)
+can create, change or delete objects carrying our names, labels and annotations. So nothing read
+from these objects alone makes the test pass: a success the PVC carries is never taken over (the
+marker is read back again by a new reader pod), and a pod or PVC that is not as we render it
+(``departure``) fails the test (concerns/storage/verdict.py, ``not_as_created``). A pod that is
+exactly ours runs exactly our test, whoever created it.
 """
 
 from __future__ import annotations
@@ -89,21 +97,29 @@ def _finished(memory: StorageVerification, live: LiveAttempt) -> StorageVerifica
     )
 
 
-def adopt(
-    memory: StorageVerification | None, live: tuple[LiveAttempt, ...], storage_class: str
-) -> StorageVerification | None:
-    """The memory to go on with, given the tests whose objects exist.
+def _failure(live: LiveAttempt) -> bool:
+    """The PVC says the test failed (a claimed success is not believed: see the module docstring)."""
+    return live.result is not None and live.result != VerificationResult.SUCCEEDED
 
-    - the memory's own test: its PVC's result wins over a status that still says Running;
-    - no running test for ``storage_class`` in the memory, but a newer live test of that class
-      (not being deleted) that has started: go on with that one (its result too, if it has one).
+
+def adopt(
+    memory: StorageVerification | None, live: tuple[LiveAttempt, ...], storage_class: str, namespace: str = ""
+) -> StorageVerification | None:
+    """The memory to go on with, given the tests whose objects exist in ``namespace``.
+
+    - the memory's own test: a failure its PVC records wins over a status that still says Running
+      (a success it records does not: the test goes on and reads the marker back again);
+    - no running test for ``storage_class`` in this namespace in the memory, but a newer live test
+      of that class (not being deleted) that has started: go on with that one (its failure too, if
+      it records one).
     """
     by_attempt = {a.attempt: a for a in live}
     if memory is not None and memory.result == VerificationResult.RUNNING:
         own = by_attempt.get(memory.attempt)
-        if own is not None and own.result is not None:
+        here = (memory.namespace or "") == namespace
+        if here and own is not None and _failure(own):
             return _finished(memory, own)
-        if memory.storage_class_name == storage_class:
+        if here and memory.storage_class_name == storage_class:
             return memory
     newest = max(
         (
@@ -122,13 +138,67 @@ def adopt(
         attempt=newest.attempt,
         result=VerificationResult.RUNNING,
         started_at=newest.started_at,
+        namespace=namespace or None,
     )
-    return _finished(found, newest) if newest.result is not None else found
+    return _finished(found, newest) if _failure(newest) else found
 
 
 def orphans(live: tuple[LiveAttempt, ...], keep: int | None) -> tuple[int, ...]:
     """The live attempts to delete: all but ``keep`` (those already being deleted aside)."""
     return tuple(a.attempt for a in live if a.attempt != keep and not a.deleting)
+
+
+def _differs(live: Any, expected: Any, path: str) -> str | None:
+    """The first place ``live`` differs from ``expected`` (every key ``expected`` sets, every list
+    element by position, lists of equal length; keys only ``live`` has are defaults, ignored)."""
+    if isinstance(expected, Mapping):
+        if not isinstance(live, Mapping):
+            return path
+        for key, value in expected.items():
+            found = _differs(live.get(key), value, f"{path}.{key}")
+            if found is not None:
+                return found
+        return None
+    if isinstance(expected, list):
+        if not isinstance(live, list) or len(live) != len(expected):
+            return path
+        for i, (one, other) in enumerate(zip(live, expected, strict=True)):
+            found = _differs(one, other, f"{path}[{i}]")
+            if found is not None:
+                return found
+        return None
+    return None if live == expected else path
+
+
+_NEVER_IN_OURS: tuple[str, ...] = (
+    "initContainers",
+    "ephemeralContainers",
+    "hostNetwork",
+    "hostPID",
+    "hostIPC",
+    "dataSource",
+    "dataSourceRef",
+)
+"""Spec fields our test objects never set: present on a live one, it is not ours."""
+
+
+def departure(live: Mapping[str, Any], expected: Mapping[str, Any]) -> str | None:
+    """Where a live test object is not as the operator renders it (None: it is): a label, an owner,
+    a field of the spec it sets, or a spec field it never sets (init containers, host namespaces,
+    a PVC cloned from another volume)."""
+    meta = live.get("metadata") or {}
+    want = expected.get("metadata") or {}
+    found = _differs(meta.get("labels") or {}, want.get("labels") or {}, "metadata.labels")
+    if found is not None:
+        return found
+    owners = {str(o.get("uid")) for o in meta.get("ownerReferences") or []}
+    if any(str(o.get("uid")) not in owners for o in want.get("ownerReferences") or []):
+        return "metadata.ownerReferences"
+    spec = live.get("spec") or {}
+    extra = next((key for key in _NEVER_IN_OURS if spec.get(key)), None)
+    if extra is not None:
+        return f"spec.{extra}"
+    return _differs(spec, expected.get("spec") or {}, "spec")
 
 
 def describe_pod(pod: Mapping[str, Any] | None) -> str:

@@ -6,9 +6,11 @@ previous test's volume while it is still being deleted. Every object also carrie
 as a label, and the PVC carries what the test has done so far in annotations (the class, when it
 started, that the marker was written, the result once it ended): the state that must survive a
 failed status write or a killed process lives in the objects themselves (concerns/storage/live.py
-reads it back). The pods satisfy Pod
-Security "restricted" (the operator's namespace enforces that level; see deploy/base/namespace.yaml), opt out of Istio
-sidecar injection (a classic sidecar would keep the pod from ever completing), and never restart.
+reads it back). They are created in the platform's namespace, and the pods pass whatever it
+enforces: Pod Security "restricted" (the strictest level), the pod guard (Pod Security baseline:
+no hostPath, host namespaces or privilege), no ServiceAccount token, only the test's PVC as a
+volume. They opt out of Istio sidecar injection (a classic sidecar would keep the pod from ever
+completing), and never restart.
 """
 
 from __future__ import annotations

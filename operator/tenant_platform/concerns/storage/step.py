@@ -1,15 +1,18 @@
-"""StorageReady: the StorageClass the platform will use, and the optional write test.
+"""StorageReady: the StorageClass the platform will use, proven by the write test.
 
 Verify: the class named in ``spec.storage.storageClassName`` exists, or exactly one class is the
 cluster default. Record: ``storageClassName`` and ``storageVolumeBindingMode``.
 
-With ``spec.storage.verify: true`` the step also runs the checklist's storage check in the
-operator's own namespace (``Settings.operator_namespace``: StorageClasses are cluster-wide, and
-the operator then needs no right to create pods or PVCs in anyone else's namespace): a small
-PVC, a pod that writes a marker, then (once it has succeeded and is deleted) a second pod that
-reads the marker back. It is a state machine driven by the live objects plus a
-memory kept in ``status.recorded.storageVerification`` ({storageClassName, attempt, result,
-startedAt, finishedAt, message, cleanedUp}); concerns/storage/verdict.py decides every transition, purely:
+With ``spec.storage.verify: true`` (the default; false is an explicit opt-out, and StorageReady
+then says that the class's existence proves nothing) the step runs the checklist's storage check
+where the checklist runs it, in the platform's namespace (``spec.namespace``: its quotas, limits,
+Pod Security level and pod guard apply to the test as to the platform): a small PVC, a pod that
+writes a marker, then (once it has succeeded and is deleted) a second pod that reads the marker
+back. StorageReady is True (``Verified``) only once that has passed.
+
+It is a state machine driven by the live objects plus a memory kept in
+``status.recorded.storageVerification`` ({storageClassName, attempt, result, startedAt, namespace,
+finishedAt, message, cleanedUp}); concerns/storage/verdict.py decides every transition, purely:
 
 - a test runs once per StorageClass: a success stands until the class changes or ``verify`` is
   turned off and on again (turning it off forgets the result);
@@ -19,9 +22,15 @@ startedAt, finishedAt, message, cleanedUp}); concerns/storage/verdict.py decides
 - the test objects are deleted when it ends (the pods at once; the PVC, which then carries the
   result, on the next pass, once the status holds it), when ``verify`` is turned off, and by ``cleanup`` when
   the TenantPlatform is deleted (they also carry an owner reference to the platform, so garbage
-  collection removes what a failed cleanup left). They carry the component label ``storage-verify`` and names ending in
-  the attempt id (the Unix time the test started), so a new test never collides with the volume
-  of an earlier one that is still being deleted.
+  collection removes what a failed cleanup left). They carry our labels (component
+  ``storage-verify``) and names made of the platform's name, ``storage-`` and the attempt id (the
+  Unix time the test started), so a new test never collides with the volume of an earlier one
+  that is still being deleted.
+
+The namespace is the tenant's: the tenant may create, change and delete objects there, ours
+included. Nothing a tenant can write there makes StorageReady True: the memory lives in the
+platform's status, a success noted on a PVC is proven again, and a PVC or pod that is not as we
+render it fails the test (concerns/storage/live.py, ``departure``).
 
 This module gathers (the classes, the memory and every write test whose objects exist; then,
 when the pure first phase names a running test, its PVC and pods) and applies (deletes, creates,
@@ -29,7 +38,7 @@ annotations on the PVC); ``evaluate`` is the pure verdict once every write succe
 returns the one the writes left (a failed deletion's fallback, an API error). The memory is
 not the only record: each object carries its attempt id and the PVC the test's progress
 (concerns/storage/manifests.py), so a status write that fails or a process killed mid-pass
-neither leaks a test's objects nor runs the test twice (concerns/storage/live.py).
+neither leaks a test's objects nor runs a failed test twice (concerns/storage/live.py).
 An API error while the test advances keeps the memory
 (its attempt id names the objects already created) and is retried soon. In a dry run
 (``tenant-platform check``) nothing is created or deleted; only the class is checked.
@@ -37,6 +46,7 @@ An API error while the test advances keeps the memory
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,7 +54,7 @@ from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.status.storage import StorageVerification
 from tenant_platform.concerns.storage import manifests, verdict
-from tenant_platform.concerns.storage.live import LiveAttempt, live_attempts
+from tenant_platform.concerns.storage.live import live_attempts
 from tenant_platform.concerns.storage.verdict import Action, Report, StorageVerdict
 from tenant_platform.core.verdict import Verdict
 from tenant_platform.framework.base import (
@@ -65,27 +75,49 @@ MEMORY_KEY = "storageVerification"
 
 
 def gather(ctx: StepContext) -> verdict.StorageFacts:
-    """Every StorageClass, the write test's memory from the last status, and (outside a dry run)
-    every write test of this platform whose objects exist in the operator's namespace."""
+    """Every StorageClass, the write test's memory from the last status, and (outside a dry run,
+    unless a finished verdict stands with its objects gone: ``verdict.settled``) every write test
+    of this platform whose objects exist in the platform's namespace."""
     classes = ctx.kube.list("storage.k8s.io/v1", "StorageClass")
     memory = verdict.read_memory((ctx.platform.status.get("recorded") or {}).get(MEMORY_KEY))
-    live: tuple[LiveAttempt, ...] = ()
-    if not ctx.dry_run and (ctx.platform.spec.storage.verify or memory is not None):
-        namespace = probe_namespace(ctx)
-        label_selector = selector(ctx.platform.name, manifests.COMPONENT)
-        pvcs = ctx.kube.list("v1", "PersistentVolumeClaim", namespace, label_selector=label_selector)
-        pods = ctx.kube.list("v1", "Pod", namespace, label_selector=label_selector)
-        live = live_attempts(pvcs, pods)
-    return verdict.StorageFacts(classes=classes, memory=memory, live=live)
+    namespace = probe_namespace(ctx)
+    facts = verdict.StorageFacts(classes=classes, memory=memory, namespace=namespace)
+    spec = ctx.platform.spec.storage
+    if ctx.dry_run or not (spec.verify or memory is not None) or verdict.settled(spec, facts, now=ctx.now):
+        return facts
+    label_selector = selector(ctx.platform.name, manifests.COMPONENT)
+    pvcs = ctx.kube.list("v1", "PersistentVolumeClaim", namespace, label_selector=label_selector)
+    pods = ctx.kube.list("v1", "Pod", namespace, label_selector=label_selector)
+    return dataclasses.replace(facts, live=live_attempts(pvcs, pods))
 
 
 def probe_namespace(ctx: StepContext) -> str:
-    """Where the write test runs: the operator's own namespace, never a tenant's."""
-    return ctx.settings.operator_namespace
+    """Where the write test runs: the platform's namespace, as the checklist runs it."""
+    return ctx.platform.spec.namespace
 
 
-def gather_test(ctx: StepContext, attempt: int) -> verdict.WriteTestObjects:
-    """The PVC and pods of write test ``attempt`` (None where absent)."""
+def _ours(obj: Obj, ctx: StepContext) -> Obj:
+    """``obj`` with our labels and an ownerReference to the platform (when it lives in the same
+    cluster): unlike the namespaces' lasting contents (``stamp``), a test object never outlives
+    the platform, so garbage collection backs up ``cleanup``."""
+    stamped = stamp(obj, ctx, manifests.COMPONENT)
+    if ctx.management is None and ctx.platform.uid:
+        stamped["metadata"]["ownerReferences"] = [ctx.owner_reference()]
+    return stamped
+
+
+def _rendered(ctx: StepContext, attempt: int, storage_class: str) -> dict[str, Obj]:
+    """The test's objects as ``_act`` creates them (``pvc``, ``write``, ``read``)."""
+    platform = ctx.platform
+    common: dict[str, Any] = {"platform_name": platform.name, "namespace": probe_namespace(ctx), "attempt": attempt}
+    rendered = {"pvc": manifests.render_pvc(**common, storage_class=storage_class)}
+    for role in ("write", "read"):
+        rendered[role] = manifests.render_pod(**common, platform_uid=platform.uid, role=role)
+    return {key: _ours(obj, ctx) for key, obj in rendered.items()}
+
+
+def gather_test(ctx: StepContext, attempt: int, storage_class: str) -> verdict.WriteTestObjects:
+    """The PVC and pods of write test ``attempt`` (None where absent), and what we render for them."""
     platform = ctx.platform
     namespace = probe_namespace(ctx)
     pvc_name = manifests.pvc_name(platform.name, attempt)
@@ -100,6 +132,7 @@ def gather_test(ctx: StepContext, attempt: int) -> verdict.WriteTestObjects:
         pvc=ctx.kube.get("v1", "PersistentVolumeClaim", pvc_name, namespace),
         writer=ctx.kube.get("v1", "Pod", writer_name, namespace),
         reader=ctx.kube.get("v1", "Pod", reader_name, namespace),
+        expected=_rendered(ctx, attempt, storage_class),
     )
 
 
@@ -144,7 +177,7 @@ class StorageStep:
         if first.report is not None or first.test is None:
             return Gathered(facts)
         try:
-            return Gathered(facts, objects=gather_test(ctx, first.test.attempt))
+            return Gathered(facts, objects=gather_test(ctx, first.test.attempt, first.selection.name))
         except errors.KubeError as exc:
             return Gathered(facts, read_error=exc)
 
@@ -154,7 +187,7 @@ class StorageStep:
             given.platform.spec.storage,
             facts.facts,
             facts.objects,
-            namespace=given.settings.operator_namespace,
+            namespace=given.platform.spec.namespace,
             now=given.now,
             dry_run=given.dry_run,
         )
@@ -237,7 +270,7 @@ class StorageStep:
         }
         if action is Action.CREATE_PVC:
             pvc = manifests.render_pvc(**common, storage_class=storage_class, started_at=started_at)
-            ctx.kube.create(stamp(pvc, ctx, manifests.COMPONENT))
+            ctx.kube.create(_ours(pvc, ctx))
         elif action is Action.MARK_WRITTEN:
             self._annotate_pvc(ctx, objects.attempt, {manifests.WRITTEN_ANNOTATION: "true"})
         elif action is Action.DELETE_WRITER:
@@ -246,7 +279,7 @@ class StorageStep:
         else:
             role = "read" if action is Action.CREATE_READER else "write"
             pod = manifests.render_pod(**common, platform_uid=ctx.platform.uid, role=role)
-            ctx.kube.create(stamp(pod, ctx, manifests.COMPONENT))
+            ctx.kube.create(_ours(pod, ctx))
 
     def _try_delete(self, ctx: StepContext, attempt: int, *, pods_only: bool = False) -> bool:
         """Delete one test's pods and PVC (only ours; absent is fine). False when the API refused."""
@@ -272,7 +305,7 @@ class StorageStep:
         return ok
 
     def cleanup(self, ctx: StepContext) -> CleanupResult:
-        """Delete any write test left in the operator's namespace (garbage collection would too,
+        """Delete any write test left in the platform's namespace (garbage collection would too,
         by the owner reference, but only after the platform is gone)."""
         namespace = probe_namespace(ctx)
         label_selector = selector(ctx.platform.name, manifests.COMPONENT)

@@ -6,15 +6,18 @@ no name, exactly one class must be marked default (the GA annotation
 itself tolerates several defaults (it picks the newest), but an install that lands on one by
 accident is what this check exists to prevent, so several defaults is a failure naming them.
 
-The write test (``spec.storage.verify``) is a state machine over the memory the step keeps in
-``status.recorded.storageVerification`` (api/status/storage.py) and the live test objects. It is
-decided here in two phases, both pure:
+The write test (``spec.storage.verify``, on by default: that a class exists proves nothing about
+its volumes) runs in the platform's namespace, as the checklist runs it. It is a state machine
+over the memory the step keeps in ``status.recorded.storageVerification`` (api/status/storage.py)
+and the live test objects. It is decided here in two phases, both pure:
 
-- ``evaluate`` (the classes and the memory): report the class alone (no test wanted or possible,
-  or a dry run), let a finished verdict stand, or name the running test to advance, starting a
-  new one when none runs for this class (a failure stands for RETRY_AFTER first);
+- ``evaluate`` (the classes and the memory): report the class alone (the test turned off, no
+  class, or a dry run), let a finished verdict of this class in this namespace stand, or name the
+  running test to advance, starting a new one when none runs for this class here (a failure stands
+  for RETRY_AFTER first);
 - ``evaluate_test`` (that test's PVC and pods, read once the attempt is known): finish it
-  (Succeeded, Failed, TimedOut after VERIFY_TIMEOUT) or say which object to create or delete next.
+  (Succeeded, Failed, TimedOut after VERIFY_TIMEOUT; Failed too when an object is not as we
+  created it) or say which object to create or delete next.
 
 Each decision is a chain of named checks, in the order of its reasons: the class
 (``CLASS_CHECKS``), the first phase (``FIRST_PHASE``), then the second: ``TEST_ENDINGS`` (how the
@@ -28,7 +31,10 @@ progress (concerns/storage/live.py). ``evaluate`` first adopts a test the status
 lost status write, a killed process) instead of starting another, and names every other live
 test as an orphan to delete. A finished test records its result on the PVC and deletes only its
 pods; the PVC goes on the next pass, once the status holds the result, so a lost status write
-never runs the test again.
+never runs a failed test again before its retry. The objects live in the tenant's namespace, where
+the tenant may write: only the status (which only the operator writes) and pods found exactly as
+we render them count towards a success; a success noted on the PVC is proven again by a new
+reader, and an object not as we created it fails the test (``not_as_created``).
 """
 
 from __future__ import annotations
@@ -218,6 +224,8 @@ class StorageFacts:
     memory: StorageVerification | None = None
     live: tuple[LiveAttempt, ...] = ()
     """The write tests whose objects exist (concerns/storage/live.py), whatever the memory says."""
+    namespace: str = ""
+    """Where the write test runs: the platform's namespace."""
 
 
 @dataclass(frozen=True)
@@ -233,6 +241,9 @@ class WriteTestObjects:
     pvc: Mapping[str, Any] | None = None
     writer: Mapping[str, Any] | None = None
     reader: Mapping[str, Any] | None = None
+    expected: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+    """What the operator renders for each object (``pvc``, ``write``, ``read``), as it creates
+    them: a live one that departs from it was changed or made by someone else."""
 
     @property
     def written(self) -> bool:
@@ -388,13 +399,29 @@ def evaluate(spec: Storage, facts: StorageFacts, *, now: datetime, dry_run: bool
     """
     selection = select_storage_class(facts.classes, spec.storage_class_name)
     if dry_run:
-        return _evaluate(spec, selection, facts.memory, now=now, dry_run=True)
+        return _evaluate(spec, selection, facts.memory, now=now, dry_run=True, namespace=facts.namespace)
     memory = facts.memory
     if selection.ok and spec.verify:
-        memory = live.adopt(memory, facts.live, selection.name)
-    verdict = _evaluate(spec, selection, memory, now=now, dry_run=False)
+        memory = live.adopt(memory, facts.live, selection.name, facts.namespace)
+    verdict = _evaluate(spec, selection, memory, now=now, dry_run=False, namespace=facts.namespace)
     keep = verdict.test.attempt if verdict.test is not None else verdict.delete
     return dataclasses.replace(verdict, orphans=live.orphans(facts.live, keep))
+
+
+def settled(spec: Storage, facts: StorageFacts, *, now: datetime) -> bool:
+    """The first phase decides without the live test objects: a finished verdict of this class in
+    this namespace stands and its objects are gone, so nothing listed could change it (a test the
+    status does not know can only be older than that verdict: its objects were orphans while the
+    verdict's test ran). Then the step need not list them: a converged pass reads nothing more."""
+    found = evaluate(spec, dataclasses.replace(facts, live=()), now=now)
+    memory = found.report.memory if found.report is not None else None
+    return (
+        found.delete is None
+        and found.test is None
+        and memory is not None
+        and memory.result in FINISHED
+        and memory.cleaned_up is True
+    )
 
 
 def plan(
@@ -415,23 +442,38 @@ def plan(
 
 @dataclass(frozen=True)
 class Subject:
-    """What the first phase's checks look at: the spec, the class found, the memory, the clock."""
+    """What the first phase's checks look at: the spec, the class found, the memory, the clock,
+    and where the test runs (the platform's namespace)."""
 
     spec: Storage
     selection: Selection
     memory: StorageVerification | None
     now: datetime
     dry_run: bool = False
+    namespace: str = ""
+
+    @property
+    def ran_here(self) -> bool:
+        """The memory's test ran in this namespace (one without a namespace ran in the operator's)."""
+        return self.memory is not None and (self.memory.namespace or "") == self.namespace
+
+
+TEST_TURNED_OFF: Final = (
+    " The write test is turned off (spec.storage.verify: false): that the class exists proves nothing about "
+    "whether its volumes are provisioned, written and kept when pods are replaced; set verify to true to prove it."
+)
 
 
 def no_test_wanted(subject: Subject) -> StorageVerdict | None:
-    """No test wanted (or possible): report the class; remove a test still running, and remember
-    it while that fails."""
+    """No test wanted (turned off) or possible (no class): report the class, and that its existence
+    proves nothing when the test is off; remove a test still running, and remember it while that fails."""
     selection, memory = subject.selection, subject.memory
     if selection.ok and subject.spec.verify:
         return None
-    make = conditions.true if selection.ok else conditions.false
-    cond = make(constants.STORAGE_READY, selection.reason, selection.message)
+    if selection.ok:
+        cond = conditions.true(constants.STORAGE_READY, selection.reason, selection.message + TEST_TURNED_OFF)
+    else:
+        cond = conditions.false(constants.STORAGE_READY, selection.reason, selection.message)
     if memory is None or not memory.leftover:
         return StorageVerdict(selection, Report(cond))
     if subject.dry_run:
@@ -457,6 +499,8 @@ def _standing(subject: Subject) -> tuple[StorageVerification, datetime] | None:
     memory, now = subject.memory, subject.now
     if memory is None or memory.storage_class_name != subject.selection.name or memory.result not in FINISHED:
         return None
+    if not subject.ran_here:
+        return None
     retry_at = (conditions.parse_time(memory.finished_at) or now) + RETRY_AFTER
     if memory.result == VerificationResult.SUCCEEDED or now < retry_at:
         return memory, retry_at
@@ -479,11 +523,12 @@ def verdict_stands(subject: Subject) -> StorageVerdict | None:
 
 
 def other_class_running(subject: Subject) -> StorageVerdict | None:
-    """A test of another class is running: drop it and start one for this class."""
+    """A test of another class, or in another namespace (the operator's, before the test moved to
+    the platform's), is running: drop it and start one for this class here."""
     memory = subject.memory
     if memory is None or memory.result != VerificationResult.RUNNING:
         return None
-    if memory.storage_class_name == subject.selection.name:
+    if memory.storage_class_name == subject.selection.name and subject.ran_here:
         return None
     if_not_deleted = Report(
         conditions.false(
@@ -516,6 +561,7 @@ def _new_test(subject: Subject) -> StorageVerification:
         attempt=int(subject.now.timestamp()),
         result=VerificationResult.RUNNING,
         started_at=conditions.format_time(subject.now),
+        namespace=subject.namespace or None,
     )
 
 
@@ -523,16 +569,22 @@ FIRST_PHASE: Final = Chain[Subject, StorageVerdict](
     Check("no test wanted", no_test_wanted),
     Check("dry run", dry_run),
     Check("finished verdict stands", verdict_stands),
-    Check("test of another class running", other_class_running),
+    Check("test of another class or namespace running", other_class_running),
     Check("run the test", run_the_test),
 )
 """The first phase, in order: the first check that finds gives the verdict (the last always does)."""
 
 
 def _evaluate(
-    spec: Storage, selection: Selection, memory: StorageVerification | None, *, now: datetime, dry_run: bool
+    spec: Storage,
+    selection: Selection,
+    memory: StorageVerification | None,
+    *,
+    now: datetime,
+    dry_run: bool,
+    namespace: str = "",
 ) -> StorageVerdict:
-    found = FIRST_PHASE.first(Subject(spec, selection, memory, now, dry_run))
+    found = FIRST_PHASE.first(Subject(spec, selection, memory, now, dry_run, namespace))
     assert found is not None  # run_the_test always finds
     return found.value
 
@@ -569,6 +621,32 @@ def _finish(test: RunningTest, result: VerificationResult, message: str) -> Stor
     requeue = None if result == VerificationResult.SUCCEEDED else RETRY_AFTER.total_seconds()
     cond = final_condition(selection, done, now + RETRY_AFTER)
     return _cleanup(selection, done, cond, requeue, keep_pvc=test.objects.pvc is not None)
+
+
+def not_as_created(test: RunningTest) -> StorageVerdict | None:
+    """A test object is not as the operator renders it (someone who may write in the platform's
+    namespace changed or replaced it): the test proves nothing, and fails."""
+    objects = test.objects
+    for key, name, obj in (
+        ("pvc", objects.pvc_name, objects.pvc),
+        ("write", objects.writer_name, objects.writer),
+        ("read", objects.reader_name, objects.reader),
+    ):
+        expected = objects.expected.get(key)
+        if obj is None or expected is None:
+            continue
+        where = live.departure(obj, expected)
+        if where is None:
+            continue
+        kind = "PVC" if key == "pvc" else "pod"
+        return _finish(
+            test,
+            VerificationResult.FAILED,
+            f"Storage write test on StorageClass {test.selection.name} failed: {kind} {name} in namespace "
+            f"{test.namespace} is not as the operator created it ({where} differs). Whoever may write in the "
+            "platform's namespace changed or replaced it, so the test proves nothing. The test objects were deleted.",
+        )
+    return None
 
 
 def reader_succeeded(test: RunningTest) -> StorageVerdict | None:
@@ -623,12 +701,13 @@ def deadline_passed(test: RunningTest) -> StorageVerdict | None:
         f"Storage write test on StorageClass {test.selection.name} did not finish within "
         f"{int(VERIFY_TIMEOUT.total_seconds() // 60)} minutes (started {test.memory.started_at}): {state}. "
         "Check that the provisioner creates volumes and that pods in namespace "
-        f"{test.namespace} (the operator's) can be scheduled and can pull {objects.image}. "
+        f"{test.namespace} (the platform's) can be scheduled and can pull {objects.image}. "
         "The test objects were deleted.",
     )
 
 
 TEST_ENDINGS: Final = Chain[RunningTest, StorageVerdict](
+    Check("objects not as created", not_as_created),
     Check("reader succeeded", reader_succeeded),
     Check("reader failed", reader_failed),
     Check("writer failed", writer_failed),
