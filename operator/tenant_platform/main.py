@@ -99,6 +99,10 @@ CHILD_KINDS: tuple[tuple[str, str], ...] = (
     ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"),
     ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"),
     ("networking.istio.io/v1", "Gateway"),
+    # The GPU share's quotas: the quota controller writes their status.used as pods come and go,
+    # and that event wakes the platform, so status.gpuShare follows within seconds, not a drift
+    # interval later (concerns/gpushare/).
+    ("v1", "ResourceQuota"),
 )
 
 
@@ -147,6 +151,9 @@ def cache_scopes(settings: Settings) -> list[Scope]:
         # a GET per pass, and a hand-made one of that name (the adoptable-by takeover, or a
         # Conflict) is still read. Its events wake nobody (role "names").
         Scope("v1", "ConfigMap", names_only=True, role="names"),
+        # Which ResourceQuotas exist (names only, as above): the GPU share's quota, read in every
+        # platform namespace on every pass, is known absent without a GET where there is no share.
+        Scope("v1", "ResourceQuota", names_only=True, role="names"),
     ]
     for namespace in dict.fromkeys(settings.cache_hami_namespaces):
         facts.append(Scope("v1", "ConfigMap", namespace=namespace, name=names.CONFIG_MAP))

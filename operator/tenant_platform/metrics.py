@@ -136,14 +136,15 @@ class Metrics:
         *,
         nodes: Mapping[str, Mapping[str, float]],
         models: Mapping[str, Mapping[str, float]],
-        stale_locks: Mapping[str, bool],
+        blocking_locks: Mapping[str, bool],
     ) -> None:
         """The cluster's GPU capacity as ``platform``'s last pass computed it (see GpuCollector).
 
         ``nodes``: node -> {key of GPU_NODE_GAUGES: value}; ``models``: model -> {key of
-        GPU_MODEL_GAUGES: value}; ``stale_locks``: node -> whether its HAMi lock is stale.
+        GPU_MODEL_GAUGES: value}; ``blocking_locks``: node -> whether its HAMi lock blocks binds
+        until someone removes it (concerns/gpu/nodelocks.py ``blocks``).
         """
-        self.gpu.record(platform, GpuSeries(dict(nodes), dict(models), dict(stale_locks)))
+        self.gpu.record(platform, GpuSeries(dict(nodes), dict(models), dict(blocking_locks)))
 
     def forget_gpu(self, platform: str) -> None:
         """``platform`` no longer reports GPU capacity (HAMi reporting off, or deleted)."""
@@ -269,16 +270,16 @@ GPU_MODEL_GAUGES = {
     "memory_free_bytes": "GPU memory of this model not allocated, bytes.",
     "cores_used_ratio": "Share of this model's GPU compute HAMi allocated, 0..1.",
 }
-GPU_NODE_LOCK_STALE = f"{PREFIX}_gpu_node_lock_stale"
+GPU_NODE_LOCK_BLOCKING = f"{PREFIX}_gpu_node_lock_blocking"
 
 
 @dataclass(frozen=True)
 class GpuSeries:
-    """One pass's GPU values: node -> {gauge key: value}, model -> {...}, node -> lock stale."""
+    """One pass's GPU values: node -> {gauge key: value}, model -> {...}, node -> lock blocking."""
 
     nodes: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     models: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
-    stale_locks: Mapping[str, bool] = field(default_factory=dict)
+    blocking_locks: Mapping[str, bool] = field(default_factory=dict)
 
 
 class GpuCollector(Collector):
@@ -287,7 +288,7 @@ class GpuCollector(Collector):
     Every platform with HAMi reporting on computes the same cluster-wide capacity from the same
     watched snapshot; each pass hands its result here under the platform's name, and a scrape
     yields the most recent one only. So ``sum by (model)`` adds up whatever the number of
-    platforms, one stale lock is one alert, and a node or model that is gone is simply not
+    platforms, one blocking lock is one alert, and a node or model that is gone is simply not
     yielded (no stale series to remove). The values go when the last platform reporting them
     stops (``forget``).
     """
@@ -330,12 +331,13 @@ class GpuCollector(Collector):
                     family.add_metric([model], values[key])
             yield family
         lock = GaugeMetricFamily(
-            GPU_NODE_LOCK_STALE,
-            "1 when the HAMi node lock on this node is stale (expired, dangling or leaked).",
+            GPU_NODE_LOCK_BLOCKING,
+            "1 when the HAMi node lock on this node fails every GPU bind there until someone removes it "
+            "(malformed: HAMi cannot read it); expired, dangling and leaked locks HAMi takes over itself.",
             labels=["node"],
         )
-        for node, stale in sorted(data.stale_locks.items()):
-            lock.add_metric([node], float(stale))
+        for node, blocking in sorted(data.blocking_locks.items()):
+            lock.add_metric([node], float(blocking))
         yield lock
 
 
@@ -433,9 +435,9 @@ def record_gpu(
     *,
     nodes: Mapping[str, Mapping[str, float]],
     models: Mapping[str, Mapping[str, float]],
-    stale_locks: Mapping[str, bool],
+    blocking_locks: Mapping[str, bool],
 ) -> None:
-    METRICS.record_gpu(platform, nodes=nodes, models=models, stale_locks=stale_locks)
+    METRICS.record_gpu(platform, nodes=nodes, models=models, blocking_locks=blocking_locks)
 
 
 def forget_gpu(platform: str) -> None:

@@ -279,9 +279,9 @@ def test_certificate_and_lock_alerts(m: metrics.Metrics, tmp_path: Path) -> None
     metrics.record_edge_certificate_expiry("red", "red-tls", EPOCH + timedelta(days=10, minutes=1))
     metrics.record_edge_certificate_expiry("green", "green-tls", EPOCH + timedelta(days=30))
     metrics.record_edge_certificate_expiry("black", "black-tls", EPOCH + timedelta(seconds=30))
-    # Two platforms report the same cluster: one stale lock is one alert, without a platform label.
+    # Two platforms report the same cluster: one blocking lock is one alert, without a platform label.
     for platform in ("red", "green"):
-        metrics.record_gpu(platform, nodes={}, models={}, stale_locks={"gpu-1": True, "gpu-2": False})
+        metrics.record_gpu(platform, nodes={}, models={}, blocking_locks={"gpu-1": True, "gpu-2": False})
     soon = alert(
         "TenantPlatformEdgeCertificateExpiringSoon",
         {"platform": "red", "secret": "red-tls", "severity": "warning"},
@@ -296,11 +296,12 @@ def test_certificate_and_lock_alerts(m: metrics.Metrics, tmp_path: Path) -> None
         "Clients of the platform's gateway get TLS errors. Replace the certificate in Secret black-tls.",
     )
     lock = alert(
-        "TenantPlatformHAMiNodeLockStale",
+        "TenantPlatformHAMiNodeLockBlocking",
         {"node": "gpu-1", "severity": "warning"},
-        "HAMi's scheduling lock on GPU node gpu-1 is stale.",
-        "New GPU pods cannot be scheduled to node gpu-1 while the lock is held. status.gpu.nodes of any "
-        "TenantPlatform with HAMi reporting on shows the lock's holder and age.",
+        "HAMi's scheduling lock on GPU node gpu-1 is malformed and blocks GPU binds there.",
+        "HAMi cannot read the lock, so every GPU pod's bind to node gpu-1 fails until someone removes the node's "
+        "hami.io/mutex.lock annotation (HAMi never takes such a lock over). GPUReady of any TenantPlatform with "
+        "HAMi reporting on is False (MalformedNodeLock) and names it; status.gpu.nodes shows the lock.",
     )
     run_tests(
         tmp_path,
@@ -312,8 +313,8 @@ def test_certificate_and_lock_alerts(m: metrics.Metrics, tmp_path: Path) -> None
                 "alert_rule_test": [
                     {"eval_time": "1m", "alertname": "TenantPlatformEdgeCertificateExpiringSoon", "exp_alerts": [soon]},
                     {"eval_time": "1m", "alertname": "TenantPlatformEdgeCertificateExpired", "exp_alerts": [expired]},
-                    {"eval_time": "4m", "alertname": "TenantPlatformHAMiNodeLockStale", "exp_alerts": []},
-                    {"eval_time": "6m", "alertname": "TenantPlatformHAMiNodeLockStale", "exp_alerts": [lock]},
+                    {"eval_time": "4m", "alertname": "TenantPlatformHAMiNodeLockBlocking", "exp_alerts": []},
+                    {"eval_time": "6m", "alertname": "TenantPlatformHAMiNodeLockBlocking", "exp_alerts": [lock]},
                 ],
             }
         ],

@@ -851,8 +851,8 @@ def test_node_locks_follow_hamis_release_rules(world: World) -> None:
     assert result.requeue_after == pytest.approx(241.0)
     gpu = metrics.METRICS.gpu.current()
     assert gpu is not None
-    assert gpu.stale_locks[expired] is True
-    assert gpu.stale_locks[active] is False
+    # The gauge counts only locks that block binds: these three HAMi takes over by itself.
+    assert gpu.blocking_locks == {expired: False, dangling: False, active: False}
 
     # A lock HAMi cannot parse: every bind there fails until it is removed.
     malformed = gpu_node("malformed")
@@ -862,6 +862,9 @@ def test_node_locks_follow_hamis_release_rules(world: World) -> None:
     assert f"{malformed} (lock time 'yesterday' is not RFC 3339)" in message
     assert f"remove the hami.io/mutex.lock annotation from node {malformed}" in message
     assert f"{expired} (expired:" in message  # still named, with what HAMi does
+    gpu = metrics.METRICS.gpu.current()
+    assert gpu is not None
+    assert gpu.blocking_locks == {expired: False, dangling: False, active: False, malformed: True}
 
     # Four minutes later, the active lock expired too.
     later = world.run(p, now=now + timedelta(minutes=4, seconds=30))

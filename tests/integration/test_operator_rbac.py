@@ -84,6 +84,78 @@ def quota(name: str, labels: dict[str, str] | None = None) -> Obj:
     }
 
 
+def certificate(name: str, labels: dict[str, str] | None = None) -> Obj:
+    """A cert-manager Certificate as the edgecert step writes one (issuer CertManager)."""
+    return {
+        "apiVersion": "cert-manager.io/v1",
+        "kind": "Certificate",
+        "metadata": {"name": name, "labels": labels or {}},
+        "spec": {"secretName": name, "dnsNames": ["rbac.example.com"], "issuerRef": {"name": "letsencrypt"}},
+    }
+
+
+def certificates(namespace: str, name: str = "") -> str:
+    """The path of a namespace's Certificates (or one of them), without discovery."""
+    return f"/apis/cert-manager.io/v1/namespaces/{namespace}/certificates" + (f"/{name}" if name else "")
+
+
+# A stand-in for cert-manager's Certificate CRD (the kind served, any spec): the fence, not
+# cert-manager, is under test here; tests/integration/test_certmanager.py runs the real one.
+CERTIFICATE_CRD: Obj = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "certificates.cert-manager.io"},
+    "spec": {
+        "group": "cert-manager.io",
+        "scope": "Namespaced",
+        "names": {
+            "kind": "Certificate",
+            "listKind": "CertificateList",
+            "plural": "certificates",
+            "singular": "certificate",
+        },
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "properties": {"spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+                    }
+                },
+            }
+        ],
+    },
+}
+
+
+@pytest.fixture
+def certificate_crd(crd: Kube, platform_ns: str) -> Iterator[None]:
+    """cert-manager.io/v1 Certificate served (the stand-in, removed again: test_certmanager.py starts
+    without it), with an admin's Certificate and one of ours in istio-system."""
+    created = not crd.served("cert-manager.io/v1", "Certificate")
+    if created:
+        crd.create(CERTIFICATE_CRD)
+        wait_for(lambda: crd.served("cert-manager.io/v1", "Certificate"), "cert-manager.io/v1 Certificate served")
+    made = [certificate("admins"), certificate("ours", OURS)]
+    for body in made:
+        body["metadata"]["namespace"] = "istio-system"
+        wait_for(
+            lambda body=body: attempt(crd, "POST", certificates("istio-system"), body, dry_run=False) is None,  # type: ignore[misc]
+            f"Certificate {body['metadata']['name']}",
+        )
+    try:
+        yield
+    finally:
+        for body in made:
+            crd.request("DELETE", certificates("istio-system", body["metadata"]["name"]))
+        if created:
+            crd.delete("apiextensions.k8s.io/v1", "CustomResourceDefinition", CERTIFICATE_CRD["metadata"]["name"])
+            wait_for(lambda: not crd.served("cert-manager.io/v1", "Certificate"), "the Certificate CRD gone", 60)
+
+
 def cm(name: str, labels: dict[str, str] | None = None) -> Obj:
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": labels or {}}}
 
@@ -480,6 +552,50 @@ def fence_cases(k: Kube, ns: str) -> list[tuple[str, str, str, Any, str]]:
             pvc("x"),
             "only its own PersistentVolumeClaims",
         ),
+        # cert-manager Certificates (issuer CertManager): only ours, never in default, kube-* or
+        # the operator's own namespace (cert-manager would write the Secret it names, anyone's).
+        (
+            "create a Certificate not labelled ours",
+            "POST",
+            certificates("istio-system"),
+            certificate("x"),
+            "may write only its own Certificates",
+        ),
+        (
+            "create a Certificate labelled ours in kube-system",
+            "POST",
+            certificates("kube-system"),
+            certificate("x", OURS),
+            "may write only its own Certificates, outside default, kube-* and its own namespace",
+        ),
+        (
+            "create a Certificate labelled ours in default",
+            "POST",
+            certificates("default"),
+            certificate("x", OURS),
+            "may write only its own Certificates",
+        ),
+        (
+            "create a Certificate labelled ours in its own namespace",
+            "POST",
+            certificates(OPERATOR_NAMESPACE),
+            certificate("x", OURS),
+            "may write only its own Certificates",
+        ),
+        (
+            "label an admin's Certificate ours",
+            "PATCH",
+            certificates("istio-system", "admins"),
+            {"metadata": {"labels": OURS}},
+            "may write only its own Certificates",
+        ),
+        (
+            "delete an admin's Certificate",
+            "DELETE",
+            certificates("istio-system", "admins"),
+            None,
+            "may write only its own Certificates",
+        ),
         ("write Endpoints", "POST", p("v1", "Endpoints", namespace=ns), endpoints(), "only to grant it"),
         (
             "create a VirtualService",
@@ -496,7 +612,7 @@ def fence_cases(k: Kube, ns: str) -> list[tuple[str, str, str, Any, str]]:
     ]
 
 
-def test_fences_refuse(as_operator: Kube, platform_ns: str, foreign: None) -> None:
+def test_fences_refuse(as_operator: Kube, platform_ns: str, foreign: None, certificate_crd: None) -> None:
     failures = []
     for what, method, path, body, fragment in fence_cases(as_operator, platform_ns):
         refusal = attempt(as_operator, method, path, body)
@@ -513,7 +629,7 @@ def test_rbac_refuses_binding_cluster_admin_even_where_the_fence_would_allow(
     assert refusal is not None and "cluster-admin" in refusal
 
 
-def test_fences_allow_what_the_steps_do(as_operator: Kube, platform_ns: str) -> None:
+def test_fences_allow_what_the_steps_do(as_operator: Kube, platform_ns: str, certificate_crd: None) -> None:
     """Dry runs of each write the steps make, as the operator: all accepted."""
     p = as_operator.path
     ns = platform_ns
@@ -531,6 +647,15 @@ def test_fences_allow_what_the_steps_do(as_operator: Kube, platform_ns: str) -> 
         ("installer binding", "POST", p(f"{RBAC}/v1", "RoleBinding", namespace=ns), binding("admin", OURS)),
         ("installer token", "POST", p("v1", "ServiceAccount", "default", ns, "token"), token_request()),
         ("GPU share quota", "POST", p("v1", "ResourceQuota", namespace=ns), quota("tenant-platform-gpu-share", OURS)),
+        ("edge Certificate", "POST", certificates("istio-system"), certificate("edge", OURS)),
+        ("edge Certificate in a tenant's gateway namespace", "POST", certificates(ns), certificate("edge", OURS)),
+        (
+            "edge Certificate changed",
+            "PATCH",
+            certificates("istio-system", "ours"),
+            {"spec": {"dnsNames": ["y.example"]}},
+        ),
+        ("edge Certificate pruned", "DELETE", certificates("istio-system", "ours"), None),
         ("mesh probe pod (dry run)", "POST", p("v1", "Pod", namespace=ns), pod("probe", automount=True)),
         ("a dry-run pod anywhere", "POST", p("v1", "Pod", namespace="kube-system"), pod("probe")),
         ("storage test PVC", "POST", p("v1", "PersistentVolumeClaim", namespace=ns), pvc("x", OURS)),

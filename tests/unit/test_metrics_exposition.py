@@ -65,7 +65,7 @@ def fill(m: metrics.Metrics, platform: str = "kamiwaza") -> None:
         platform,
         nodes={"gpu-1": dict.fromkeys(metrics.GPU_NODE_GAUGES, 1.0)},
         models={"NVIDIA H200": dict.fromkeys(metrics.GPU_MODEL_GAUGES, 1.0)},
-        stale_locks={"gpu-1": False},
+        blocking_locks={"gpu-1": False},
     )
 
 
@@ -104,7 +104,7 @@ def test_serve_exposes_every_metric_over_http(private_metrics: metrics.Metrics) 
         "tenant_platform_leader",
         "tenant_platform_last_successful_reconcile_timestamp_seconds",
         "tenant_platform_edge_certificate_expiry_timestamp_seconds",
-        "tenant_platform_gpu_node_lock_stale",
+        "tenant_platform_gpu_node_lock_blocking",
         "tenant_platform_gpu_node_memory_free_bytes",
         "tenant_platform_gpu_node_cores_used_ratio",
         "tenant_platform_build_info",
@@ -169,7 +169,7 @@ def reconciled(m: metrics.Metrics, platform: str, passes: int = 3) -> None:
         platform,
         nodes={"gpu-1": dict.fromkeys(metrics.GPU_NODE_GAUGES, 1.0)},
         models={"NVIDIA H200": dict.fromkeys(metrics.GPU_MODEL_GAUGES, 1.0)},
-        stale_locks={"gpu-1": False},
+        blocking_locks={"gpu-1": False},
     )
 
 
@@ -295,7 +295,7 @@ def test_every_alert_uses_only_exported_metrics(private_metrics: metrics.Metrics
         "TenantPlatformNotReady",
         "TenantPlatformStalled",
         "TenantPlatformEdgeCertificateExpiringSoon",
-        "TenantPlatformHAMiNodeLockStale",
+        "TenantPlatformHAMiNodeLockBlocking",
         "TenantPlatformReconcileStale",
         "TenantPlatformDeletionStuck",
         "TenantPlatformOperatorDown",

@@ -53,7 +53,7 @@ import pydantic
 from tenant_platform import metrics
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
-from tenant_platform.concerns.gpu import capacity, health
+from tenant_platform.concerns.gpu import capacity, health, nodelocks
 from tenant_platform.concerns.gpu.facts import detect
 from tenant_platform.concerns.gpu.health import HealthFacts, Selector
 from tenant_platform.concerns.gpu.healthreads import read_health, read_selectors
@@ -256,7 +256,8 @@ def record_metrics(platform: str, capacities: tuple[capacity.NodeCapacity, ...],
         platform,
         nodes={c.name: _node_metrics(c) for c in capacities},
         models=_model_metrics(capacities),
-        stale_locks={c.name: bool(c.lock is not None and c.lock.stale) for c in capacities},
+        # Only a lock HAMi will not take over by itself (its release rules: concerns/gpu/nodelocks.py).
+        blocking_locks={c.name: c.lock is not None and nodelocks.blocks(c.lock) for c in capacities},
     )
 
 
