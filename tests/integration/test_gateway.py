@@ -118,7 +118,7 @@ def test_a_second_platform_with_the_same_domain_gets_no_gateway(
     make_platform: Callable[..., dict[str, Any]],
     gateways: list[str],
 ) -> None:
-    """One domain, one platform (the DNS guard's rule, status/dnsguard.holders), run as the operator.
+    """One domain, one platform (the DNS guard's rule, core/domainclaims.py holders), run as the operator.
 
     ``b`` names ``a``'s domain: created later (or in the same second, then later by name), it is
     refused before ``a`` wrote anything and after; nothing of its own is written. A third platform

@@ -6,7 +6,7 @@ node changes the recorded GPU facts, so the install-values hand-off runs too.
 
 ``reconcile.run(only=...)`` runs in-process with a ``CachedKube`` and the GPU snapshot's watches,
 as the operator builds them (main.cache_scopes, gpuwatch.start_watches); the wake decision is
-``reconcile.gpu.SCOPES``, which the operator's refresher asks (state.OperatorState.wake_gpu).
+``concerns.gpu.step.SCOPES``, which the operator's refresher asks (state.OperatorState.wake_gpu).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Namespaces are claimed, never taken, and nothing is written where a platform does not own the
-namespace (reconcile/base.NamespaceClaims), on the real API server, as the identities involved.
+namespace (framework/base.py NamespaceClaims), on the real API server, as the identities involved.
 
 Each escalation of issue 12 is tried by a TenantPlatform author: naming another platform's
 namespace, the operator's own namespace, a well-known tool's, or an existing namespace nobody

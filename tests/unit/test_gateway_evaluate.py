@@ -1,4 +1,4 @@
-"""The gateway step's pure verdict (status/gateway.evaluate): one row per GatewayReady reason."""
+"""The gateway step's pure verdict (concerns/gateway/verdict.py evaluate): one row per GatewayReady reason."""
 
 from __future__ import annotations
 

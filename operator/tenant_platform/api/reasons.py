@@ -30,7 +30,7 @@ class Common(StrEnum):
     INTERNAL_ERROR = "InternalError"
     DISABLED = "Disabled"
     NAMESPACE_NOT_OWNED = "NamespaceNotOwned"
-    """A write into a namespace this platform does not own was refused (reconcile/base.NamespaceClaims)."""
+    """A write into a namespace this platform does not own was refused (framework/base.py NamespaceClaims)."""
 
 
 class Summary(StrEnum):

@@ -7,7 +7,7 @@ KubeError                 any failed API call (status, reason, message)
  +-- Forbidden            403: RBAC or an admission policy said no
  +-- Transient            5xx, 429, timeouts, connection errors: retry later
  +-- NotOwned             never sent: a write into a namespace this platform does not own was
-                          refused before it left the process (reconcile/base.NamespaceClaims)
+                          refused before it left the process (framework/base.py NamespaceClaims)
  +-- NotLeading           refused before sending: this process does not hold the leader Lease
 """
 

@@ -2,7 +2,7 @@
 
 Children (ServiceAccount, Roles, RoleBindings, the optional kubeconfig Secret) live in the
 primary namespace and carry our labels but no ownerReference (they follow deletionPolicy with
-the namespace, see reconcile.base.stamp). The condition is True only when every checklist
+the namespace, see framework.base.stamp). The condition is True only when every checklist
 ``can-i`` check answers as expected for the ServiceAccount's identity.
 
 A pass, in this order (no token before the checks that prove the identity is safe), as the
