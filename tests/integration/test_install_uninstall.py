@@ -37,6 +37,7 @@ from tenant_platform.api import constants
 from tenant_platform.kube.client import Kube
 from tenant_platform.testing import seed, tools
 from tenant_platform.testing.controlplane import ControlPlane
+from tenant_platform.testing.kubelet import StorageKubelet
 from tenant_platform.testing.operator import OPERATOR_NAMESPACE, OPERATOR_SA, RunningOperator, start_operator
 from tenant_platform.testing.wait import wait_for
 
@@ -152,7 +153,10 @@ def cluster() -> Iterator[tuple[ControlPlane, Kube, dict[Key, Obj]]]:
     with ControlPlane() as cp:
         seed.seed_cluster(cp.kubeconfig_path)
         admin = Kube.from_kubeconfig(str(cp.kubeconfig_path))
-        yield cp, admin, ours(cp)
+        # The seeded StorageClass's provisioner and kubelet, played as in the session's cluster:
+        # the sample proves its storage (the write test is on by default).
+        with StorageKubelet.for_kubeconfig(str(cp.kubeconfig_path)):
+            yield cp, admin, ours(cp)
 
 
 def install_and_reach_ready(cp: ControlPlane, admin: Kube, work: Path, install: list[str], upgrade: list[str]) -> None:
