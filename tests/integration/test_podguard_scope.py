@@ -72,6 +72,19 @@ def test_a_tenant_admin_cannot_edit_the_parameter(guard: Guard) -> None:
     denial(guard.installer, pod("still-denied", guard.namespace, hostPID=True))
 
 
+def test_a_tenant_admin_cannot_write_its_namespaces_labels_or_annotations(guard: Guard) -> None:
+    """What a parameterless guard reads (the namespace's labels and annotations, docs/performance.md)
+    is cluster-scoped: the installer's ``admin`` neither patches nor updates its own namespace."""
+    user = f"system:serviceaccount:{guard.namespace}:{guard.installer_sa}"
+    groups = ["system:serviceaccounts", f"system:serviceaccounts:{guard.namespace}", "system:authenticated"]
+    for verb in ("patch", "update", "delete"):
+        allowed, _ = guard.admin.can_i(user=user, groups=groups, verb=verb, resource="namespaces")
+        assert not allowed, verb
+    for meta in ({"labels": {"tenancy.dev/pod-guard": "Warn"}}, {"annotations": {"tenancy.dev/x": "y"}}):
+        with pytest.raises(errors.Forbidden):
+            guard.installer.merge_patch("v1", "Namespace", guard.namespace, {"metadata": meta})
+
+
 def test_a_platform_neither_guards_nor_unguards_another_platforms_namespace(
     crd: Kube, make_platform: Callable[..., dict[str, Any]], unique_name: str
 ) -> None:

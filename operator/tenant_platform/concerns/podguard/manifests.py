@@ -279,8 +279,52 @@ def _retained_expressions(enforcement: Enforcement) -> dict[str, str]:
     }
 
 
-def _retained_selector(enforcement: Enforcement) -> Obj:
-    return {"matchExpressions": [{"key": RETAINED_LABEL, "operator": "In", "values": [enforcement]}]}
+def _retained_selector(enforcement: Enforcement, label: str = RETAINED_LABEL) -> Obj:
+    return {"matchExpressions": [{"key": label, "operator": "In", "values": [enforcement]}]}
+
+
+# ---- the labelled guard: the shared guard without a parameter (docs/performance.md) -------------
+
+GUARD_LABEL: Final = "tenancy.dev/pod-guard"
+"""On a namespace a platform owns: the enforcement its guard has there (``Deny`` or ``Warn``). The
+labelled guard's policies select it (no parameter: the cost per pod does not depend on the number
+of TenantPlatforms); the proxy repositories come from ``RETAINED_ANNOTATION`` on the same
+namespace (``namespaceObject``). Only cluster-scoped rights can write either."""
+
+
+def render_labelled() -> list[Obj]:
+    """The shared guard's four policies and bindings (the shared names) without a parameter: each
+    enforcement's policies match the namespaces whose ``GUARD_LABEL`` says that enforcement, the
+    proxy repositories read from the namespace's ``RETAINED_ANNOTATION``. Policies first, then
+    bindings (the order ``render`` has)."""
+    policies: list[Obj] = []
+    for enforcement in ENFORCEMENTS:
+        policies.append(
+            _pod_policy(
+                guard_names(enforcement).pod_guard,
+                enforcement,
+                shared=False,
+                param=_retained_expressions(enforcement),
+                namespace_selector=_retained_selector(enforcement, GUARD_LABEL),
+            )
+        )
+    for enforcement in ENFORCEMENTS:
+        policies.append(
+            templating.render_object(
+                TEMPLATES,
+                "podguard-exec-policy.yaml.j2",
+                name=guard_names(enforcement).exec_guard,
+                shared=False,
+                variant=enforcement,
+                param=_retained_expressions(enforcement),
+                namespace_selector=_retained_selector(enforcement, GUARD_LABEL),
+            )
+        )
+    bindings = [
+        render_binding(name, "Deny" if name.endswith("-deny") else "Warn", shared=False)
+        for name in (p["metadata"]["name"] for p in policies)
+    ]
+    return policies + bindings
 
 
 def render_retained() -> list[Obj]:
