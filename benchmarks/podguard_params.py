@@ -93,7 +93,7 @@ def namespace_body(name: str, platform: str) -> dict[str, Any]:
         "metadata": {
             "name": name,
             "labels": {constants.LABEL_PLATFORM: platform, manifests.GUARD_LABEL: "Deny"},
-            "annotations": {manifests.RETAINED_ANNOTATION: f"docker.io/istio/proxyv2,{LABELLED_ONLY_REPOSITORY}"},
+            "annotations": {manifests.GUARD_ANNOTATION: f"docker.io/istio/proxyv2,{LABELLED_ONLY_REPOSITORY}"},
         },
     }
 
@@ -116,9 +116,7 @@ def add_platform(kube: Kube, name: str, namespace: str) -> None:
 
 def guard_objects(design: str) -> list[dict[str, Any]]:
     """The shared guard of one design, policies before bindings, with the step's labels."""
-    if design == "params":
-        return step.shared_objects()
-    objs = manifests.render_labelled()
+    objs = manifests.render_parameter_guard() if design == "params" else manifests.render_labelled()
     for obj in objs:
         obj["metadata"].setdefault("labels", {}).update(step.shared_labels())
     return objs

@@ -24,14 +24,18 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from podguard_support import DEFAULT_REPOSITORIES, context, fresh
+from tests.support import sole_condition
 
 from tenant_platform import devmode
 from tenant_platform.api import constants
 from tenant_platform.concerns.podguard import manifests, verdict
 from tenant_platform.concerns.podguard import step as podguard
+from tenant_platform.concerns.podguard.step import STEP
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube
 from tenant_platform.testing.controlplane import ControlPlane
+from tenant_platform.testing.steps import reconcile_step
 from tenant_platform.testing.wait import wait_for
 
 pytestmark = pytest.mark.cluster
@@ -69,7 +73,7 @@ def namespace(kube: Kube, name: str, enforcement: str | None, repositories: str 
             "metadata": {
                 "name": name,
                 "labels": labels,
-                "annotations": {manifests.RETAINED_ANNOTATION: repositories},
+                "annotations": {manifests.GUARD_ANNOTATION: repositories},
             },
         }
     )
@@ -81,7 +85,7 @@ def relabel(kube: Kube, name: str, enforcement: str | None = None, repositories:
     if enforcement is not None:
         meta["labels"] = {manifests.GUARD_LABEL: enforcement}
     if repositories is not None:
-        meta["annotations"] = {manifests.RETAINED_ANNOTATION: repositories}
+        meta["annotations"] = {manifests.GUARD_ANNOTATION: repositories}
     kube.merge_patch("v1", "Namespace", name, {"metadata": meta})
 
 
@@ -245,7 +249,8 @@ def test_switch_from_the_parameter_guard_leaves_no_gap(own_kube: Kube) -> None:
     # Today's guard, with a Deny and a Warn platform, the namespaces not yet labelled.
     for binding in kube.list(VAP, manifests.BINDING_KIND):
         kube.delete(VAP, manifests.BINDING_KIND, binding["metadata"]["name"])
-    for obj in podguard.shared_objects():
+    for obj in manifests.render_parameter_guard():
+        obj["metadata"].setdefault("labels", {}).update(podguard.shared_labels())
         kube.apply(obj)
     namespace(kube, "switch-deny", None)
     namespace(kube, "switch-warn", None)
@@ -293,3 +298,60 @@ def test_switch_from_the_parameter_guard_leaves_no_gap(own_kube: Kube) -> None:
     for name in manifests.SHARED_NAMES:
         assert "paramKind" not in (kube.get(VAP, manifests.POLICY_KIND, name) or {}).get("spec", {"paramKind": 1})
         assert "paramRef" not in (kube.get(VAP, manifests.BINDING_KIND, name) or {}).get("spec", {"paramRef": 1})
+
+
+def test_the_step_switches_from_the_parameter_guard_only_once_every_platform_is_marked(own_kube: Kube) -> None:
+    """The upgrade as the operator does it: a cluster as the parameter guard left it (two platforms,
+    their parameters published, their namespaces unmarked). The first platform's pass marks its
+    namespace and keeps the parameter guard (the other's is not marked yet); the second's marks its
+    own and switches the shared names in place. A probe runs throughout: no moment without a guard."""
+    kube = own_kube
+    for body in kube.list(constants.API_VERSION, constants.KIND):  # the other tests' platforms
+        kube.delete(constants.API_VERSION, constants.KIND, body["metadata"]["name"])
+    for kind in (manifests.BINDING_KIND, manifests.POLICY_KIND):
+        for name in manifests.SHARED_NAMES:
+            kube.delete(VAP, kind, name)
+    for obj in manifests.render_parameter_guard():
+        obj["metadata"].setdefault("labels", {}).update(podguard.shared_labels())
+        kube.apply(obj)
+    for name in ("up-a", "up-b"):
+        namespace(kube, name, None, repositories="")
+    add_platform(kube, "up-a", "up-a", "Deny")
+    add_platform(kube, "up-b", "up-b", "Warn")
+    expect(kube, host_pid("up-a"), f"denied:{DENY.pod_guard}", "the parameter guard", 60)
+    expect(kube, host_pid("up-b"), f"warned:{WARN.pod_guard}", "the parameter guard", 60)
+
+    def shape() -> list[bool]:
+        return [manifests.is_parameter_guard(kube.get(VAP, manifests.POLICY_KIND, n)) for n in manifests.SHARED_NAMES]
+
+    prober = Prober(kube, "up-a", "up-b")
+    prober.start()
+    try:
+        time.sleep(1)
+        first = reconcile_step(STEP, context(kube, fresh(kube, "up-a")))
+        status, reason, message = sole_condition(first, "PodGuardReady")
+        assert (status, reason) == ("True", "Enforcing"), message
+        assert "with this TenantPlatform as their parameter" in message and "still missing in up-b/up-b" in message
+        assert first.requeue_after is not None
+        assert shape() == [True] * 4  # kept: up-b is not marked yet
+        assert manifests.mark_of(kube.get("v1", "Namespace", "up-a")) == ("Deny", ",".join(DEFAULT_REPOSITORIES))
+        time.sleep(1)
+        second = reconcile_step(STEP, context(kube, fresh(kube, "up-b")))
+        status, reason, message = sole_condition(second, "PodGuardReady")
+        assert (status, reason) == ("True", "WarnOnly"), message
+        assert "for the namespaces labelled tenancy.dev/pod-guard=Warn" in message
+        assert shape() == [False] * 4
+        for name in manifests.SHARED_NAMES:
+            assert "paramRef" not in (kube.get(VAP, manifests.BINDING_KIND, name) or {}).get("spec", {"paramRef": 1})
+        time.sleep(2)
+    finally:
+        prober.stop.set()
+        prober.join(10)
+    assert not prober.gaps, prober.gaps[:5]
+    assert len(prober.seen) > 30, len(prober.seen)
+    again = reconcile_step(STEP, context(kube, fresh(kube, "up-a")))
+    status, reason, message = sole_condition(again, "PodGuardReady")
+    assert (status, reason) == ("True", "Enforcing") and "labelled tenancy.dev/pod-guard=Deny" in message, message
+    assert again.requeue_after is None
+    assert judged(kube, host_pid("up-a")) == f"denied:{DENY.pod_guard}"
+    assert judged(kube, host_pid("up-b")) == f"warned:{WARN.pod_guard}"

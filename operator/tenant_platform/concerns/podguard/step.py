@@ -94,6 +94,49 @@ def shared_objects() -> list[Obj]:
     return objs
 
 
+def unmarked_platforms(ctx: StepContext) -> tuple[str, ...]:
+    """The other platforms' namespaces (``platform/namespace``) whose guard mark does not say what
+    their parameter (``status.podGuard``) says: while there are any, the parameter guard stays.
+    A platform being deleted counts too (its namespaces get the retained guard once it is gone)."""
+    labelled = {
+        str(n["metadata"]["name"]): manifests.mark_of(n)
+        for n in ctx.kube.list("v1", "Namespace", None, label_selector=manifests.GUARD_LABEL)
+    }
+    missing: list[str] = []
+    for body in ctx.platforms():
+        name = str((body.get("metadata") or {}).get("name", ""))
+        found = (body.get("status") or {}).get("podGuard") or {}
+        enforcement = found.get("enforcement") if isinstance(found, dict) else None
+        if name == ctx.name or enforcement not in manifests.ENFORCEMENTS:
+            continue
+        wanted = manifests.mark_for(enforcement, [str(r) for r in found.get("proxyImageRepositories") or []])
+        missing += [f"{name}/{ns}" for ns in found.get("namespaces") or [] if labelled.get(str(ns)) != wanted]
+    return tuple(missing)
+
+
+def mark(ctx: StepContext, intent: Obj, outcome: ApplyOutcome) -> None:
+    """Write a namespace's guard mark (a merge patch: never creates the namespace). In a dry run
+    only listed in ``would_apply``."""
+    name = str(intent["metadata"]["name"])
+    what = f"Namespace {name} (label {manifests.GUARD_LABEL})"
+    if ctx.dry_run:
+        outcome.would_apply.append(what)
+        return
+    meta = {k: v for k, v in intent["metadata"].items() if k != "name"}
+    try:
+        applied = ctx.kube.merge_patch("v1", "Namespace", name, {"metadata": meta})
+    except errors.NotFound:
+        return  # gone meanwhile: nothing to guard there
+    except errors.KubeError as exc:
+        outcome.errors.append(f"{what}: {exc.message or exc}")
+        outcome.forbidden = outcome.forbidden or isinstance(exc, errors.Forbidden)
+        return
+    applied.setdefault("apiVersion", "v1")
+    applied.setdefault("kind", "Namespace")
+    outcome.applied.append(applied)
+    outcome.written += 1
+
+
 def applied_facts(outcome: ApplyOutcome, *, written_before: int = 0) -> verdict.Applied:
     """What applying the guard did, as the pure evaluation reads it (``written_before``: what an
     earlier round of the pass wrote)."""
@@ -198,10 +241,19 @@ class PodGuardStep:
         guard = earlier.facts.guard
         if earlier.outcome is not None:
             outcome = earlier.outcome
+            applied = applied_facts(outcome, written_before=guard.applied.written)
+            # A later round may write only some objects (a promotion: the namespaces' marks): what
+            # the earlier rounds applied stays what they left.
+            merged = {verdict.ref(o): o for o in (*guard.applied.objects, *applied.objects)}
+            applied = dataclasses.replace(
+                applied,
+                objects=tuple(merged.values()),
+                errors=(*guard.applied.errors, *applied.errors),
+                forbidden=guard.applied.forbidden or applied.forbidden,
+                would_apply=(*guard.applied.would_apply, *applied.would_apply),
+            )
             guard = dataclasses.replace(
-                guard,
-                live={**guard.live, **{verdict.ref(o): o for o in outcome.applied}},
-                applied=applied_facts(outcome, written_before=guard.applied.written),
+                guard, live={**guard.live, **{verdict.ref(o): o for o in outcome.applied}}, applied=applied
             )
         guard = dataclasses.replace(guard, round=guard.round + 1)
         if guard.round == 2:
@@ -227,12 +279,25 @@ class PodGuardStep:
                 live[(kind, name)] = kube.get(_API, kind, name)
         hand = gather_hand_made(ctx)
         namespaces = tuple(covered(ctx))
+        found = found_param(ctx)
+        marks: dict[str, manifests.Mark | None] = {}
+        parameter_guard, unmarked = False, tuple[str, ...]()
+        if ctx.management is None:
+            before = [str(n) for n in found.get("namespaces") or []]
+            for name in dict.fromkeys([*namespaces, *before]):
+                marks[name] = manifests.mark_of(kube.get("v1", "Namespace", name))
+            parameter_guard = any(manifests.is_parameter_guard(live.get((_POLICY, n))) for n in manifests.SHARED_NAMES)
+            if parameter_guard:
+                unmarked = unmarked_platforms(ctx)
         guard = PodGuardFacts(
             live=live,
             shared=ctx.management is None,
             namespaces=namespaces,
-            found=found_param(ctx),
+            found=found,
             hand_made_denies=hand.denies,
+            marks=marks,
+            parameter_guard=parameter_guard,
+            unmarked=unmarked,
         )
         return Facts(guard, hand)
 
@@ -301,6 +366,9 @@ class PodGuardStep:
             )
         outcome = ApplyOutcome()
         for obj in desired:
+            if obj["kind"] == "Namespace":
+                mark(ctx, obj, outcome)
+                continue
             stamped = copy.deepcopy(obj)
             stamped.setdefault("metadata", {}).setdefault("labels", {}).update(shared_labels())
             ensure_one(ctx, stamped, live.get(verdict.ref(stamped)), outcome)
@@ -488,20 +556,31 @@ def retain(ctx: StepContext) -> CleanupResult:
         for obj in retained_objects():
             kube.ensure(obj, live=kube.get(_API, obj["kind"], obj["metadata"]["name"]))
         marked = []
+        shared_marks: dict[str, manifests.Mark | None] = {}
         for name in namespaces:
             live = kube.get("v1", "Namespace", name)
             if live is None or (live.get("status") or {}).get("phase") == "Terminating":
                 continue
-            mark = manifests.retained_mark(name, enforcement, repositories)
-            if not is_subset(mark, live):
-                kube.apply(mark, field_manager=manifests.RETAINED_MANAGER)
+            retained = manifests.retained_mark(name, enforcement, repositories)
+            if not is_subset(retained, live):
+                kube.apply(retained, field_manager=manifests.RETAINED_MANAGER)
             marked.append(name)
+            shared_marks[name] = manifests.mark_of(live)
     except errors.KubeError as exc:
         return CleanupResult(False, f"Could not keep the pod guard for the retained namespaces: {exc.message or exc}")
     policy = manifests.retained_names(enforcement).pod_guard
     waiting = [f"{name} ({why})" for name in marked if (why := _retained_in_effect(kube, name, policy)) is not None]
     if waiting:
         return CleanupResult(False, "The retained pod guard is not in effect yet in namespace(s) " + ", ".join(waiting))
+    # The retained guard is in effect: the shared guard's mark goes, so that the admin's release
+    # (removing the retained mark) leaves the namespace as documented.
+    try:
+        for name in marked:
+            if shared_marks.get(name) not in (None, ("", "")):
+                meta = manifests.guard_mark(name, None)["metadata"]
+                kube.merge_patch("v1", "Namespace", name, {"metadata": {k: v for k, v in meta.items() if k != "name"}})
+    except errors.KubeError as exc:
+        return CleanupResult(False, f"Could not remove the shared pod guard's label: {exc.message or exc}")
     if not marked:
         return CleanupResult(True, NOTHING_TO_RETAIN)
     return CleanupResult(
