@@ -9,15 +9,16 @@ says it, and istio-init's repositories come from the namespace's annotation (``n
 
 For each stage it submits ``--requests`` server-side dry-run creates of a classic-injected pod
 (istio-init, the shape the guard checks hardest) into one guarded namespace, one after another
-from one client, and reports requests per second and the median against the same requests
-without a guard (no policies at all). Stages: no guard; then for 1 TenantPlatform, 100, 500 (or
-``--counts``) each design in turn (``--designs``), the shared names re-applied in place between
-them; every extra platform owns a namespace of its own (its parameter lists it, its label says
-Deny), so the parameter guard evaluates and rejects every one of them. Counts and ratios, not
-pass/fail timings: one machine, shared with other work, so indicative only.
+from one client, and reports requests per second and the median. For 1 TenantPlatform, 100, 500
+(or ``--counts``): no guard (the bindings deleted), then each design in turn (``--designs``), the
+shared names re-applied in place between them, ``--rounds`` times interleaved (a stage reports the
+median of its rounds' medians, and its ratio to the same count's no-guard median). Every extra
+platform owns a namespace of its own (its parameter lists it, its label says Deny), so the
+parameter guard evaluates and rejects every one of them. Counts and ratios, not pass/fail
+timings: one machine, shared with other work, so indicative only.
 
     .venv/bin/python -m benchmarks.podguard_params [--requests 300] [--counts 1,100,500] \
-        [--designs params,labels] [--json]
+        [--designs params,labels] [--rounds 3] [--json]
 """
 
 from __future__ import annotations
@@ -135,7 +136,14 @@ def live_design(kube: Kube) -> str:
 
 
 def switch(kube: Kube, design: str) -> None:
-    """The shared names re-applied in place as ``design`` (policies first), until it judges."""
+    """The shared names re-applied in place as ``design`` (policies first), until it judges;
+    ``none``: the bindings deleted, until nothing judges."""
+    if design == "none":
+        for obj in guard_objects("labels"):
+            if obj["kind"] == manifests.BINDING_KIND:
+                kube.delete(manifests.API_VERSION, manifests.BINDING_KIND, obj["metadata"]["name"])
+        wait_for(lambda: not guard_denies(kube), "no guard", 60, interval=0.2)
+        return
     for obj in guard_objects(design):
         kube.apply(obj)
     wait_for(lambda: live_design(kube) == design and guard_denies(kube), f"the {design} guard", 60, interval=0.2)
@@ -164,7 +172,9 @@ def guard_denies(kube: Kube) -> bool:
     return False
 
 
-def run(requests: int, counts: list[int], designs: tuple[str, ...] = DESIGNS) -> dict[str, Any]:
+def run(requests: int, counts: list[int], designs: tuple[str, ...] = DESIGNS, rounds: int = 1) -> dict[str, Any]:
+    """For each count: no guard, then each design, ``rounds`` times interleaved; a stage's median
+    is the median of its rounds' medians, its ratio that over the same count's no-guard median."""
     with ControlPlane(controller_manager=False) as cp:
         kube = Kube.from_kubeconfig(str(cp.kubeconfig_path))
         devmode.install_crd(kube)
@@ -173,22 +183,34 @@ def run(requests: int, counts: list[int], designs: tuple[str, ...] = DESIGNS) ->
             {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": NAMESPACE}}
         )
         rate(kube, 20)  # warm up
-        stages: list[dict[str, Any]] = [{"platforms": 0, "design": "none", **rate(kube, requests)}]
         add_platform(kube, "bench-0", NAMESPACE)
+        stages: list[dict[str, Any]] = []
         have = 1
         for count in counts:
             for i in range(have, count):
                 add_platform(kube, f"bench-{i}", f"bench-other-{i}")
             have = max(have, count)
-            for design in designs:
-                switch(kube, design)
-                time.sleep(2)  # the parameter and namespace informers catch up
-                rate(kube, 20)
-                stages.append({"platforms": have, "design": design, **rate(kube, requests)})
-        base = stages[0]["median_ms"]
-        for stage in stages:
-            stage["median_to_no_guard"] = stage["median_ms"] / base
-        return {"requests_per_stage": requests, "version": kube.server_version()[2], "stages": stages}
+            measured: dict[str, list[dict[str, float]]] = {}
+            for _ in range(rounds):
+                for design in ("none", *designs):
+                    switch(kube, design)
+                    time.sleep(2)  # the parameter and namespace informers catch up
+                    rate(kube, 20)
+                    measured.setdefault(design, []).append(rate(kube, requests))
+            base = statistics.median(m["median_ms"] for m in measured["none"])
+            for design, runs in measured.items():
+                median = statistics.median(m["median_ms"] for m in runs)
+                stages.append(
+                    {
+                        "platforms": have,
+                        "design": design,
+                        "per_second": statistics.median(m["per_second"] for m in runs),
+                        "median_ms": median,
+                        "median_to_no_guard": median / base,
+                        "round_medians_ms": [m["median_ms"] for m in runs],
+                    }
+                )
+        return {"requests_per_stage": requests, "rounds": rounds, "version": kube.server_version()[2], "stages": stages}
 
 
 def main() -> None:
@@ -196,17 +218,18 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--counts", default="1,100,500", help="TenantPlatform counts, in increasing order")
     parser.add_argument("--designs", default=",".join(DESIGNS), help="params, labels or both (comma-separated)")
+    parser.add_argument("--rounds", type=int, default=1, help="measure every stage this many times, interleaved")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     designs = tuple(d for d in args.designs.split(",") if d)
     if not set(designs) <= set(DESIGNS):
         parser.error(f"--designs: one or more of {', '.join(DESIGNS)}")
-    result = run(args.requests, [int(c) for c in args.counts.split(",")], designs)
+    result = run(args.requests, [int(c) for c in args.counts.split(",")], designs, args.rounds)
     if args.json:
         print(json.dumps(result, indent=2))
         return
     print(f"Kubernetes {result['version']}, {result['requests_per_stage']} dry-run pod creates per stage")
-    print("| TenantPlatforms | guard | dry-run creates/s | median ms | median / no guard |")
+    print("| TenantPlatforms | guard | dry-run creates/s | median ms | median / no guard (same count) |")
     print("| --- | --- | --- | --- | --- |")
     for s in result["stages"]:
         print(

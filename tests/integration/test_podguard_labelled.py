@@ -355,3 +355,60 @@ def test_the_step_switches_from_the_parameter_guard_only_once_every_platform_is_
     assert again.requeue_after is None
     assert judged(kube, host_pid("up-a")) == f"denied:{DENY.pod_guard}"
     assert judged(kube, host_pid("up-b")) == f"warned:{WARN.pod_guard}"
+
+
+def test_a_platform_unmarks_only_what_it_released_never_another_platforms_namespace(own_kube: Kube) -> None:
+    """A namespace a platform no longer owns loses that platform's mark, unless another platform
+    claims it by then: then the mark is the other platform's, and stays."""
+    kube = own_kube
+
+    def platform(name: str, extra: list[str], enforcement: str) -> None:
+        body = {
+            "apiVersion": constants.API_VERSION,
+            "kind": constants.KIND,
+            "metadata": {"name": name},
+            "spec": {
+                "namespace": name,
+                "additionalNamespaces": extra,
+                "domain": f"{name}.example.com",
+                "podGuard": {"enforcement": enforcement},
+            },
+        }
+        if kube.get(constants.API_VERSION, constants.KIND, name) is None:
+            kube.create(body)
+        else:
+            kube.merge_patch(constants.API_VERSION, constants.KIND, name, {"spec": {"additionalNamespaces": extra}})
+
+    def claim(ns: str, owner: str | None) -> None:
+        kube.merge_patch("v1", "Namespace", ns, {"metadata": {"labels": {constants.LABEL_PLATFORM: owner}}})
+
+    def mark(ns: str) -> manifests.Mark | None:
+        return manifests.mark_of(kube.get("v1", "Namespace", ns))
+
+    for ns in ("mv-a", "mv-b", "mv-x", "mv-y"):
+        namespace(kube, ns, None, repositories="")
+    claim("mv-a", "mv-a")
+    claim("mv-x", "mv-a")
+    claim("mv-y", "mv-a")
+    claim("mv-b", "mv-b")
+    platform("mv-a", ["mv-x", "mv-y"], "Deny")
+    platform("mv-b", [], "Warn")
+    for name in ("mv-a", "mv-b"):
+        reconcile_step(STEP, context(kube, fresh(kube, name)))
+    deny = ("Deny", ",".join(DEFAULT_REPOSITORIES))
+    assert [mark(ns) for ns in ("mv-a", "mv-x", "mv-y")] == [deny, deny, deny]
+    # mv-x moves to mv-b; mv-y is released (no claim).
+    platform("mv-a", [], "Deny")
+    claim("mv-x", "mv-b")
+    claim("mv-y", None)
+    platform("mv-b", ["mv-x"], "Warn")
+    reconcile_step(STEP, context(kube, fresh(kube, "mv-b")))
+    warn = ("Warn", ",".join(DEFAULT_REPOSITORIES))
+    assert mark("mv-x") == warn
+    result = reconcile_step(STEP, context(kube, fresh(kube, "mv-a")))
+    assert sole_condition(result, "PodGuardReady")[:2] == ("True", "Enforcing")
+    assert mark("mv-x") == warn  # mv-b's: left alone
+    assert mark("mv-y") == ("", "")  # released: unmarked
+    assert mark("mv-a") == deny
+    expect(kube, host_pid("mv-x"), f"warned:{WARN.pod_guard}", "mv-b's guard in mv-x")
+    expect(kube, host_pid("mv-y"), "admitted", "mv-y unguarded once released")

@@ -1,8 +1,9 @@
 """PURE decisions of the pod guard step (PodGuardReady): staged enforcement and the condition.
 
 concerns/podguard/step.py gathers and applies, round by round; this module decides from what it
-found, one pass at a time. The state lives in the platform's own ``status.podGuard`` (the shared
-policies' parameter, concerns/podguard/manifests.py), nothing else is remembered:
+found, one pass at a time. The state lives in the platform's own ``status.podGuard`` (the values
+the shared policies were given; they read them from the namespaces' mark,
+concerns/podguard/manifests.py), nothing else is remembered:
 
 - ``target``: the enforcement the parameter gets this pass: Deny for ``Deny``, and for ``Staged``
   once the parameter is at Deny (promoted earlier, or Deny before: it stays there), or while a hand-made
@@ -14,8 +15,10 @@ policies' parameter, concerns/podguard/manifests.py), nothing else is remembered
   as dry runs;
 - ``promotes``: that check found every pod checked and none denied, and this is not a dry run:
   write the parameter again at Deny;
-- ``writes``: what a round writes (the guard's objects, the parameter published through the
-  pipeline) and that another round follows; ``judged``: the pass's facts once the writes are done;
+- ``writes``: what a round writes (the namespaces' marks, the guard's objects, the parameter
+  published through the pipeline) and that another round follows; ``shared_guard``: the
+  labelled guard, or an earlier version's parameter guard kept while some platform's namespaces
+  are unmarked; ``judged``: the pass's facts once the writes are done;
 - ``evaluate``: from every fact of the pass, the condition (reason from ``reasons.PodGuard``), the
   ``status.podGuard`` section, progressing, the requeue and the promotion event.
 
@@ -83,7 +86,7 @@ class PodGuardFacts:
     """The policies and bindings by (kind, name): as found before any write, then as this pass's
     writes left them."""
     shared: bool = True
-    """The shared policies with the TenantPlatform as parameter; False for spec.target (the
+    """The shared policies (selecting the namespaces' marks); False for spec.target (the
     platform's own policies in the target cluster, its parameter inlined)."""
     namespaces: tuple[str, ...] = ()
     """The namespaces the guard covers: those of the platform's that it owns."""
