@@ -273,14 +273,17 @@ def make_installer(admin: Kube, cp: ControlPlane, namespace: str, directory: Pat
 
 def apply_guard(admin: Kube, platform: TenantPlatform, enforcement: manifests.Enforcement) -> None:
     """The shared guard applied and ``platform`` (which must exist) made its parameter: its
-    namespaces claimed for it and ``status.podGuard`` as the step writes it."""
+    namespaces claimed for it and marked with the enforcement and its repositories, and
+    ``status.podGuard``, as the step writes them."""
     for obj in shared_objects():
         admin.apply(obj)
-    for namespace in platform.spec.all_namespaces:
-        admin.merge_patch(
-            "v1", "Namespace", namespace, {"metadata": {"labels": {constants.LABEL_PLATFORM: platform.name}}}
-        )
     value = verdict.param(platform, enforcement, platform.spec.all_namespaces)
+    mark = manifests.guard_mark("", manifests.mark_for(enforcement, value.proxy_image_repositories))["metadata"]
+    for namespace in platform.spec.all_namespaces:
+        labels = {constants.LABEL_PLATFORM: platform.name, **mark["labels"]}
+        admin.merge_patch(
+            "v1", "Namespace", namespace, {"metadata": {"labels": labels, "annotations": mark["annotations"]}}
+        )
     admin.merge_patch(
         constants.API_VERSION,
         constants.KIND,

@@ -46,7 +46,9 @@ def test_step_deny_mode_zero_write_resync_and_cleanup(
     result = reconcile_step(STEP, ctx)
     status, reason, message = sole_condition(result, "PodGuardReady")
     assert (status, reason) == ("True", "Enforcing"), message
-    assert DENY.pod_guard in message and "with this TenantPlatform as their parameter" in message
+    assert DENY.pod_guard in message and "for the namespaces labelled tenancy.dev/pod-guard=Deny" in message
+    # The namespace carries the mark the shared policies select (only cluster-scoped rights write it).
+    assert manifests.mark_of(crd.get("v1", "Namespace", unique_name)) == ("Deny", ",".join(DEFAULT_REPOSITORIES))
     param = {"enforcement": "Deny", "namespaces": [unique_name], "proxyImageRepositories": DEFAULT_REPOSITORIES}
     assert result.status["podGuard"] == {**param, "requested": "Deny"}
     # The parameter is on the API server already (written by the step, before any check), and

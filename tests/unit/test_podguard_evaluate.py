@@ -82,13 +82,24 @@ def param(mode: manifests.Enforcement) -> manifests.GuardParam:
     return manifests.GuardParam(NAMESPACES, mode, REPOSITORIES)
 
 
+def marks(mode: manifests.Enforcement) -> dict[str, manifests.Mark | None]:
+    """Every namespace marked with ``mode`` and the repositories."""
+    return {ns: manifests.mark_for(mode, REPOSITORIES) for ns in NAMESPACES}
+
+
+def mark_patches(mode: manifests.Enforcement) -> list[pg.Obj]:
+    return [manifests.guard_mark(ns, manifests.mark_for(mode, REPOSITORIES)) for ns in NAMESPACES]
+
+
 def facts(mode: manifests.Enforcement, **changes: Any) -> PodGuardFacts:
-    """One pass that applied cleanly, its parameter at ``mode`` on the API server."""
+    """One pass that applied cleanly, its parameter at ``mode`` on the API server, its namespaces
+    marked with it."""
     base: dict[str, Any] = {
         "live": live(),
         "param": param(mode),
         "param_written": True,
         "applied": Applied(objects=objects()),
+        "marks": marks(mode),
     }
     return PodGuardFacts(**{**base, **changes})
 
@@ -134,8 +145,8 @@ ROWS = [
         {"enforcement": "Deny"},
         "True",
         reasons.PodGuard.ENFORCING,
-        f"deny violating requests in kamiwaza, kamiwaza-extensions (policies {POD} and {EXEC}, with this "
-        "TenantPlatform as their parameter, bound with [Deny, Audit]).",
+        f"deny violating requests in kamiwaza, kamiwaza-extensions (policies {POD} and {EXEC}, for the "
+        "namespaces labelled tenancy.dev/pod-guard=Deny, bound with [Deny, Audit]).",
     ),
     Row(
         "warn in place",
@@ -143,8 +154,9 @@ ROWS = [
         {"enforcement": "Warn"},
         "True",
         reasons.PodGuard.WARN_ONLY,
-        f"warn in kamiwaza, kamiwaza-extensions (policies {WARN.pod_guard} and {WARN.exec_guard}, with this "
-        "TenantPlatform as their parameter, bound with [Warn, Audit]): violating requests are admitted with a warning",
+        f"warn in kamiwaza, kamiwaza-extensions (policies {WARN.pod_guard} and {WARN.exec_guard}, for the "
+        "namespaces labelled tenancy.dev/pod-guard=Warn, bound with [Warn, Audit]): violating requests are admitted "
+        "with a warning",
     ),
     Row(
         "parameter not on the API server yet",
@@ -488,8 +500,9 @@ def test_denied_by_guard_reads_the_denial() -> None:
 
 
 def found(mode: manifests.Enforcement, **changes: Any) -> PodGuardFacts:
-    """Round 1 of a pass: the guard and the parameter as found, nothing written yet."""
-    base: dict[str, Any] = {"live": live(), "namespaces": NAMESPACES, "applied": Applied()}
+    """Round 1 of a pass: the guard, the parameter and the marks (at ``mode``) as found, nothing
+    written yet."""
+    base: dict[str, Any] = {"live": live(), "namespaces": NAMESPACES, "applied": Applied(), "marks": marks(mode)}
     return PodGuardFacts(**{**base, **changes})
 
 
@@ -498,7 +511,10 @@ def test_round_one_applies_the_guard_and_publishes_the_parameter_the_api_server_
     verdict = pg.writes(demo(), found("Warn", found={**held, "enforcement": "Deny", "namespaces": []}), dry_run=False)
     assert verdict is not None
     assert verdict.again and verdict.conditions == []
-    assert verdict.desired == manifests.render()
+    # The namespaces' marks at Deny first (found at Warn), then the guard.
+    assert verdict.desired == [*mark_patches("Deny"), *manifests.render()]
+    marked = pg.writes(demo(), found("Warn", found=held), dry_run=False)
+    assert marked is not None and marked.desired == manifests.render()  # marked already: the guard only
     # Staged, at Deny already: it stays there; the merge patch keeps what the API server holds.
     assert verdict.publish == ("podGuard",)
     assert verdict.sections == {"podGuard": {**held, "enforcement": "Deny"}}
@@ -523,7 +539,8 @@ def test_round_two_promotes_after_a_clean_check_and_otherwise_judges() -> None:
     held = {"enforcement": "Warn", **PARAM_FIELDS}
     checked = found("Warn", round=2, found=held, check=StagedCheck(checked=2))
     shared = pg.writes(demo(), checked, dry_run=False)
-    assert shared is not None and shared.again and shared.desired == []
+    # The promotion: the marks at Deny (the labelled guard reads them), the parameter published.
+    assert shared is not None and shared.again and shared.desired == mark_patches("Deny")
     assert shared.sections == {"podGuard": {**held, "enforcement": "Deny"}}
     target = pg.writes(demo(), dataclasses.replace(checked, shared=False), dry_run=False)
     assert target is not None and target.again and not target.publish
@@ -637,3 +654,59 @@ def test_a_failed_publish_goes_to_the_next_round_or_escapes() -> None:
     assert ctx.status_written == {}
     with pytest.raises(errors.KubeError):
         pipeline.run_rounds(PublishingStep(again=False), ctx)  # type: ignore[arg-type]
+
+
+# ---- the labelled guard: the namespaces' marks and the switch from the parameter guard -----------
+
+
+def test_the_guard_is_in_effect_only_where_every_namespace_carries_its_mark() -> None:
+    assert pg.in_effect(facts("Deny"), platform_name="demo", dry_run=False) == "Deny"
+    unmarked = facts("Deny", marks={**marks("Deny"), "kamiwaza-extensions": ("", "")})
+    assert pg.in_effect(unmarked, platform_name="demo", dry_run=False) == "None"
+    warned = facts("Deny", marks={**marks("Deny"), "kamiwaza": ("Warn", ",".join(REPOSITORIES))})
+    assert pg.in_effect(warned, platform_name="demo", dry_run=False) == "None"
+    other_repositories = facts("Deny", marks={**marks("Deny"), "kamiwaza": ("Deny", "docker.io/istio/proxyv2")})
+    assert pg.in_effect(other_repositories, platform_name="demo", dry_run=False) == "None"
+    # A namespace that does not exist has nothing to guard.
+    gone = facts("Deny", marks={**marks("Deny"), "kamiwaza-extensions": None})
+    assert pg.in_effect(gone, platform_name="demo", dry_run=False) == "Deny"
+    # What this pass's writes left counts (not in a dry run: nothing was written).
+    patched = {"kind": "Namespace", "metadata": {"name": "kamiwaza-extensions", **mark_patches("Deny")[1]["metadata"]}}
+    written = dataclasses.replace(unmarked, applied=Applied(objects=(*objects(), patched)))
+    assert pg.in_effect(written, platform_name="demo", dry_run=False) == "Deny"
+    assert pg.in_effect(dataclasses.replace(written, live=live()), platform_name="demo", dry_run=True) == "None"
+    verdict = pg.evaluate(demo(podGuard={"enforcement": "Deny"}), unmarked, dry_run=False)
+    assert verdict.condition.reason == reasons.PodGuard.ENFORCEMENT_PENDING
+
+
+def test_marks_are_written_where_they_differ_and_removed_where_the_platform_no_longer_owns() -> None:
+    value = param("Deny")
+    assert pg.marks_to_write(found("Deny"), value) == []
+    assert pg.marks_to_write(found("Warn"), value) == mark_patches("Deny")
+    left = found("Deny", marks={**marks("Deny"), "released": ("Deny", "x/y"), "never": ("", ""), "gone": None})
+    assert pg.marks_to_write(left, value) == [manifests.guard_mark("released", None)]
+    assert manifests.guard_mark("released", None)["metadata"] == {
+        "name": "released",
+        "labels": {manifests.GUARD_LABEL: None},
+        "annotations": {manifests.GUARD_ANNOTATION: None},
+    }
+    # A namespace found missing is never patched (a patch would not create it, but there is
+    # nothing to guard in it).
+    missing = found("Deny", marks={**marks("Deny"), "kamiwaza": None})
+    assert pg.marks_to_write(missing, value) == []
+
+
+def test_the_parameter_guard_stays_until_every_platforms_namespaces_are_marked() -> None:
+    waiting = found("Deny", parameter_guard=True, unmarked=("other/ns-1",))
+    verdict = pg.writes(demo(podGuard={"enforcement": "Deny"}), waiting, dry_run=False)
+    assert verdict is not None and verdict.desired == manifests.render_parameter_guard()
+    ready = dataclasses.replace(waiting, unmarked=())
+    verdict = pg.writes(demo(podGuard={"enforcement": "Deny"}), ready, dry_run=False)
+    assert verdict is not None and verdict.desired == manifests.render()
+    # Judged meanwhile: enforcing through the parameter (the marks not required), looked at again soon.
+    judged = facts("Deny", parameter_guard=True, unmarked=("other/ns-1",), marks={})
+    decided = pg.evaluate(demo(podGuard={"enforcement": "Deny"}), judged, dry_run=False)
+    assert decided.condition.reason == reasons.PodGuard.ENFORCING
+    assert "with this TenantPlatform as their parameter" in decided.condition.message
+    assert "still missing in other/ns-1" in decided.condition.message
+    assert decided.requeue_after == pg.STAGED_REQUEUE_SECONDS

@@ -42,8 +42,31 @@ def test_render_returns_four_policies_then_four_bindings_in_stable_order() -> No
     assert manifests.render() == objs
 
 
-def test_shared_policies_fail_closed_take_the_platform_as_parameter_and_match_claimed_namespaces() -> None:
+def test_shared_policies_fail_closed_and_match_the_namespaces_marked_with_their_enforcement() -> None:
+    """The labelled guard: no parameter; each enforcement's policies select the namespaces whose
+    label says it; istio-init's repositories from the namespace's annotation."""
     policies = manifests.render()[:4]
+    for policy in policies:
+        spec = policy["spec"]
+        variant = "Deny" if policy["metadata"]["name"].endswith("-deny") else "Warn"
+        assert spec["failurePolicy"] == "Fail"
+        assert "paramKind" not in spec
+        assert spec["matchConstraints"]["namespaceSelector"] == {
+            "matchExpressions": [{"key": "tenancy.dev/pod-guard", "operator": "In", "values": [variant]}]
+        }
+        assert spec["matchConditions"][0]["expression"] == (
+            f'request.namespace in [request.namespace] && "{variant}" == "{variant}"'
+        )
+        assert "params" not in json.dumps(spec)
+    assert policies == manifests.render_labelled()[:4]
+    for binding in manifests.render()[4:]:
+        assert "paramRef" not in binding["spec"]
+
+
+def test_the_parameter_guard_of_earlier_versions_takes_the_platform_as_parameter() -> None:
+    policies = manifests.render_parameter_guard()[:4]
+    assert all(manifests.is_parameter_guard(p) for p in policies)
+    assert not any(manifests.is_parameter_guard(p) for p in manifests.render()[:4])
     for policy in policies:
         spec = policy["spec"]
         assert spec["failurePolicy"] == "Fail"
@@ -73,8 +96,12 @@ def test_shared_policies_fail_closed_take_the_platform_as_parameter_and_match_cl
     assert "oldObject.spec" in pod_policy["spec"]["matchConditions"][1]["expression"]
 
 
-def test_shared_bindings_bind_everyone_with_their_actions_and_every_platform_as_parameter() -> None:
+def test_shared_bindings_bind_everyone_with_their_actions() -> None:
     for binding in manifests.render()[4:]:
+        name = binding["metadata"]["name"]
+        actions = ["Deny", "Audit"] if name.endswith("-deny") else ["Warn", "Audit"]
+        assert binding["spec"] == {"policyName": name, "validationActions": actions}
+    for binding in manifests.render_parameter_guard()[4:]:
         name = binding["metadata"]["name"]
         actions = ["Deny", "Audit"] if name.endswith("-deny") else ["Warn", "Audit"]
         assert binding["spec"] == {
@@ -124,12 +151,17 @@ def test_variables_only_reference_earlier_variables() -> None:
         assert set(re.findall(r"variables\.([A-Za-z0-9_]+)", text)) <= set(defined)
 
 
-def test_constants_are_rendered_as_cel_list_literals_and_the_repositories_read_from_the_parameter() -> None:
+def test_constants_are_rendered_as_cel_list_literals_and_the_repositories_read_from_the_namespace() -> None:
     found = variables(manifests.render()[0])
     assert json.loads(found["baselineCapabilities"]) == list(manifests.BASELINE_CAPABILITIES)
     assert json.loads(found["safeSysctls"]) == list(manifests.SAFE_SYSCTLS)
     assert json.loads(found["istioInitCapabilities"]) == ["NET_ADMIN", "NET_RAW"]
-    assert found["proxyImageRepositories"] == "params.?status.?podGuard.?proxyImageRepositories.orValue([])"
+    assert found["proxyImageRepositories"] == (
+        'namespaceObject.metadata.?annotations.orValue({})[?"tenancy.dev/pod-guard-repositories"]'
+        '.orValue("").split(",").filter(r, r != "")'
+    )
+    earlier = variables(manifests.render_parameter_guard()[0])
+    assert earlier["proxyImageRepositories"] == "params.?status.?podGuard.?proxyImageRepositories.orValue([])"
     assert json.loads(found["tokenMountPath"]) == "/var/run/secrets/kubernetes.io/serviceaccount"
     problems = found["istioInitProblems"]
     assert 'startsWith(r + ":") || c.?image.orValue("").startsWith(r + "@")' in problems

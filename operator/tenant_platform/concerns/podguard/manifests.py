@@ -6,21 +6,24 @@ every platform (docs/security.md, "One shared pod guard").
 - ``tenant-platform-exec-guard-deny`` / ``-warn``: no exec or attach into a container named
   istio-init.
 
-Each policy has ``paramKind`` TenantPlatform and one binding of the same name whose actions are the
-variant's (``[Deny, Audit]`` or ``[Warn, Audit]``) and whose ``paramRef`` selects every
-TenantPlatform: the API server evaluates each policy once per platform, and a ``matchCondition``
-keeps the evaluations where the request's namespace is one the parameter's ``status.podGuard``
-lists and its ``status.podGuard.enforcement`` is the variant's. The namespaces, the enforcement
-reached and the validated proxy image repositories are that parameter (``GuardParam``), which only
-the operator writes (status subresource). A binding cannot carry a matchCondition, hence one
-policy per enforcement.
+The shared policies take no parameter (``render``): each enforcement's policies select the
+namespaces whose ``GUARD_LABEL`` says that enforcement, and istio-init's allowed repositories are
+read from the namespace's ``GUARD_ANNOTATION`` (``namespaceObject``). Each platform's step marks
+the namespaces it owns (``guard_mark``); only cluster-scoped rights can
+write a namespace's labels and annotations. So the API server evaluates each policy once per pod
+request, whatever the number of TenantPlatforms (docs/performance.md). Each policy has one binding
+of the same name whose actions are the variant's (``[Deny, Audit]`` or ``[Warn, Audit]``).
+
+Versions before this one gave the same names ``paramKind`` TenantPlatform, every TenantPlatform
+as a parameter (``render_parameter_guard``): the step recognises that shape (``is_parameter_guard``)
+and switches the names in place only once every platform's namespaces carry their mark.
 
 The names are fixed, so the operator's ClusterRole names them in ``resourceNames`` and nothing
 else (deploy/base/rbac.yaml): its identity cannot change the fences of deploy/.
 
 For ``spec.target`` (docs/fleet.md) the TenantPlatform does not live in the cluster the guard
 protects, so the same policies are rendered per platform (``platform_name``) with the parameter's
-values as CEL literals (``literal``) and no ``paramKind``.
+values as CEL literals (``literal``) and the namespaces matched by name.
 
 The rules are stated in docs/pod-guard.md; the CEL lives in the templates
 ``templates/podguard-*.yaml.j2``. Also rendered here: the pods staged enforcement submits as
@@ -267,20 +270,100 @@ RETAINED_NAMES: Final = (
 
 
 def _retained_expressions(enforcement: Enforcement) -> dict[str, str]:
+    return _labelled_expressions(enforcement, RETAINED_ANNOTATION)
+
+
+def _retained_selector(enforcement: Enforcement, label: str = RETAINED_LABEL) -> Obj:
+    return {"matchExpressions": [{"key": label, "operator": "In", "values": [enforcement]}]}
+
+
+# ---- the labelled guard: the shared guard, without a parameter (docs/pod-guard.md) --------------
+
+GUARD_LABEL: Final = "tenancy.dev/pod-guard"
+"""On a namespace a platform owns: the enforcement its guard has there (``Deny`` or ``Warn``). The
+shared policies of each enforcement select it. Only someone who may update namespaces
+(cluster-scoped rights, never the namespace's ``admin``) can set or remove it."""
+GUARD_ANNOTATION: Final = "tenancy.dev/pod-guard-repositories"
+"""Beside the label: the proxy image repositories istio-init may come from there, comma-separated
+(the platform's validated ``proxyImageRepositories``)."""
+
+
+def _labelled_expressions(enforcement: Enforcement, annotation: str) -> dict[str, str]:
     """The policy's namespace selector picks the namespaces marked with its enforcement (match
     conditions do not see ``namespaceObject``; variables do)."""
     return {
         "namespaces": "[request.namespace]",
         "enforcement": json.dumps(enforcement),
         "repositories": (
-            f'namespaceObject.metadata.?annotations.orValue({{}})[?"{RETAINED_ANNOTATION}"].orValue("")'
+            f'namespaceObject.metadata.?annotations.orValue({{}})[?"{annotation}"].orValue("")'
             '.split(",").filter(r, r != "")'
         ),
     }
 
 
-def _retained_selector(enforcement: Enforcement) -> Obj:
-    return {"matchExpressions": [{"key": RETAINED_LABEL, "operator": "In", "values": [enforcement]}]}
+def render_labelled() -> list[Obj]:
+    """The shared guard's four policies and bindings (the shared names) without a parameter: each
+    enforcement's policies match the namespaces whose ``GUARD_LABEL`` says that enforcement, the
+    proxy repositories read from the namespace's ``GUARD_ANNOTATION``. Policies first (pod guards,
+    then exec guards), then bindings: switching from the parameter guard in place, a new policy
+    under an old binding (its paramRef ignored without paramKind) already judges by the mark."""
+    policies: list[Obj] = []
+    for enforcement in ENFORCEMENTS:
+        policies.append(
+            _pod_policy(
+                guard_names(enforcement).pod_guard,
+                enforcement,
+                shared=False,
+                param=_labelled_expressions(enforcement, GUARD_ANNOTATION),
+                namespace_selector=_retained_selector(enforcement, GUARD_LABEL),
+            )
+        )
+    for enforcement in ENFORCEMENTS:
+        policies.append(
+            templating.render_object(
+                TEMPLATES,
+                "podguard-exec-policy.yaml.j2",
+                name=guard_names(enforcement).exec_guard,
+                shared=False,
+                variant=enforcement,
+                param=_labelled_expressions(enforcement, GUARD_ANNOTATION),
+                namespace_selector=_retained_selector(enforcement, GUARD_LABEL),
+            )
+        )
+    bindings = [
+        render_binding(name, _variant_of(name), shared=False) for name in (p["metadata"]["name"] for p in policies)
+    ]
+    return policies + bindings
+
+
+Mark = tuple[str, str]
+"""A namespace's guard mark: (``GUARD_LABEL`` value, ``GUARD_ANNOTATION`` value), "" when absent."""
+
+
+def mark_of(namespace: Obj | None) -> Mark | None:
+    """The guard mark a live namespace carries (None: no such namespace)."""
+    if namespace is None:
+        return None
+    meta = namespace.get("metadata") or {}
+    return (
+        str((meta.get("labels") or {}).get(GUARD_LABEL, "")),
+        str((meta.get("annotations") or {}).get(GUARD_ANNOTATION, "")),
+    )
+
+
+def mark_for(enforcement: Enforcement, repositories: tuple[str, ...] | list[str]) -> Mark:
+    return (enforcement, ",".join(repositories))
+
+
+def guard_mark(namespace: str, mark: Mark | None) -> Obj:
+    """The namespace's mark as a merge patch's intent (a patch never creates a namespace that was
+    deleted meanwhile); None: the mark removed."""
+    label, annotation = mark if mark is not None else (None, None)
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": namespace, "labels": {GUARD_LABEL: label}, "annotations": {GUARD_ANNOTATION: annotation}},
+    }
 
 
 def render_retained() -> list[Obj]:
@@ -314,10 +397,7 @@ def render_retained() -> list[Obj]:
             )
         )
     bindings = [
-        render_binding(
-            p["metadata"]["name"], "Deny" if p["metadata"]["name"].endswith("-deny") else "Warn", shared=False
-        )
-        for p in policies
+        render_binding(name, _variant_of(name), shared=False) for name in (p["metadata"]["name"] for p in policies)
     ]
     return policies + bindings
 
@@ -342,19 +422,43 @@ def retained_canary(namespace: str) -> Obj:
     return pod
 
 
+def render_parameter_guard() -> list[Obj]:
+    """The shared names as versions before the labelled guard rendered them: ``paramKind``
+    TenantPlatform, every TenantPlatform a parameter (its ``status.podGuard``). Kept to recognise
+    and measure it, and to test the switch from it (never applied by the step)."""
+    policies: list[Obj] = []
+    for enforcement in ENFORCEMENTS:
+        policies.append(render_pod_guard_policy(enforcement))
+    for enforcement in ENFORCEMENTS:
+        policies.append(render_exec_guard_policy(enforcement))
+    bindings = [render_binding(name, _variant_of(name)) for name in (p["metadata"]["name"] for p in policies)]
+    return policies + bindings
+
+
+def is_parameter_guard(policy: Obj | None) -> bool:
+    """A live shared policy of the parameter guard's shape (``paramKind`` set)."""
+    return bool(policy and (policy.get("spec") or {}).get("paramKind"))
+
+
+def _variant_of(name: str) -> Enforcement:
+    return "Deny" if name.endswith("-deny") else "Warn"
+
+
 def render(literal: GuardParam | None = None, platform_name: str = "") -> list[Obj]:
     """The four policies, then the four bindings (stable order; policies before the bindings
-    naming them). Shared (the default): the same for every platform. With ``literal`` and
-    ``platform_name``: one platform's guard for a target cluster, its parameter inlined."""
+    naming them). Shared (the default): the labelled guard, the same for every platform
+    (``render_labelled``). With ``literal`` and ``platform_name``: one platform's guard for a
+    target cluster, its parameter inlined."""
+    if literal is None:
+        return render_labelled()
     policies: list[Obj] = []
-    bindings: list[Obj] = []
     for enforcement in ENFORCEMENTS:
         policies.append(render_pod_guard_policy(enforcement, literal, platform_name))
     for enforcement in ENFORCEMENTS:
         policies.append(render_exec_guard_policy(enforcement, literal, platform_name))
-    for policy in policies:
-        variant: Enforcement = "Deny" if policy["metadata"]["name"].endswith("-deny") else "Warn"
-        bindings.append(render_binding(policy["metadata"]["name"], variant, shared=literal is None))
+    bindings = [
+        render_binding(name, _variant_of(name), shared=False) for name in (p["metadata"]["name"] for p in policies)
+    ]
     return policies + bindings
 
 

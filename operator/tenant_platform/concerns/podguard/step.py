@@ -1,5 +1,6 @@
-"""PodGuardReady: the shared pod guard and exec guard admission policies, their bindings, and
-this platform's parameter (docs/pod-guard.md, docs/security.md "One shared pod guard").
+"""PodGuardReady: the shared pod guard and exec guard admission policies, their bindings, the
+mark on this platform's namespaces they select, and ``status.podGuard`` (docs/pod-guard.md,
+docs/security.md "One shared pod guard").
 
 The step follows the contract (framework/contract.py) in rounds; every decision and every
 message is made by concerns/podguard/verdict.py and takeover.py (pure), the manifests by
@@ -9,11 +10,14 @@ concerns/podguard/manifests.py:
    ValidatingAdmissionPolicy (Kubernetes 1.30+; otherwise the condition says to use Kyverno or
    Gatekeeper and nothing is written), the four policies and bindings, every policy and binding
    (hand-made ones opted in, our leftovers of earlier versions: concerns/podguard/takeover.py), the
-   namespaces covered and ``status.podGuard`` as the API server holds it; ``evaluate``
-   (``pg.writes``) names the shared policies and bindings to apply and, when the API server does
-   not hold it yet, publishes the parameter (namespaces owned, enforcement, validated proxy
-   repositories) into ``status.podGuard`` (``Verdict.publish``: the pipeline writes it, so it is
-   there before the check); ``apply`` applies them (server-side apply, written only when they
+   namespaces covered, their marks (``tenancy.dev/pod-guard`` and the repositories annotation)
+   and ``status.podGuard`` as the API server holds it, and, while the live shared policies are
+   still an earlier version's parameter guard, the other platforms' namespaces not marked yet;
+   ``evaluate`` (``pg.writes``) names the marks to write (merge patches, before the policies),
+   the shared policies and bindings to apply (the parameter guard kept while some platform is
+   unmarked) and, when the API server does not hold it yet, publishes the values (namespaces
+   owned, enforcement, validated proxy repositories) into ``status.podGuard`` (``Verdict.publish``:
+   the pipeline writes it); ``apply`` applies them (server-side apply, written only when they
    differ; the same for every platform, with no ownerReference and no platform label, never
    pruned). In a dry run (``check``) only compared. With ``spec.target`` the TenantPlatform is not
    in the target cluster: the platform's own policies are applied there, the parameter inlined
@@ -25,8 +29,9 @@ concerns/podguard/manifests.py:
    would inject (istiod's ``istio-sidecar-injector`` ConfigMap in ``spec.mesh.namespace``: hub,
    tag, image, CNI), so an injector whose istio-init the guard would deny keeps the guard at Warn;
    when ``promotes`` (no pod would be denied, the injected one included, and every pod could be
-   checked), ``evaluate`` publishes the parameter at Deny (spec.target: applies it inlined) and
-   asks for round 3. Once promoted it stays at Deny (the status says so; no further checks);
+   checked), ``evaluate`` marks the namespaces Deny and publishes ``status.podGuard`` at Deny
+   (spec.target: applies the guard inlined) and asks for round 3. Once promoted it stays at
+   Deny (the status says so; no further checks);
 3. the last round judges (``pg.judged``, ``pg.evaluate``, ``tk.amend``): the condition
    (type-checking warnings the API server recorded on the policies included), ``status.podGuard``,
    the requeue and the PodGuardEnforcing event.
@@ -34,10 +39,9 @@ concerns/podguard/manifests.py:
 Dry-run verdicts are cached per pod (uid, resourceVersion) and policy content, so while violators
 remain only new or changed pods are re-submitted on each requeue. Failed writes (the parameter's
 publish included) and pod checks become facts (and so conditions); any other API error escapes to
-the pipeline (reconcile/pipeline.py ``run_step``). Deleting a
-platform deletes its parameter with it, so the shared guard stops applying for it; the shared
-objects stay (inert without parameters) and the operator may not delete them. The namespaces the
-deletion leaves behind keep the retained guard (``retain``, docs/pod-guard.md "Removal").
+the pipeline (reconcile/pipeline.py ``run_step``). The shared objects stay when a platform is
+deleted (the operator may not delete them); the namespaces the deletion leaves behind get the
+retained guard and then lose the shared mark (``retain``, docs/pod-guard.md "Removal").
 """
 
 from __future__ import annotations
@@ -67,6 +71,7 @@ from tenant_platform.framework.base import (
     apply_children,
     ensure_one,
     key,
+    labelled_platform,
     owner_of,
     selector,
 )
@@ -92,6 +97,75 @@ def shared_objects() -> list[Obj]:
     for obj in objs:
         obj.setdefault("metadata", {}).setdefault("labels", {}).update(shared_labels())
     return objs
+
+
+def unmarked_platforms(ctx: StepContext) -> tuple[str, ...]:
+    """The other platforms' namespaces (``platform/namespace``) whose guard mark does not say what
+    their parameter (``status.podGuard``) says: while there are any, the parameter guard stays.
+    A platform being deleted counts too (its namespaces get the retained guard once it is gone)."""
+    labelled = {
+        str(n["metadata"]["name"]): manifests.mark_of(n)
+        for n in ctx.kube.list("v1", "Namespace", None, label_selector=manifests.GUARD_LABEL)
+    }
+    missing: list[str] = []
+    for body in ctx.platforms():
+        name = str((body.get("metadata") or {}).get("name", ""))
+        found = (body.get("status") or {}).get("podGuard") or {}
+        enforcement = found.get("enforcement") if isinstance(found, dict) else None
+        if name == ctx.name or enforcement not in manifests.ENFORCEMENTS:
+            continue
+        wanted = manifests.mark_for(enforcement, [str(r) for r in found.get("proxyImageRepositories") or []])
+        missing += [f"{name}/{ns}" for ns in found.get("namespaces") or [] if labelled.get(str(ns)) != wanted]
+    return tuple(missing)
+
+
+def mark(ctx: StepContext, intent: Obj, outcome: ApplyOutcome) -> None:
+    """Write a namespace's guard mark (a merge patch: never creates the namespace). In a dry run
+    only listed in ``would_apply``."""
+    name = str(intent["metadata"]["name"])
+    what = f"Namespace {name} (label {manifests.GUARD_LABEL})"
+    if ctx.dry_run:
+        outcome.would_apply.append(what)
+        return
+    meta = {k: v for k, v in intent["metadata"].items() if k != "name"}
+    try:
+        if intent["metadata"]["labels"][manifests.GUARD_LABEL] is None:
+            applied = unmark(ctx.kube, name, ctx.name)
+            if applied is None:
+                return
+        else:
+            applied = ctx.kube.merge_patch("v1", "Namespace", name, {"metadata": meta})
+    except errors.NotFound:
+        return  # gone meanwhile: nothing to guard there
+    except errors.KubeError as exc:
+        outcome.errors.append(f"{what}: {exc.message or exc}")
+        outcome.forbidden = outcome.forbidden or isinstance(exc, errors.Forbidden)
+        return
+    applied.setdefault("apiVersion", "v1")
+    applied.setdefault("kind", "Namespace")
+    outcome.applied.append(applied)
+    outcome.written += 1
+
+
+def unmark(kube: Kube, name: str, platform_name: str) -> Obj | None:
+    """Remove the shared guard's mark from a namespace this platform no longer owns (or leaves
+    behind), unless another platform claims it (its mark is its own), and only if the namespace is
+    unchanged since it was read (a JSON patch testing its resourceVersion: a claim in between
+    makes it fail, and the next pass looks again). None: nothing removed."""
+    live = kube.get("v1", "Namespace", name)
+    if live is None or labelled_platform(live) not in (None, platform_name):
+        return None
+    meta = live.get("metadata") or {}
+    ops: list[Obj] = [{"op": "test", "path": "/metadata/resourceVersion", "value": meta.get("resourceVersion")}]
+    for field_, key_ in (("labels", manifests.GUARD_LABEL), ("annotations", manifests.GUARD_ANNOTATION)):
+        if key_ in (meta.get(field_) or {}):
+            ops.append({"op": "remove", "path": f"/metadata/{field_}/{key_.replace('~', '~0').replace('/', '~1')}"})
+    if len(ops) == 1:
+        return None
+    try:
+        return kube.json_patch("v1", "Namespace", name, ops)
+    except (errors.Conflict, errors.Invalid):
+        return None  # changed since it was read: the next pass decides again
 
 
 def applied_facts(outcome: ApplyOutcome, *, written_before: int = 0) -> verdict.Applied:
@@ -198,10 +272,19 @@ class PodGuardStep:
         guard = earlier.facts.guard
         if earlier.outcome is not None:
             outcome = earlier.outcome
+            applied = applied_facts(outcome, written_before=guard.applied.written)
+            # A later round may write only some objects (a promotion: the namespaces' marks): what
+            # the earlier rounds applied stays what they left.
+            merged = {verdict.ref(o): o for o in (*guard.applied.objects, *applied.objects)}
+            applied = dataclasses.replace(
+                applied,
+                objects=tuple(merged.values()),
+                errors=(*guard.applied.errors, *applied.errors),
+                forbidden=guard.applied.forbidden or applied.forbidden,
+                would_apply=(*guard.applied.would_apply, *applied.would_apply),
+            )
             guard = dataclasses.replace(
-                guard,
-                live={**guard.live, **{verdict.ref(o): o for o in outcome.applied}},
-                applied=applied_facts(outcome, written_before=guard.applied.written),
+                guard, live={**guard.live, **{verdict.ref(o): o for o in outcome.applied}}, applied=applied
             )
         guard = dataclasses.replace(guard, round=guard.round + 1)
         if guard.round == 2:
@@ -227,12 +310,28 @@ class PodGuardStep:
                 live[(kind, name)] = kube.get(_API, kind, name)
         hand = gather_hand_made(ctx)
         namespaces = tuple(covered(ctx))
+        found = found_param(ctx)
+        marks: dict[str, manifests.Mark | None] = {}
+        parameter_guard, unmarked = False, tuple[str, ...]()
+        if ctx.management is None:
+            before = [str(n) for n in found.get("namespaces") or []]
+            for name in dict.fromkeys([*namespaces, *before]):
+                live_ns = kube.get("v1", "Namespace", name)
+                if name not in namespaces and labelled_platform(live_ns or {}) not in (None, ctx.name):
+                    continue  # another platform's now: its mark is its own
+                marks[name] = manifests.mark_of(live_ns)
+            parameter_guard = any(manifests.is_parameter_guard(live.get((_POLICY, n))) for n in manifests.SHARED_NAMES)
+            if parameter_guard:
+                unmarked = unmarked_platforms(ctx)
         guard = PodGuardFacts(
             live=live,
             shared=ctx.management is None,
             namespaces=namespaces,
-            found=found_param(ctx),
+            found=found,
             hand_made_denies=hand.denies,
+            marks=marks,
+            parameter_guard=parameter_guard,
+            unmarked=unmarked,
         )
         return Facts(guard, hand)
 
@@ -301,6 +400,9 @@ class PodGuardStep:
             )
         outcome = ApplyOutcome()
         for obj in desired:
+            if obj["kind"] == "Namespace":
+                mark(ctx, obj, outcome)
+                continue
             stamped = copy.deepcopy(obj)
             stamped.setdefault("metadata", {}).setdefault("labels", {}).update(shared_labels())
             ensure_one(ctx, stamped, live.get(verdict.ref(stamped)), outcome)
@@ -488,20 +590,30 @@ def retain(ctx: StepContext) -> CleanupResult:
         for obj in retained_objects():
             kube.ensure(obj, live=kube.get(_API, obj["kind"], obj["metadata"]["name"]))
         marked = []
+        shared_marks: dict[str, manifests.Mark | None] = {}
         for name in namespaces:
             live = kube.get("v1", "Namespace", name)
             if live is None or (live.get("status") or {}).get("phase") == "Terminating":
                 continue
-            mark = manifests.retained_mark(name, enforcement, repositories)
-            if not is_subset(mark, live):
-                kube.apply(mark, field_manager=manifests.RETAINED_MANAGER)
+            retained = manifests.retained_mark(name, enforcement, repositories)
+            if not is_subset(retained, live):
+                kube.apply(retained, field_manager=manifests.RETAINED_MANAGER)
             marked.append(name)
+            shared_marks[name] = manifests.mark_of(live)
     except errors.KubeError as exc:
         return CleanupResult(False, f"Could not keep the pod guard for the retained namespaces: {exc.message or exc}")
     policy = manifests.retained_names(enforcement).pod_guard
     waiting = [f"{name} ({why})" for name in marked if (why := _retained_in_effect(kube, name, policy)) is not None]
     if waiting:
         return CleanupResult(False, "The retained pod guard is not in effect yet in namespace(s) " + ", ".join(waiting))
+    # The retained guard is in effect: the shared guard's mark goes, so that the admin's release
+    # (removing the retained mark) leaves the namespace as documented.
+    try:
+        for name in marked:
+            if shared_marks.get(name) not in (None, ("", "")):
+                unmark(kube, name, ctx.name)
+    except errors.KubeError as exc:
+        return CleanupResult(False, f"Could not remove the shared pod guard's label: {exc.message or exc}")
     if not marked:
         return CleanupResult(True, NOTHING_TO_RETAIN)
     return CleanupResult(

@@ -1,8 +1,9 @@
 """PURE decisions of the pod guard step (PodGuardReady): staged enforcement and the condition.
 
 concerns/podguard/step.py gathers and applies, round by round; this module decides from what it
-found, one pass at a time. The state lives in the platform's own ``status.podGuard`` (the shared
-policies' parameter, concerns/podguard/manifests.py), nothing else is remembered:
+found, one pass at a time. The state lives in the platform's own ``status.podGuard`` (the values
+the shared policies were given; they read them from the namespaces' mark,
+concerns/podguard/manifests.py), nothing else is remembered:
 
 - ``target``: the enforcement the parameter gets this pass: Deny for ``Deny``, and for ``Staged``
   once the parameter is at Deny (promoted earlier, or Deny before: it stays there), or while a hand-made
@@ -14,8 +15,10 @@ policies' parameter, concerns/podguard/manifests.py), nothing else is remembered
   as dry runs;
 - ``promotes``: that check found every pod checked and none denied, and this is not a dry run:
   write the parameter again at Deny;
-- ``writes``: what a round writes (the guard's objects, the parameter published through the
-  pipeline) and that another round follows; ``judged``: the pass's facts once the writes are done;
+- ``writes``: what a round writes (the namespaces' marks, the guard's objects, the parameter
+  published through the pipeline) and that another round follows; ``shared_guard``: the
+  labelled guard, or an earlier version's parameter guard kept while some platform's namespaces
+  are unmarked; ``judged``: the pass's facts once the writes are done;
 - ``evaluate``: from every fact of the pass, the condition (reason from ``reasons.PodGuard``), the
   ``status.podGuard`` section, progressing, the requeue and the promotion event.
 
@@ -83,7 +86,7 @@ class PodGuardFacts:
     """The policies and bindings by (kind, name): as found before any write, then as this pass's
     writes left them."""
     shared: bool = True
-    """The shared policies with the TenantPlatform as parameter; False for spec.target (the
+    """The shared policies (selecting the namespaces' marks); False for spec.target (the
     platform's own policies in the target cluster, its parameter inlined)."""
     namespaces: tuple[str, ...] = ()
     """The namespaces the guard covers: those of the platform's that it owns."""
@@ -92,6 +95,15 @@ class PodGuardFacts:
     had it: a body older than the step's last write must not send a promotion back)."""
     hand_made_denies: bool = False
     """A hand-made guard opted in for this platform denies (concerns/podguard/takeover.py)."""
+    marks: Mapping[str, manifests.Mark | None] = field(default_factory=dict)
+    """Shared: the guard's mark on the namespaces it covers and on those its parameter listed
+    before (None: no such namespace), as found before any write."""
+    parameter_guard: bool = False
+    """Shared: the live shared policies are still of the parameter guard's shape (an earlier
+    version's): the step switches them only once ``unmarked`` is empty."""
+    unmarked: tuple[str, ...] = ()
+    """Shared, while ``parameter_guard``: the other platforms' namespaces (``platform/namespace``)
+    whose mark does not say what their parameter says yet."""
     round: int = 1
     """1: nothing written yet; 2: the guard applied (and its parameter published), the staged
     check run if wanted; 3: promoted to Deny after a clean check (see ``writes``)."""
@@ -288,9 +300,13 @@ def writes(
     value = intended(platform, facts, dry_run=dry_run)
     promoting = facts.round == 2 and facts.check is not None and promotes(facts.check, dry_run=dry_run)
     if facts.round == 1:
-        desired = manifests.render() if facts.shared else manifests.render(value, platform.name)
+        desired = (
+            [*marks_to_write(facts, value), *shared_guard(facts)]
+            if facts.shared
+            else manifests.render(value, platform.name)
+        )
     elif promoting:
-        desired = [] if facts.shared else manifests.render(value, platform.name)
+        desired = marks_to_write(facts, value) if facts.shared else manifests.render(value, platform.name)
     else:
         return None
     verdict = Verdict(conditions=[], desired=desired, again=True)
@@ -299,6 +315,42 @@ def writes(
         # One merge patch of status.podGuard: what the API server holds, with the parameter's fields.
         verdict = verdict.but(sections={"podGuard": {**now, **param_fields(value)}}, publish=("podGuard",))
     return verdict
+
+
+def shared_guard(facts: PodGuardFacts) -> list[Obj]:
+    """The shared names as this round applies them: the labelled guard; but while the live ones are
+    still the parameter guard and some platform's namespaces are not marked yet, the parameter
+    guard as it is (re-created where drifted), so that no namespace is ever without a guard."""
+    if facts.parameter_guard and facts.unmarked:
+        return manifests.render_parameter_guard()
+    return manifests.render()
+
+
+def marks_to_write(facts: PodGuardFacts, value: manifests.GuardParam) -> list[Obj]:
+    """The namespaces' marks that differ from ``value`` (before the policies: a namespace carries
+    its mark before the labelled guard can judge it), and the removal of the mark from namespaces
+    the parameter listed before but that the platform no longer owns."""
+    wanted = manifests.mark_for(value.enforcement, value.proxy_image_repositories)
+    # A namespace found missing (None) is not patched: there is nothing to guard in it.
+    out = [
+        manifests.guard_mark(ns, wanted)
+        for ns in value.namespaces
+        if (mark := facts.marks.get(ns, ("", ""))) is not None and mark != wanted
+    ]
+    for ns, mark in sorted(facts.marks.items()):
+        if ns not in value.namespaces and mark is not None and mark != ("", ""):
+            out.append(manifests.guard_mark(ns, None))
+    return out
+
+
+def marks_now(facts: PodGuardFacts, *, dry_run: bool) -> dict[str, manifests.Mark | None]:
+    """The namespaces' marks as the pass's writes left them (a dry run: as found)."""
+    marks = dict(facts.marks)
+    if not dry_run:
+        for obj in facts.applied.objects:
+            if obj.get("kind") == "Namespace":
+                marks[str(obj["metadata"]["name"])] = manifests.mark_of(obj)
+    return marks
 
 
 def judged(
@@ -344,15 +396,25 @@ def denies_everywhere(platform: TenantPlatform, facts: PodGuardFacts, *, dry_run
 
 def in_effect(facts: PodGuardFacts, *, platform_name: str, dry_run: bool) -> InEffect:
     """The enforcement that judges this platform's namespaces now: the parameter's, when the
-    policies and bindings of that enforcement are in place (and, shared, the parameter is on the
-    API server); else None."""
+    policies and bindings of that enforcement are in place and, shared, the parameter is on the
+    API server and (the labelled guard) every namespace carries the mark; else None."""
     if facts.param is None:
         return "None"
     objects = [o for o in facts.live.values() if o] if dry_run else list(facts.applied.objects)
     owner = "" if facts.shared else platform_name
     if not guard_in_place(objects, facts.target, owner) or (facts.shared and not facts.param_written):
         return "None"
+    if facts.shared and not labelled_guard_waits(facts):
+        wanted = manifests.mark_for(facts.param.enforcement, facts.param.proxy_image_repositories)
+        marks = marks_now(facts, dry_run=dry_run)
+        if any(marks.get(ns, ("", "")) not in (wanted, None) for ns in facts.param.namespaces):
+            return "None"
     return facts.target
+
+
+def labelled_guard_waits(facts: PodGuardFacts) -> bool:
+    """Shared: the parameter guard stays in place this pass (some platform's namespaces unmarked)."""
+    return facts.shared and facts.parameter_guard and bool(facts.unmarked)
 
 
 def evaluate(platform: TenantPlatform, facts: PodGuardFacts, *, dry_run: bool) -> Verdict:
@@ -521,12 +583,22 @@ def _in_place(
             None,
         )
     pending = type_check_pending(facts.applied.objects)
+    # Switching to the labelled guard waits for other platforms' passes: look again soon.
+    retry = STAGED_REQUEUE_SECONDS if labelled_guard_waits(facts) else None
     note = " The API server has not reported type checking for the policies yet." if pending else ""
-    how = (
-        f"policies {names.pod_guard} and {names.exec_guard}, with this TenantPlatform as their parameter"
-        if facts.shared
-        else f"policies {names.pod_guard} and {names.exec_guard}"
-    )
+    if not facts.shared:
+        how = f"policies {names.pod_guard} and {names.exec_guard}"
+    elif labelled_guard_waits(facts):
+        how = (
+            f"policies {names.pod_guard} and {names.exec_guard}, with this TenantPlatform as their parameter; "
+            "they become the labelled guard once every TenantPlatform's namespaces carry their label "
+            f"{manifests.GUARD_LABEL}, still missing in {_join(list(facts.unmarked), 3)}"
+        )
+    else:
+        how = (
+            f"policies {names.pod_guard} and {names.exec_guard}, for the namespaces labelled "
+            f"{manifests.GUARD_LABEL}={wanted}"
+        )
     if wanted == "Warn":
         return (
             conditions.true(
@@ -536,7 +608,7 @@ def _in_place(
                 "requests are admitted with a warning (spec.podGuard.enforcement: Warn)." + note,
             ),
             False,
-            None,
+            retry,
         )
     staged = " Staged enforcement found no pod that would be denied." if requested == "Staged" else ""
     return (
@@ -547,5 +619,5 @@ def _in_place(
             f"[Deny, Audit]).{staged}{note}",
         ),
         False,
-        None,
+        retry,
     )
