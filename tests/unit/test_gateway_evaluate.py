@@ -273,6 +273,8 @@ def annotated(value: str) -> dict[str, Any]:
 ADOPTION = {
     # (live Gateway, its owner by our labels) -> adopted (applied), else Conflict
     "hand-made, opted in for this platform: adopted": (annotated("demo"), "", True),
+    "hand-made, opted in for several platforms, this one among them: adopted": (annotated("other, demo"), "", True),
+    "hand-made, opted in for a platform whose name starts like this one's: Conflict": (annotated("demo-2"), "", False),
     "hand-made, opted in for another platform: conflict": (annotated("other"), "", False),
     "hand-made, not opted in: conflict": (gateway(), "", False),
     "another platform's, annotated for this one: conflict": (annotated("demo"), "other", False),

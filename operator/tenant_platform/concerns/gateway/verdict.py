@@ -397,8 +397,7 @@ def adoptable(live: Manifest, live_owner: str, platform: TenantPlatform) -> bool
 
     Another platform's Gateway is never adopted, whatever its annotations say.
     """
-    annotations = (live.get("metadata") or {}).get("annotations") or {}
-    return not live_owner and annotations.get(constants.ANNOTATION_ADOPTABLE) == platform.name
+    return ownership.adoptable(live, live_owner, platform.name)
 
 
 def serves_domain(live: Manifest, domain: str) -> bool:
