@@ -1,18 +1,25 @@
 """Operator settings: a frozen Settings, passed explicitly to whatever needs it.
 
 ``load_settings`` reads the environment (the Helm chart and kustomize base set it) once, at
-start-up: `tenant-platform run` (cli.py, then its flags on top) and `tenant-platform dev`
-(devmode.py, over its demo defaults) build Settings and hand them to ``main.run``; `check`
-(preflight.py) reads them for its dry run unless given some. Nothing reads the environment at
-import time, and nothing writes it to steer the operator.
+start-up, through pydantic-settings (``EnvironmentSettings``: one field per variable, with its
+constraints and the expected form a wrong value is told about): `tenant-platform run` (cli.py,
+then its flags on top) and `tenant-platform dev` (devmode.py, over its demo defaults) build
+Settings and hand them to ``main.run``; `check` (preflight.py) reads them for its dry run unless
+given some. Nothing reads the environment at import time, and nothing writes it to steer the
+operator. A wrong value raises SettingsError (the variable, the value, the expected form): the CLI
+exits 2 with it (cli_errors.py).
 """
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from pydantic import BeforeValidator, Field, ValidationError
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, EnvSettingsSource, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
 # Namespaces of well-known cluster tools a TenantPlatform may never create or adopt (on top of
 # ``default``, ``kube-*``, the operator's own and the mesh's, which are always refused).
@@ -99,112 +106,157 @@ class SettingsError(ValueError):
 
 LOG_LEVELS: tuple[str, ...] = ("debug", "info", "warning", "error")
 LOG_FORMATS: tuple[str, ...] = ("plain", "json")
-_TRUE = ("true", "1", "yes", "on")
-_FALSE = ("false", "0", "no", "off")
+PREFIX = "TENANT_PLATFORM_"
 
 
-class _Env:
-    """Typed reads of the environment, each failing with a SettingsError naming its variable."""
+def _stripped_lower(value: Any) -> Any:
+    return value.strip().lower() if isinstance(value, str) else value
 
-    def __init__(self, env: Mapping[str, str]) -> None:
-        self._env = env
 
-    def text(self, name: str, default: str) -> str:
-        return self._env.get(name, default)
+def _flag(value: Any) -> Any:
+    # The build scripts (hack/) read TENANT_PLATFORM_CACHE as their cache directory: a path there
+    # means the default here, so one shell can build and run.
+    if isinstance(value, str) and "/" in value:
+        return True
+    return _stripped_lower(value)
 
-    def optional(self, name: str) -> str | None:
-        return self._env.get(name)
 
-    def seconds(self, name: str, default: float, *, zero_ok: bool = False) -> float:
-        raw = self._env.get(name)
-        if raw is None:
-            return default
-        expected = f"a number of seconds{' (0 or more)' if zero_ok else ' greater than 0'}, e.g. {default:g}"
-        try:
-            value = float(raw.strip())
-        except ValueError:
-            raise SettingsError(name, raw, expected) from None
-        if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
-            raise SettingsError(name, raw, expected)
-        return value
+def _names_list(value: Any) -> Any:
+    """A comma-separated list of names (blank entries dropped; an empty value is an empty list)."""
+    if isinstance(value, str):
+        return tuple(n.strip() for n in value.split(",") if n.strip())
+    return value
 
-    def count(self, name: str, default: int, *, minimum: int = 1, maximum: int = 65535, note: str = "") -> int:
-        raw = self._env.get(name)
-        if raw is None:
-            return default
-        expected = f"a whole number from {minimum} to {maximum}{note}, e.g. {default}"
-        try:
-            value = int(raw.strip())
-        except ValueError:
-            raise SettingsError(name, raw, expected) from None
-        if not minimum <= value <= maximum:
-            raise SettingsError(name, raw, expected)
-        return value
 
-    def flag(self, name: str, default: bool) -> bool:
-        raw = self._env.get(name)
-        if raw is None:
-            return default
-        if raw.strip().lower() in _TRUE:
-            return True
-        if raw.strip().lower() in _FALSE:
-            return False
-        raise SettingsError(name, raw, "true or false")
+def _seconds(name: str, default: float, *, zero_ok: bool = False) -> Any:
+    expected = f"a number of seconds{' (0 or more)' if zero_ok else ' greater than 0'}, e.g. {default:g}"
+    return Field(
+        default,
+        validation_alias=PREFIX + name,
+        description=expected,
+        allow_inf_nan=False,
+        ge=0 if zero_ok else None,
+        gt=None if zero_ok else 0,
+    )
 
-    def choice(self, name: str, default: str, choices: tuple[str, ...]) -> str:
-        raw = self._env.get(name)
-        if raw is None:
-            return default
-        if raw.strip().lower() not in choices:
-            raise SettingsError(name, raw, f"one of {', '.join(choices)}")
-        return raw.strip().lower()
+
+def _count(name: str, default: int, *, minimum: int = 1, maximum: int = 65535, note: str = "") -> Any:
+    expected = f"a whole number from {minimum} to {maximum}{note}, e.g. {default}"
+    return Field(default, validation_alias=PREFIX + name, description=expected, ge=minimum, le=maximum)
+
+
+def _choice(name: str, default: str, choices: tuple[str, ...]) -> Any:
+    return Field(default, validation_alias=PREFIX + name, description=f"one of {', '.join(choices)}")
+
+
+def _text(variable: str, default: str = "") -> Any:
+    return Field(default, validation_alias=variable, description="text")
+
+
+Names = Annotated[tuple[str, ...], NoDecode, BeforeValidator(_names_list)]
+Flag = Annotated[bool, BeforeValidator(_flag)]
+LogLevel = Annotated[Literal["debug", "info", "warning", "error"], BeforeValidator(_stripped_lower)]
+LogFormat = Annotated[Literal["plain", "json"], BeforeValidator(_stripped_lower)]
+
+
+class EnvironmentSettings(BaseSettings):
+    """The operator's environment variables, as pydantic-settings reads and checks them. Each field
+    names its variable (``validation_alias``) and, as its description, the form a wrong value is
+    told to take (``SettingsError``). ``load_settings`` turns the result into ``Settings``."""
+
+    model_config = SettingsConfigDict(case_sensitive=True, frozen=True, extra="ignore")
+
+    drift_interval: float = _seconds("DRIFT_INTERVAL", 300.0)
+    kopf_workers: int = _count("KOPF_WORKERS", 16, maximum=1024)
+    reconcile_workers: int = _count("RECONCILE_WORKERS", 8, maximum=1024)
+    gpu_debounce: float = _seconds("GPU_DEBOUNCE", 5.0, zero_ok=True)
+    operator_namespace: str = _text(PREFIX + "NAMESPACE", "tenant-platform-system")
+    log_format: LogFormat = _choice("LOG_FORMAT", "plain", LOG_FORMATS)
+    log_level: LogLevel = _choice("LOG_LEVEL", "info", LOG_LEVELS)
+    metrics_port: int = _count("METRICS_PORT", 8080, minimum=0, note=" (0: any free port)")
+    health_port: int = _count("HEALTH_PORT", 8081, minimum=0, note=" (0: any free port)")
+    kubeconfig: str = _text("KUBECONFIG")
+    kube_context: str = _text(PREFIX + "KUBE_CONTEXT")
+    kubernetes_service_host: str = _text("KUBERNETES_SERVICE_HOST")  # set by the kubelet in a pod
+    protected_namespaces: Names = Field(
+        DEFAULT_PROTECTED_NAMESPACES,
+        validation_alias=PREFIX + "PROTECTED_NAMESPACES",
+        description="names, comma separated",
+    )
+    identity: str = _text(PREFIX + "IDENTITY")
+    retry_period: float = _seconds("RETRY_PERIOD", 2.0)
+    renew_deadline: float = _seconds("RENEW_DEADLINE", 10.0)
+    lease_duration: float = _seconds("LEASE_DURATION", 15.0)
+    stuck_pass_seconds: float = _seconds("STUCK_PASS_SECONDS", 600.0)
+    cache: Flag = Field(True, validation_alias=PREFIX + "CACHE", description="true or false")
+    cache_mesh_namespace: str = _text(PREFIX + "CACHE_MESH_NAMESPACE", "istio-system")
+    cache_hami_namespaces: Names = Field(
+        ("kube-system",), validation_alias=PREFIX + "CACHE_HAMI_NAMESPACES", description="names, comma separated"
+    )
+    webhook_probe_interval: float = _seconds("WEBHOOK_PROBE_INTERVAL", 600.0, zero_ok=True)
+
+
+class _EnvironmentSource(EnvSettingsSource):
+    """pydantic-settings' environment source over a given mapping instead of the process's own
+    (``load_settings(environ)``: the tests, and dev mode's defaults under the environment)."""
+
+    def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> None:
+        super().__init__(settings_cls)
+        self.env_vars = dict(environ)  # case sensitive: the names as the Deployment writes them
+
+
+def _read(environ: Mapping[str, str]) -> EnvironmentSettings:
+    class FromMapping(EnvironmentSettings):
+        @classmethod
+        def settings_customise_sources(
+            cls,
+            settings_cls: type[BaseSettings],
+            init_settings: PydanticBaseSettingsSource,
+            env_settings: PydanticBaseSettingsSource,
+            dotenv_settings: PydanticBaseSettingsSource,
+            file_secret_settings: PydanticBaseSettingsSource,
+        ) -> tuple[PydanticBaseSettingsSource, ...]:
+            return (_EnvironmentSource(settings_cls, environ),)
+
+    return FromMapping()
+
+
+def _field_of(variable: str) -> FieldInfo | None:
+    for info in EnvironmentSettings.model_fields.values():
+        if info.validation_alias == variable:
+            return info
+    return None
+
+
+def _settings_error(error: ValidationError, environ: Mapping[str, str]) -> SettingsError:
+    """The first wrong variable of a ValidationError, with its value and its field's expected form."""
+    first = error.errors()[0]
+    variable = str(first["loc"][0]) if first["loc"] else "?"
+    info = _field_of(variable)
+    expected = info.description if info is not None and info.description else first["msg"]
+    return SettingsError(variable, environ.get(variable, ""), expected)
 
 
 def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
-    """Settings from the environment, every value checked: a value the operator cannot use raises
-    SettingsError naming the variable and the expected form (the CLI exits 2 with it)."""
-    env = _Env(os.environ if environ is None else environ)
-    election = (
-        env.seconds("TENANT_PLATFORM_RETRY_PERIOD", 2.0),
-        env.seconds("TENANT_PLATFORM_RENEW_DEADLINE", 10.0),
-        env.seconds("TENANT_PLATFORM_LEASE_DURATION", 15.0),
-    )
+    """Settings from the environment (``os.environ`` unless ``environ`` is given), every value
+    checked: a value the operator cannot use raises SettingsError naming the variable and the
+    expected form (the CLI exits 2 with it)."""
+    env = os.environ if environ is None else environ
+    try:
+        read = _read(env)
+    except ValidationError as error:
+        raise _settings_error(error, env) from None
+    election = (read.retry_period, read.renew_deadline, read.lease_duration)
     if not election[0] < election[1] < election[2]:
         raise SettingsError(
-            "TENANT_PLATFORM_RETRY_PERIOD/RENEW_DEADLINE/LEASE_DURATION",
+            f"{PREFIX}RETRY_PERIOD/RENEW_DEADLINE/LEASE_DURATION",
             ", ".join(f"{v:g}" for v in election),
             "retry period < renew deadline < lease duration (seconds), e.g. 2, 10, 15",
         )
+    values = read.model_dump(exclude={"kubeconfig", "kube_context", "kubernetes_service_host"})
     return Settings(
-        drift_interval=env.seconds("TENANT_PLATFORM_DRIFT_INTERVAL", 300.0),
-        kopf_workers=env.count("TENANT_PLATFORM_KOPF_WORKERS", 16, maximum=1024),
-        reconcile_workers=env.count("TENANT_PLATFORM_RECONCILE_WORKERS", 8, maximum=1024),
-        gpu_debounce=env.seconds("TENANT_PLATFORM_GPU_DEBOUNCE", 5.0, zero_ok=True),
-        operator_namespace=env.text("TENANT_PLATFORM_NAMESPACE", "tenant-platform-system"),
-        log_format=env.choice("TENANT_PLATFORM_LOG_FORMAT", "plain", LOG_FORMATS),
-        log_level=env.choice("TENANT_PLATFORM_LOG_LEVEL", "info", LOG_LEVELS),
-        metrics_port=env.count("TENANT_PLATFORM_METRICS_PORT", 8080, minimum=0, note=" (0: any free port)"),
-        health_port=env.count("TENANT_PLATFORM_HEALTH_PORT", 8081, minimum=0, note=" (0: any free port)"),
-        kubeconfig=env.text("KUBECONFIG", "") or None,
-        kube_context=env.text("TENANT_PLATFORM_KUBE_CONTEXT", "") or None,
-        in_cluster=bool(env.text("KUBERNETES_SERVICE_HOST", "")),
-        protected_namespaces=_names(env.optional("TENANT_PLATFORM_PROTECTED_NAMESPACES"), DEFAULT_PROTECTED_NAMESPACES),
-        identity=env.text("TENANT_PLATFORM_IDENTITY", ""),
-        retry_period=election[0],
-        renew_deadline=election[1],
-        lease_duration=election[2],
-        stuck_pass_seconds=env.seconds("TENANT_PLATFORM_STUCK_PASS_SECONDS", 600.0),
-        # The build scripts (hack/) read the same variable as their cache directory: a path there
-        # means the default here, so one shell can build and run.
-        cache=True if "/" in (env.optional("TENANT_PLATFORM_CACHE") or "") else env.flag("TENANT_PLATFORM_CACHE", True),
-        cache_mesh_namespace=env.text("TENANT_PLATFORM_CACHE_MESH_NAMESPACE", "istio-system"),
-        cache_hami_namespaces=_names(env.optional("TENANT_PLATFORM_CACHE_HAMI_NAMESPACES"), ("kube-system",)),
-        webhook_probe_interval=env.seconds("TENANT_PLATFORM_WEBHOOK_PROBE_INTERVAL", 600.0, zero_ok=True),
+        **values,
+        kubeconfig=read.kubeconfig or None,
+        kube_context=read.kube_context or None,
+        in_cluster=bool(read.kubernetes_service_host),
     )
-
-
-def _names(value: str | None, default: tuple[str, ...]) -> tuple[str, ...]:
-    """A comma-separated list of names (None: ``default``)."""
-    if value is None:
-        return default
-    return tuple(n.strip() for n in value.split(",") if n.strip())
