@@ -54,6 +54,8 @@ if complete; then echo "$out/bin"; exit 0; fi
 progress_label=build-control-plane
 # shellcheck source=hack/progress.sh
 source "$here/progress.sh"
+# shellcheck source=hack/control-plane-finish.sh
+source "$here/control-plane-finish.sh"
 trap progress_done EXIT
 mkdir -p "$cache/control-plane"
 exec 9>"$cache/control-plane/.build.lock"
@@ -84,11 +86,7 @@ progress_step "building kube-apiserver, kube-controller-manager, kubectl $k8s_ve
 
 progress_done
 echo "[build-control-plane $(progress_elapsed)] built" >&2
-"$work/bin/kube-apiserver" --version >&2
-# Whole output first, then its first line: piping into `head -1` under pipefail could kill etcd with
-# SIGPIPE between its lines on a busy machine and fail the build after it succeeded.
-etcd_says=$("$work/bin/etcd" --version)
-echo "${etcd_says%%$'\n'*}" >&2
-printf 'k8s=%s\netcd=%s\nbuilt_in_seconds=%s\n' "$k8s_version" "$etcd_version" "$(( $(date +%s) - start ))" > "$work/STAMP"
-rm -rf "$out"; mv "$work" "$out"; trap progress_done EXIT
+# The versions, the stamp, the move into place: hack/control-plane-finish.sh (tested on its own).
+finish_control_plane "$work" "$out" "$k8s_version" "$etcd_version" "$start"
+trap progress_done EXIT
 echo "$out/bin"
