@@ -4,8 +4,10 @@
 # the Dockerfile and the docs on it).
 #
 #   hack/release.sh                 the artifacts below (about a minute with the tools cached)
-#   hack/release.sh --image         also the image as an OCI archive (hack/build-image.sh: buildah,
-#                                   root, ~10 minutes cold)
+#   hack/release.sh --image         also the image as an OCI archive: the image tests' own build
+#                                   (hack/build-image.sh: buildah, root, ~10 minutes cold, cached
+#                                   by its inputs), pushed under the reference the chart and the
+#                                   install manifest deploy; the SBOM names it by digest
 #   hack/release.sh --out DIR       into DIR instead of dist/ (the tests)
 #
 # dist/ then holds (V = the version):
@@ -18,6 +20,7 @@
 #                                                 `kubectl kustomize`), like cert-manager's single YAML
 #   tenant-platform-operator-V.cdx.json           software bill of materials (CycloneDX: hack/sbom.py)
 #   tenant-platform-operator-V.oci.tar            with --image only: the image, OCI archive
+#                                                 (ref.name ghcr.io/tenancy-dev/tenant-platform-operator:V)
 #   SHA256SUMS                                    `sha256sum -c SHA256SUMS` checks all of the above
 #
 # The wheel and sdist are built with the locked build backend (setuptools and wheel from
@@ -123,19 +126,27 @@ fi
 grep -q "image: ghcr.io/tenancy-dev/tenant-platform-operator:$version\$" "$out/tenant-platform-operator.yaml" ||
   fail "the install manifest does not run image tag $version (deploy/base/deployment.yaml)"
 
-# -- the bill of materials
-step "SBOM (CycloneDX)"
-"$python" "$root/hack/sbom.py" "$version" > "$out/tenant-platform-operator-$version.cdx.json"
-
-# -- the image, only when asked (buildah, root, minutes)
+# -- the image, only when asked (buildah, root, minutes): the image tests' own build
+# (hack/build-image.sh, cached by its inputs), so the suite builds it once and tests/image runs the
+# image whose config digest is the archive's. The archive names it with the reference the chart and
+# the install manifest deploy.
+image_ref="ghcr.io/tenancy-dev/tenant-platform-operator:$version"
+image_digest=""
 if $image; then
   step "image (hack/build-image.sh) -> OCI archive"
-  ref="localhost/tenant-platform-operator:$version"
-  TENANT_PLATFORM_IMAGE="$ref" bash "$root/hack/build-image.sh" >&2
+  built=$(bash "$root/hack/build-image.sh" | tail -n 1) || fail "the image build failed (hack/build-image.sh, its log above)"
   storage="${TENANT_PLATFORM_CACHE:-$HOME/.cache/tenant-platform}/image"
-  buildah --root "$storage/storage" --runroot "$storage/run" --storage-driver vfs push --quiet "$ref" \
-    "oci-archive:$out/tenant-platform-operator-$version.oci.tar:ghcr.io/tenancy-dev/tenant-platform-operator:$version" >&2
+  archive="$out/tenant-platform-operator-$version.oci.tar"
+  buildah --root "$storage/storage" --runroot "$storage/run" --storage-driver vfs push --quiet "$built" \
+    "oci-archive:$archive:$image_ref" >&2 || fail "buildah push $built to $archive failed"
+  image_digest=$(tar -xOf "$archive" index.json | "$python" -c 'import json, sys; (m,) = json.load(sys.stdin)["manifests"]; print(m["digest"])') ||
+    fail "no single manifest in $archive's index.json"
+  step "image $image_ref@$image_digest"
 fi
+
+# -- the bill of materials (naming the image by its digest when there is one)
+step "SBOM (CycloneDX)"
+"$python" "$root/hack/sbom.py" "$version" ${image_digest:+"$image_ref@$image_digest"} > "$out/tenant-platform-operator-$version.cdx.json"
 
 # -- checksums, last
 (cd "$out" && find . -maxdepth 1 -type f ! -name SHA256SUMS -printf '%f\n' | LC_ALL=C sort | xargs sha256sum > SHA256SUMS)

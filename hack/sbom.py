@@ -2,7 +2,11 @@
 """A software bill of materials for a release: CycloneDX 1.5 JSON listing the project and every
 Python package requirements.lock pins (exact version, purl, the lock's sha256 of each file).
 
-    python3 hack/sbom.py VERSION > dist/tenant-platform-operator-VERSION.cdx.json
+    python3 hack/sbom.py VERSION [IMAGE@sha256:DIGEST] > dist/tenant-platform-operator-VERSION.cdx.json
+
+With an image (hack/release.sh --image passes the reference the OCI archive carries and its
+manifest digest), the BOM also lists that image as a `container` component (its purl pins the
+digest) that contains the project.
 
 The image's Python packages are exactly these (the Dockerfile installs only the lock, with
 --require-hashes); setuptools and wheel are marked `excluded`: the build stage uses them and
@@ -42,7 +46,25 @@ def normalize(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def sbom(version: str, lock_text: str, timestamp: datetime.datetime) -> dict[str, object]:
+def container(image: str, project: str) -> tuple[dict[str, object], dict[str, object]]:
+    """The image as a CycloneDX container component (``repository:tag@sha256:hex``) and its dependency."""
+    match = re.fullmatch(r"(?P<repo>[^@\s]+?)(?::(?P<tag>[^:/@]+))?@sha256:(?P<hex>[0-9a-f]{64})", image)
+    if not match:
+        raise ValueError(f"not an image reference with a sha256 digest: {image!r}")
+    repo, tag, digest = match["repo"], match["tag"], match["hex"]
+    purl = f"pkg:oci/{repo.rsplit('/', 1)[-1]}@sha256%3A{digest}?repository_url={repo}" + (f"&tag={tag}" if tag else "")
+    component: dict[str, object] = {
+        "type": "container",
+        "bom-ref": purl,
+        "name": repo,
+        "version": f"sha256:{digest}",
+        "purl": purl,
+        "hashes": [{"alg": "SHA-256", "content": digest}],
+    }
+    return component, {"ref": purl, "dependsOn": [project]}
+
+
+def sbom(version: str, lock_text: str, timestamp: datetime.datetime, image: str | None = None) -> dict[str, object]:
     packages = locked(lock_text)
     serial = uuid.uuid5(uuid.NAMESPACE_URL, f"{NAME}@{version}#{hashlib.sha256(lock_text.encode()).hexdigest()}")
     components = [
@@ -58,6 +80,11 @@ def sbom(version: str, lock_text: str, timestamp: datetime.datetime) -> dict[str
         for name, pinned, digests in sorted(packages, key=lambda p: normalize(p[0]))
     ]
     project = f"pkg:pypi/{NAME}@{version}"
+    dependencies = [{"ref": project, "dependsOn": [c["bom-ref"] for c in components if c["scope"] == "required"]}]
+    if image is not None:
+        image_component, image_dependency = container(image, project)
+        components.insert(0, image_component)
+        dependencies.append(image_dependency)
     return {
         "bomFormat": "CycloneDX",
         "specVersion": "1.5",
@@ -76,17 +103,18 @@ def sbom(version: str, lock_text: str, timestamp: datetime.datetime) -> dict[str
             },
         },
         "components": components,
-        "dependencies": [{"ref": project, "dependsOn": [c["bom-ref"] for c in components if c["scope"] == "required"]}],
+        "dependencies": dependencies,
     }
 
 
 def main() -> int:
-    if len(sys.argv) != 2:
+    if len(sys.argv) not in (2, 3):
         print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
         return 2
     epoch = int(os.environ.get("SOURCE_DATE_EPOCH", "0") or 0)
     timestamp = datetime.datetime.fromtimestamp(epoch, datetime.UTC)
-    json.dump(sbom(sys.argv[1], LOCK.read_text(), timestamp), sys.stdout, indent=2)
+    image = sys.argv[2] if len(sys.argv) == 3 else None
+    json.dump(sbom(sys.argv[1], LOCK.read_text(), timestamp, image), sys.stdout, indent=2)
     sys.stdout.write("\n")
     return 0
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
@@ -25,7 +27,7 @@ import pytest
 from tenant_platform import devmode
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube
-from tenant_platform.testing import binaries, controlplane, seed
+from tenant_platform.testing import binaries, controlplane, seed, tools
 from tenant_platform.testing.controlplane import ControlPlane
 from tenant_platform.testing.kubelet import StorageKubelet
 from tests.support import platform_body
@@ -181,3 +183,33 @@ def as_operator(crd: Kube, control_plane: ControlPlane, tmp_path_factory: pytest
     token, _ = crd.request_token(OPERATOR_NAMESPACE, OPERATOR_SA, expiration_seconds=3600)
     path = control_plane.kubeconfig_for_token(token, tmp_path_factory.mktemp("op") / "kubeconfig")
     return Kube.from_kubeconfig(str(path))
+
+
+@pytest.fixture(scope="session")
+def dist(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`hack/release.sh --image`'s artifacts, built once per session into a temporary dist/:
+    tests/integration/test_release.py checks them, test_install_uninstall.py installs from them, and
+    tests/image/ runs the image the archive holds. The image is the image tests' own build
+    (hack/build-image.sh, cached by its inputs), so a session builds it once. helm comes from
+    hack/build-tools.sh, kubectl from the session's control plane. Needs root, as tests/image does
+    (buildah's vfs storage)."""
+    if os.geteuid() != 0:
+        pytest.fail("hack/release.sh --image needs root (buildah's vfs storage), as tests/image/ does")
+    out = tmp_path_factory.mktemp("release") / "dist"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env.update(
+        TENANT_PLATFORM_BIN_DIR=str(control_plane.bin_dir),
+        TENANT_PLATFORM_HELM=str(tools.tool_path("helm")),
+        PYTHON=sys.executable,
+    )
+    proc = subprocess.run(
+        ["bash", str(Path(__file__).resolve().parents[1] / "hack" / "release.sh"), "--image", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=1700,  # a cold image build (debootstrap, pip) takes about ten minutes
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    assert proc.stdout.strip().splitlines()[-1] == str(out)
+    return out

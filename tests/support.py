@@ -4,13 +4,19 @@
   or model, from spec fields.
 - ``condition`` / ``find_condition``: a condition of a status (the camelCase dicts in
   ``status.conditions``); ``sole_condition``: the one condition a step reported (StepResult).
+- ``release_image``: the image hack/release.sh --image put into dist/ (its OCI archive read:
+  reference, manifest digest, config digest, config).
 - ``wait_for`` is tenant_platform.testing.wait's, the one polling helper (the benchmarks and the
   demo use it too).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import tarfile
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from tenant_platform.api import constants
@@ -25,6 +31,7 @@ __all__ = [
     "find_condition",
     "platform",
     "platform_body",
+    "release_image",
     "sole_condition",
     "wait_for",
 ]
@@ -141,3 +148,40 @@ def live_label_wanters(kube: Kube, *, besides: str = "") -> list[str]:
         if meta["name"] != besides and not meta.get("deletionTimestamp") and labels:
             found.append(meta["name"])
     return found
+
+
+@dataclasses.dataclass(frozen=True)
+class ReleaseImage:
+    """The image of a release: dist/'s OCI archive (one manifest), as its index and blobs say."""
+
+    archive: Path
+    reference: str
+    """org.opencontainers.image.ref.name: the reference the chart and the install manifest deploy."""
+    digest: str
+    """The manifest's digest (sha256:...), what a pull by digest names."""
+    config_digest: str
+    """The config's digest (sha256:...): the image ID buildah gave the image it pushed."""
+    config: dict[str, Any]
+    layers: tuple[str, ...]
+
+
+def release_image(dist: Path) -> ReleaseImage:
+    (archive,) = dist.glob("*.oci.tar")
+    with tarfile.open(archive) as tar:
+
+        def read(name: str) -> Any:
+            member = tar.extractfile(name)
+            assert member is not None, f"{archive.name} has no {name}"
+            return json.loads(member.read())
+
+        (entry,) = read("index.json")["manifests"]
+        manifest = read("blobs/" + entry["digest"].replace(":", "/"))
+        config = read("blobs/" + manifest["config"]["digest"].replace(":", "/"))
+    return ReleaseImage(
+        archive=archive,
+        reference=entry["annotations"]["org.opencontainers.image.ref.name"],
+        digest=entry["digest"],
+        config_digest=manifest["config"]["digest"],
+        config=config,
+        layers=tuple(layer["digest"] for layer in manifest["layers"]),
+    )

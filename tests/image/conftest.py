@@ -45,6 +45,7 @@ from typing import Any, cast
 
 import pytest
 import yaml
+from tests.support import release_image
 
 from tenant_platform.kube.client import Kube
 from tenant_platform.testing.controlplane import ControlPlane
@@ -213,8 +214,13 @@ def cache_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
-def image() -> Image:
-    """hack/build-image.sh's image, unpacked under the cache (kept while the image ID is the same)."""
+def image(dist: Path) -> Image:
+    """The release's image, unpacked under the cache (kept while the image ID is the same).
+
+    ``dist`` (tests/conftest.py) ran `hack/release.sh --image`, which built the image with
+    hack/build-image.sh and pushed it into dist/'s OCI archive; the same script here finds that
+    build up to date and unpacks it. Its image ID is the archive's config digest, which names the
+    digest of every layer: what runs here is what the release ships."""
     if os.geteuid() != 0:
         pytest.fail("the image tests need root (buildah vfs storage, mount and PID namespaces)")
     rootfs = cache_dir() / "image" / "rootfs"
@@ -228,7 +234,13 @@ def image() -> Image:
     )
     if result.returncode != 0:
         pytest.fail(f"hack/build-image.sh failed ({result.returncode}):\n{result.stderr[-4000:]}")
+    released = release_image(dist)
+    image_id = Path(f"{rootfs}.image-id").read_text().strip()
+    assert f"sha256:{image_id}" == released.config_digest, (
+        f"the image tests would run image {image_id}, the release's archive holds {released.config_digest}"
+    )
     config = json.loads(Path(f"{rootfs}.config.json").read_text())
+    assert config == released.config["config"]
     # Mount points the runtime would create: none of them may go through a symlink out of the rootfs.
     assert (rootfs / "var" / "run").readlink() in (Path("/run"), Path("../run"))
     (rootfs / SA_DIR).mkdir(parents=True, exist_ok=True)

@@ -5,15 +5,18 @@ On a control plane of its own (with the controller manager: namespace deletion a
 collection), seeded like the session's, in two rounds:
 
 1. the packaged chart of dist/ installed as docs/install.md says (`helm install`; the Deployment runs
-   the release's image reference), upgraded as docs/upgrade.md says, then the documented uninstall
-   with `helm uninstall`: only the CRD is left (kept, as documented), and step 3 deletes it;
+   exactly the image of the release's OCI archive, by the reference the archive carries), upgraded
+   as docs/upgrade.md says, then the documented uninstall with `helm uninstall`: only the CRD is
+   left (kept, as documented), and step 3 deletes it;
 2. the single install manifest of dist/ (`kubectl apply --server-side -f`), the same, with the
    uninstall for a manifest or kustomize install: only the CRD, then nothing, is left.
 
 There is no kubelet, so the Deployment's pods never run: the operator runs as a local process
 under the ServiceAccount the artifact installed (a TokenRequest token; tenant_platform.testing.
 operator), i.e. under the shipped RBAC and admission fences, as the e2e tests run it. It stops when
-the uninstall would delete its Deployment.
+the uninstall would delete its Deployment. That the image the Deployment names runs the operator
+is tests/image/'s part: it runs the same build the archive holds (its image ID is the archive's
+config digest) as the Deployment would, in-cluster, to a Ready platform.
 
 "Ours" is every object, of every kind the API server lists, whose labels, annotations, name,
 namespace or content (managedFields aside) names the operator, its API group or the platform, and
@@ -31,6 +34,7 @@ from typing import Any
 
 import pytest
 import yaml
+from tests.support import release_image
 
 from tenant_platform import __version__
 from tenant_platform.api import constants
@@ -159,7 +163,9 @@ def cluster() -> Iterator[tuple[ControlPlane, Kube, dict[Key, Obj]]]:
             yield cp, admin, ours(cp)
 
 
-def install_and_reach_ready(cp: ControlPlane, admin: Kube, work: Path, install: list[str], upgrade: list[str]) -> None:
+def install_and_reach_ready(
+    cp: ControlPlane, admin: Kube, work: Path, install: list[str], upgrade: list[str], *, image: str
+) -> None:
     """The install commands (a rollout status would wait for pods that never come: no kubelet), the
     operator under the installed RBAC, a TenantPlatform Ready, the upgrade commands (the platform
     stays Ready), then docs/uninstall.md step 1."""
@@ -169,7 +175,7 @@ def install_and_reach_ready(cp: ControlPlane, admin: Kube, work: Path, install: 
     cp.kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{constants.CRD_NAME}")
     deployments = json.loads(cp.kubectl("get", "deployments", "-n", OPERATOR_NAMESPACE, "-o", "json").stdout)
     (deployment,) = deployments["items"]
-    assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == IMAGE
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == image
     operator = run_operator(cp, admin, work)
     try:
         admin.apply(sample())
@@ -182,7 +188,7 @@ def install_and_reach_ready(cp: ControlPlane, admin: Kube, work: Path, install: 
         for command in upgrade:
             shell(cp, command)
         deployments = json.loads(cp.kubectl("get", "deployments", "-n", OPERATOR_NAMESPACE, "-o", "json").stdout)
-        assert [d["spec"]["template"]["spec"]["containers"][0]["image"] for d in deployments["items"]] == [IMAGE]
+        assert [d["spec"]["template"]["spec"]["containers"][0]["image"] for d in deployments["items"]] == [image]
         assert ready(admin)
         for command in documented(UNINSTALL, "1. Delete the TenantPlatforms"):
             shell(cp, command)
@@ -227,7 +233,9 @@ def test_helm_install_from_the_package_then_helm_uninstall(
         "--version <new chart version>"
     ]
     upgrade = [c.replace("<chart>", str(chart)).replace("<new chart version>", V) for c in upgrade]
-    install_and_reach_ready(cp, admin, tmp_path, install, upgrade)
+    image = release_image(dist).reference
+    assert image == IMAGE
+    install_and_reach_ready(cp, admin, tmp_path, install, upgrade, image=image)
     for command in documented(UNINSTALL, "Helm"):
         shell(cp, command)
     assert_left(cp, before, CRD_KEPT)  # kept, as docs/uninstall.md says
@@ -247,7 +255,9 @@ def test_manifest_install_then_the_documented_uninstall(
     upgrade = documented(UPGRADE, "The install manifest")
     assert any(url in c for c in upgrade)
     upgrade = [c.replace(url, str(dist / "tenant-platform-operator.yaml")) for c in upgrade]
-    install_and_reach_ready(cp, admin, tmp_path, install, upgrade)
+    image = release_image(dist).reference
+    assert image == IMAGE
+    install_and_reach_ready(cp, admin, tmp_path, install, upgrade, image=image)
     for command in documented(UNINSTALL, "The install manifest or kustomize"):
         shell(cp, command)
     assert_left(cp, before, CRD_KEPT)

@@ -1,9 +1,11 @@
-"""The release: hack/release.sh (without --image: the image build takes minutes, tests/image/ covers
-it) builds every artifact into a directory, named with the one version; the checksums hold; the
-wheel, sdist and chart carry what they must; the one install manifest is accepted by the real API
+"""The release: hack/release.sh --image builds every artifact into a directory, named with the one
+version; the checksums hold; the wheel, sdist and chart carry what they must; the image's OCI
+archive names the reference the chart and the install manifest deploy, its blobs are what their
+digests say, and the SBOM names it by digest; the one install manifest is accepted by the real API
 server (server-side dry run: the session's cluster is shared); and `tenant-platform version` reads
-the version of the operator that manifest deploys. helm comes from hack/build-tools.sh, kubectl from
-the session's control plane. The first run needs PyPI once (the locked build backend, cached).
+the version of the operator that manifest deploys. tests/image/ runs the archive's image (the same
+build). helm comes from hack/build-tools.sh, kubectl from the session's control plane. The first
+run needs PyPI once (the locked build backend, cached).
 """
 
 from __future__ import annotations
@@ -20,12 +22,13 @@ from typing import Any
 
 import pytest
 import yaml
+from tests.support import release_image
 
 from tenant_platform import __version__
 from tenant_platform.testing import tools
 from tenant_platform.testing.controlplane import ControlPlane
 
-# `dist` (tests/integration/conftest.py): hack/release.sh's output, built once per session.
+# `dist` (tests/conftest.py): hack/release.sh --image's output, built once per session.
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -40,6 +43,7 @@ ARTIFACTS = {
     "tenancy.dev_tenantplatforms.yaml",
     MANIFEST,
     f"tenant-platform-operator-{V}.cdx.json",
+    f"tenant-platform-operator-{V}.oci.tar",
     "SHA256SUMS",
 }
 PACKAGE_DATA = (
@@ -106,6 +110,46 @@ def test_chart_package(dist: Path) -> None:
     ).stdout
     (deployment,) = [d for d in docs(rendered) if d["kind"] == "Deployment"]
     assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == IMAGE
+    # Pinned by the digest of the release's image (values.yaml: image.digest), as docs/install.md shows.
+    image = release_image(dist)
+    pinned = subprocess.run(
+        [
+            helm,
+            "template",
+            "tenant-platform",
+            str(dist / f"tenant-platform-{V}.tgz"),
+            "--set",
+            f"image.digest={image.digest}",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    (deployment,) = [d for d in docs(pinned) if d["kind"] == "Deployment"]
+    repository = image.reference.rsplit(":", 1)[0]
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == f"{repository}@{image.digest}"
+
+
+def test_the_image_archive(dist: Path) -> None:
+    image = release_image(dist)
+    assert image.archive.name == f"tenant-platform-operator-{V}.oci.tar"
+    assert image.reference == IMAGE  # what the chart and the install manifest deploy (tests below)
+    with tarfile.open(image.archive) as archive:
+        layout = archive.extractfile("oci-layout")
+        assert layout is not None and json.loads(layout.read()) == {"imageLayoutVersion": "1.0.0"}
+        blobs = {m.name.removeprefix("blobs/sha256/"): m for m in archive.getmembers() if m.isfile()}
+        # Every blob is what its name says, and the manifest, the config and the layers are all there.
+        names = {image.digest, image.config_digest, *image.layers}
+        assert {f"sha256:{name}" for name in blobs if name not in ("index.json", "oci-layout")} == names
+        for name in names:
+            member = archive.extractfile(blobs[name.removeprefix("sha256:")])
+            assert member is not None
+            assert f"sha256:{hashlib.file_digest(member, 'sha256').hexdigest()}" == name
+    config = image.config["config"]
+    assert (config["User"], config["Entrypoint"], config["Cmd"]) == ("65532:65532", ["tenant-platform"], ["run"])
+    assert config["Labels"]["org.opencontainers.image.version"] == V
+    assert config["Labels"]["org.opencontainers.image.licenses"] == "Apache-2.0"
+    assert len(image.config["rootfs"]["diff_ids"]) == len(image.layers)
 
 
 def test_crd_and_sbom(dist: Path) -> None:
@@ -122,6 +166,17 @@ def test_crd_and_sbom(dist: Path) -> None:
         assert components[name]["purl"] == f"pkg:pypi/{name}@{components[name]['version']}"
         assert components[name]["scope"] == "required" and components[name]["hashes"]
     assert components["setuptools"]["scope"] == "excluded"  # the build stage only
+    # The image, by the digest of the archive's manifest, containing the project.
+    image = release_image(dist)
+    (container,) = [c for c in sbom["components"] if c["type"] == "container"]
+    repository, tag = image.reference.rsplit(":", 1)
+    assert (container["name"], container["version"]) == (repository, image.digest)
+    assert container["purl"] == (
+        f"pkg:oci/tenant-platform-operator@{image.digest.replace(':', '%3A')}?repository_url={repository}&tag={tag}"
+    )
+    assert container["hashes"] == [{"alg": "SHA-256", "content": image.digest.removeprefix("sha256:")}]
+    dependencies = {d["ref"]: d["dependsOn"] for d in sbom["dependencies"]}
+    assert dependencies[container["bom-ref"]] == [sbom["metadata"]["component"]["bom-ref"]]
 
 
 def test_install_manifest_is_the_base_with_this_version(dist: Path, control_plane: ControlPlane) -> None:
