@@ -4,12 +4,62 @@
 # newest supported Kubernetes started by the test session; then the version-sensitive part
 # (VERSION_SENSITIVE below) a second time on the oldest supported Kubernetes (OLDEST). Extra
 # arguments go to the first pytest run only.
+#
+# The tests run in parallel (pytest-xdist): TENANT_PLATFORM_TEST_WORKERS processes (default 3),
+# each with a control plane of its own, a test file at a time (--dist loadfile: a file's module
+# fixtures, such as an operator process, stay in one worker). Most tests wait on the API server
+# and on operator passes rather than compute, so a third worker on two cores still shortens the
+# run. TENANT_PLATFORM_TEST_WORKERS=0 runs them in this one process, one after another.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+began=$(date +%s)
+stage_start=$began
+stages=()
+stage() {  # stage NAME: record the time since the previous stage ended
+  local now
+  now=$(date +%s)
+  stages+=("$(printf '%-44s %5ds' "$1" $((now - stage_start)))")
+  stage_start=$now
+}
+report() {
+  if ((${#stages[@]})); then
+    echo "== stages (wall clock)" >&2
+    printf '   %s\n' "${stages[@]}" >&2
+    echo "   total $(($(date +%s) - began))s" >&2
+  fi
+}
+
+cd "$root"
+# Background builds. The tools (helm, promtool, the judges; one Go module and build cache and
+# one lock for them all) build beside the Python environment, the newest control plane
+# (bootstrap) and lint; the suite waits for them before it starts (a test must not spend its
+# timeout waiting for a cold build). The oldest supported control plane (after bootstrap: the
+# control plane builds share a lock) is needed only after the suite and builds at the lowest CPU
+# priority while lint and the suite run (the suite mostly waits; a cold Kubernetes build takes
+# minutes of CPU that would otherwise come after it). Cached, both return at once.
+OLDEST=1.30
+tools_log=$(mktemp)
+oldest_log=$(mktemp)
+setsid -w bash -c "TENANT_PLATFORM_PROGRESS_SECONDS=60 exec hack/build-tools.sh" >/dev/null 2>"$tools_log" &
+tools_build=$!
+oldest_build=
+# A failing suite ends this script: take the background builds (their process groups) with it.
+trap 'kill -- -"$tools_build" ${oldest_build:+-"$oldest_build"} 2>/dev/null || true; rm -f "$tools_log" "$oldest_log"; report' EXIT
+
 "$root/hack/bootstrap.sh"
 cd "$root"
-echo "== tools (helm, promtool, kstatus, argocd-lua, cert-manager, coredns) from the Go module proxy, cached" >&2
-hack/build-tools.sh >/dev/null
+versions=$(hack/build-control-plane.sh --versions)
+newest=${versions%%$'\n'*}
+stage "bootstrap (venv, control plane $newest)"
+setsid -w bash -c "TENANT_PLATFORM_K8S=$OLDEST TENANT_PLATFORM_PROGRESS_SECONDS=60 exec nice -n 19 hack/build-control-plane.sh" \
+  >/dev/null 2>"$oldest_log" &
+oldest_build=$!
+
+workers=${TENANT_PLATFORM_TEST_WORKERS:-3}
+[[ "$workers" =~ ^[0-9]+$ ]] || { echo "TENANT_PLATFORM_TEST_WORKERS must be a whole number, got '$workers'" >&2; exit 2; }
+parallel=()
+if ((workers > 0)); then parallel=(-n "$workers" --dist loadfile); fi
+
 echo "== ruff" >&2
 .venv/bin/ruff check operator tests benchmarks
 .venv/bin/ruff format --check operator tests benchmarks
@@ -17,22 +67,19 @@ echo "== mypy --strict" >&2
 .venv/bin/mypy
 echo "== import layering" >&2
 .venv/bin/lint-imports
+stage "ruff, mypy, import layering"
 
-# The oldest supported control plane builds in the background, at the lowest CPU priority, while
-# the main suite runs (the suite mostly waits on the API server and the operator; a cold build of
-# Kubernetes takes minutes of CPU that would otherwise come after it). Cached, it returns at once.
-OLDEST=1.30
-oldest_log=$(mktemp)
-start=$(date +%s)
-setsid -w bash -c "TENANT_PLATFORM_K8S=$OLDEST TENANT_PLATFORM_PROGRESS_SECONDS=60 exec nice -n 19 hack/build-control-plane.sh" \
-  >/dev/null 2>"$oldest_log" &
-oldest_build=$!
-# A failing suite ends this script: take the background build (its process group) with it.
-trap 'kill -- -"$oldest_build" 2>/dev/null || true; rm -f "$oldest_log"' EXIT
-
-versions=$(hack/build-control-plane.sh --versions)
-echo "== pytest (Kubernetes ${versions%%$'\n'*}, the whole suite)" >&2
-.venv/bin/pytest "$@"
+echo "== tools (helm, promtool, kstatus, argocd-lua, cert-manager, coredns) from the Go module proxy, cached" >&2
+if ! wait "$tools_build"; then
+  cat "$tools_log" >&2
+  echo "building the tools failed (log above)" >&2
+  exit 1
+fi
+grep -v 'still running' "$tools_log" >&2 || true
+stage "waiting for the tools"
+echo "== pytest (Kubernetes $newest, the whole suite, ${workers} workers)" >&2
+.venv/bin/pytest "${parallel[@]}" "$@"
+stage "pytest, Kubernetes $newest, the whole suite"
 
 # The oldest supported minor: CRD CEL rules, admission policies (the pod guard battery and its
 # type checking, the node guard), server-side apply ownership and drift, the operator end to end.
@@ -60,7 +107,7 @@ if ! wait "$oldest_build"; then
   exit 1
 fi
 grep -v 'still running' "$oldest_log" >&2 || true
-built=$(date +%s)
+stage "waiting for the Kubernetes $OLDEST control plane"
 echo "== pytest (Kubernetes $OLDEST, the version-sensitive part)" >&2
-TENANT_PLATFORM_K8S=$OLDEST .venv/bin/pytest -p no:cacheprovider "${VERSION_SENSITIVE[@]}"
-echo "== Kubernetes $OLDEST: control plane ready $((built - start))s after the suite began, tests $(($(date +%s) - built))s" >&2
+TENANT_PLATFORM_K8S=$OLDEST .venv/bin/pytest -p no:cacheprovider "${parallel[@]}" "${VERSION_SENSITIVE[@]}"
+stage "pytest, Kubernetes $OLDEST, the version-sensitive part"

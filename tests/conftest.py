@@ -12,8 +12,11 @@ plane, from those hack/ pins (hack/k8s-<minor>/go.mod; the default is the newest
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import re
+import shutil
 import subprocess
 import sys
 import uuid
@@ -195,7 +198,21 @@ def dist(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) 
     (buildah's vfs storage)."""
     if os.geteuid() != 0:
         pytest.fail("hack/release.sh --image needs root (buildah's vfs storage), as tests/image/ does")
-    out = tmp_path_factory.mktemp("release") / "dist"
+    # Once per run, not once per pytest-xdist worker: the first worker that asks builds into the
+    # run's shared temporary directory under a lock; the others wait for it and read the result.
+    shared = run_shared_dir(tmp_path_factory) / "release"
+    shared.mkdir(exist_ok=True)
+    out = shared / "dist"
+    with exclusive(shared / "lock"):
+        if (shared / "done").exists():
+            return out
+        shutil.rmtree(out, ignore_errors=True)
+        _release(control_plane, out)
+        (shared / "done").touch()
+    return out
+
+
+def _release(control_plane: ControlPlane, out: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env.update(
         TENANT_PLATFORM_BIN_DIR=str(control_plane.bin_dir),
@@ -212,4 +229,21 @@ def dist(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) 
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     assert proc.stdout.strip().splitlines()[-1] == str(out)
-    return out
+
+
+def run_shared_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A temporary directory shared by every pytest-xdist worker of this run (the session's own
+    base directory when not distributed)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@contextlib.contextmanager
+def exclusive(path: Path) -> Iterator[None]:
+    """An exclusive lock on a file, held for the block (across the run's worker processes)."""
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

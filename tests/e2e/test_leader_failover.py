@@ -18,11 +18,14 @@ import pytest
 from tests.e2e.conftest import POLL
 from tests.e2e.test_operator import delete_and_wait, explain, ready, sample
 
+from tenant_platform import devmode
 from tenant_platform.api import constants
 from tenant_platform.kube.client import Kube
 from tenant_platform.kube.lease import micro_time
 from tenant_platform.main import LEASE_NAME
+from tenant_platform.testing import seed
 from tenant_platform.testing.controlplane import ControlPlane
+from tenant_platform.testing.kubelet import StorageKubelet
 from tenant_platform.testing.operator import OPERATOR_NAMESPACE, REPO, RunningOperator, apply_file, start_operator
 from tenant_platform.testing.wait import wait_for
 
@@ -98,6 +101,29 @@ class FakeLeader:
         self.stop.set()
         self.thread.join()
         return self.last_renewal
+
+
+@pytest.fixture(scope="module")
+def control_plane(control_plane: ControlPlane) -> Iterator[ControlPlane]:
+    """A control plane of this module's own (the session's binaries): the standby window counts
+    every write the API server serves, so no other test's leftovers (namespaces still
+    terminating, their pods) may write during it, whichever tests ran before on the session's."""
+    with ControlPlane(bin_dir=control_plane.bin_dir) as own:
+        yield own
+
+
+@pytest.fixture(scope="module")
+def crd(control_plane: ControlPlane) -> Iterator[Kube]:
+    """The module's control plane seeded, with the CRD, as the session's ``crd`` is."""
+    api = seed.api_client_from_kubeconfig(control_plane.kubeconfig_path)
+    try:
+        seed.seed_cluster(api)
+    finally:
+        api.close()  # type: ignore[no-untyped-call]
+    kube = Kube.from_kubeconfig(str(control_plane.kubeconfig_path))
+    devmode.install_crd(kube)
+    with StorageKubelet.for_kubeconfig(str(control_plane.kubeconfig_path)):
+        yield kube
 
 
 @pytest.fixture
