@@ -63,6 +63,7 @@ from tenant_platform.api.models import TenantPlatform
 from tenant_platform.concerns.podguard import check, manifests, takeover, verdict
 from tenant_platform.concerns.podguard.check import PodVerdict, StagedCheck
 from tenant_platform.concerns.podguard.verdict import PodGuardFacts, Ref
+from tenant_platform.core.identities import NAMESPACE_CREATED_ANNOTATION
 from tenant_platform.core.verdict import Verdict
 from tenant_platform.framework.base import (
     ApplyOutcome,
@@ -623,6 +624,11 @@ def retain(ctx: StepContext) -> CleanupResult:
     repositories = tuple(
         manifests.valid_proxy_repositories([str(r) for r in param.get("proxyImageRepositories") or []])
     )
+    if ctx.platform.spec.deletion_policy == "Delete":
+        # The namespaces cleanup deletes those we created (and claim): nothing stays to guard.
+        namespaces = [n for n in namespaces if not _deleted_with_platform(kube.get("v1", "Namespace", n), ctx.name)]
+        if not namespaces:
+            return CleanupResult(True, NOTHING_TO_RETAIN)
     try:
         marked, waiting = keep_guarded(kube, dict.fromkeys(namespaces, (enforcement, repositories)), ctx.name)
     except errors.KubeError as exc:
@@ -644,6 +650,16 @@ def retain(ctx: StepContext) -> CleanupResult:
         f"The pod guard stays at {enforcement} for the retained namespace(s) {', '.join(marked)} (label "
         f"{manifests.RETAINED_LABEL}; an admin removes it to release a namespace)",
     )
+
+
+def _deleted_with_platform(namespace: Obj | None, platform_name: str) -> bool:
+    """A namespace this platform's deletion (``deletionPolicy: Delete``) removes: created by the
+    operator and claimed by the platform (concerns/namespaces deletes exactly those)."""
+    if namespace is None:
+        return True
+    annotations = namespace.get("metadata", {}).get("annotations") or {}
+    created = annotations.get(NAMESPACE_CREATED_ANNOTATION) == "true"
+    return created and labelled_platform(namespace) == platform_name
 
 
 def not_in_effect(waiting: Mapping[str, str]) -> str:
