@@ -41,7 +41,9 @@ remain only new or changed pods are re-submitted on each requeue. Failed writes 
 publish included) and pod checks become facts (and so conditions); any other API error escapes to
 the pipeline (reconcile/pipeline.py ``run_step``). The shared objects stay when a platform is
 deleted (the operator may not delete them); the namespaces the deletion leaves behind get the
-retained guard and then lose the shared mark (``retain``, docs/pod-guard.md "Removal").
+retained guard and then lose the shared mark (``retain``, docs/pod-guard.md "Removal"), and so do
+those the platform stops covering while it lives (``keep_dropped``); with ``spec.target`` the same
+happens in the target, before the platform's own policies stop naming them.
 """
 
 from __future__ import annotations
