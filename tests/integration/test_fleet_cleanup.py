@@ -457,3 +457,65 @@ def test_a_retained_target_platform_leaves_its_namespaces_guarded_in_the_target(
         for ns in (primary, extra):
             with contextlib.suppress(errors.KubeError):
                 kube.delete("v1", "Namespace", ns)
+
+
+def test_a_namespace_a_target_platform_drops_keeps_the_guard_in_the_target(
+    crd: Kube, make_platform: Any, unique_name: str, tenant: TenantAPIServer, tmp_path: Path
+) -> None:
+    """Dropped from ``additionalNamespaces`` while the platform lives, a namespace of the target is
+    released there and keeps the guard it had, as the retained guard, before the platform's own
+    policies stop naming it. The installer holds ``admin`` there by hand (as the checklist grants
+    it in ``kamiwaza-extensions``); asked with its own token in the target, it is refused."""
+    kube = admin(tenant)
+    put_secret(crd, SECRETS_NS, "gc-lab-kubeconfig", {"value": tenant.kubeconfig_bytes()})
+    target = {"clusterAPI": {"namespace": SECRETS_NS, "cluster": "gc-lab"}}
+    primary, extra = unique_name, f"{unique_name}-ext"
+    make_platform(unique_name, primary, target=target, additionalNamespaces=[extra], podGuard={"enforcement": "Deny"})
+    own = manifests.guard_names("Deny", unique_name).pod_guard
+    try:
+        wait_for(
+            lambda: condition(passes(crd, unique_name), constants.INSTALLER_READY)["status"] == "True",
+            timeout=60,
+            what="the installer in the tenant",
+        )
+        sa = "platform-installer"
+        kube.create(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "RoleBinding",
+                "metadata": {"name": f"{sa}-admin-by-hand", "namespace": extra},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "admin"},
+                "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": primary}],
+            }
+        )
+        token, _ = kube.request_token(primary, sa, expiration_seconds=3600)
+        path = tmp_path / "installer.kubeconfig"
+        path.write_bytes(tenant.kubeconfig_for_token(token))
+        installer = Kube.from_kubeconfig(str(path))
+        wait_for(lambda: own in (refused(installer, extra, False) or ""), timeout=30, what="its guard in extra")
+
+        crd.merge_patch(constants.API_VERSION, constants.KIND, unique_name, {"spec": {"additionalNamespaces": []}})
+        passes(crd, unique_name)
+        retained = manifests.retained_names("Deny").pod_guard
+
+        def retained_refuses() -> bool:
+            """No node-takeover pod admitted as the installer, at any moment; True once the
+            retained guard is the one refusing (the narrowed own policy loads asynchronously)."""
+            found = [refused(installer, extra, privileged) for privileged in (False, True)]
+            assert all(why is not None for why in found), found
+            return all(retained in str(why) for why in found)
+
+        retained_refuses()
+        wait_for(retained_refuses, timeout=30, what="the retained guard refuses in the dropped namespace")
+        live = kube.get("v1", "Namespace", extra)
+        assert live is not None and live["status"]["phase"] == "Active"
+        labels = live["metadata"].get("labels") or {}
+        assert labels.get(manifests.RETAINED_LABEL) == "Deny" and constants.LABEL_PLATFORM not in labels, labels
+        # The platform's own policies no longer name it; its own namespace stays guarded by them.
+        policy = kube.get(ADMISSION, "ValidatingAdmissionPolicy", own)
+        assert policy is not None and extra not in str(policy["spec"]), policy["spec"]
+        assert own in (refused(installer, primary, False) or "")
+    finally:
+        for ns in (primary, extra):
+            with contextlib.suppress(errors.KubeError):
+                kube.delete("v1", "Namespace", ns)

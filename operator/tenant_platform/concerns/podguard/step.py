@@ -371,7 +371,9 @@ class PodGuardStep:
         outcome = None
         if decided.desired:
             desired, kept_errors = keep_dropped(ctx, guard, decided.desired)
-            outcome = self._apply(ctx, desired, guard)
+            # Nothing to apply (spec.target, the retained guard not in effect yet): nothing is
+            # applied, and nothing pruned either; the platform's own guard stays as it was.
+            outcome = self._apply(ctx, desired, guard) if desired else ApplyOutcome()
             outcome.errors.extend(kept_errors)
         if decided.again:
             with self._lock:
