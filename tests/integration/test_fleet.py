@@ -103,7 +103,10 @@ def test_each_platform_prepares_its_own_tenant(
             assert not elsewhere.list(
                 "admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy", label_selector=selector
             )
-    # Deletion cleans up in the tenant, and only there.
+    # Deletion cleans up in the tenant, and only there. Its namespace stays (Retain), guarded by the
+    # retained guard, which a canary pod proves first; the pod needs the namespace's "default"
+    # ServiceAccount, which these tenants (no controller manager) do not create by themselves.
+    admin(a).create({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": ns_a}})
     body = crd.get(constants.API_VERSION, constants.KIND, f"{unique_name}-a")
     assert body is not None
     outcome = reconcile.cleanup(body, kube=crd, settings=SETTINGS, now=datetime.now(UTC))

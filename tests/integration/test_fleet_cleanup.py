@@ -16,9 +16,11 @@ our pod guard's exact name (but not our labels) survives cleanup.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -362,3 +364,158 @@ def test_cleanup_leaves_a_hand_made_policy_with_our_exact_name(crd: Kube, make_p
         assert crd.get(ADMISSION, "ValidatingAdmissionPolicy", names.pod_guard) is not None
     finally:
         crd.delete(ADMISSION, "ValidatingAdmissionPolicy", names.pod_guard)
+
+
+def refused(kube: Kube, namespace: str, privileged: bool) -> str | None:
+    """Why a server-side dry run of a hostPath (or privileged) pod in ``namespace`` was refused
+    (None: admitted)."""
+    container: dict[str, Any] = {"name": "app", "image": "registry.example.com/app:1"}
+    spec: dict[str, Any] = {"containers": [container]}
+    if privileged:
+        container["securityContext"] = {"privileged": True}
+    else:
+        spec["volumes"] = [{"name": "host", "hostPath": {"path": "/"}}]
+        container["volumeMounts"] = [{"name": "host", "mountPath": "/host"}]
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"generateName": "retain-", "namespace": namespace}}
+    try:
+        kube.create({**pod, "spec": spec}, dry_run=True)
+    except errors.KubeError as exc:
+        return exc.message or str(exc)
+    return None
+
+
+def test_a_retained_target_platform_leaves_its_namespaces_guarded_in_the_target(
+    crd: Kube, make_platform: Any, unique_name: str, tenant: TenantAPIServer, tmp_path: Path
+) -> None:
+    """Under ``deletionPolicy: Retain`` the namespaces, and the installer's ``admin`` there, stay in
+    the target; so does the guard: the retained guard in the target, proven by its canary before
+    the platform's own policies go. Asked as the installer with its own token in the target, no
+    pod that could take over a node is admitted in any kept namespace."""
+    kube = admin(tenant)
+    put_secret(crd, SECRETS_NS, "gc-lab-kubeconfig", {"value": tenant.kubeconfig_bytes()})
+    target = {"clusterAPI": {"namespace": SECRETS_NS, "cluster": "gc-lab"}}
+    primary, extra = unique_name, f"{unique_name}-ext"
+    make_platform(
+        unique_name,
+        primary,
+        target=target,
+        additionalNamespaces=[extra],
+        deletionPolicy="Retain",
+        podGuard={"enforcement": "Deny"},
+    )
+    own = manifests.guard_names("Deny", unique_name).pod_guard
+    try:
+        wait_for(
+            lambda: condition(passes(crd, unique_name), constants.INSTALLER_READY)["status"] == "True",
+            timeout=60,
+            what="the installer in the tenant",
+        )
+        sa = "platform-installer"
+        token, _ = kube.request_token(primary, sa, expiration_seconds=3600)
+        path = tmp_path / "installer.kubeconfig"
+        path.write_bytes(tenant.kubeconfig_for_token(token))
+        installer = Kube.from_kubeconfig(str(path))
+        wait_for(lambda: own in (refused(installer, primary, False) or ""), timeout=30, what="its guard in the tenant")
+
+        body = crd.get(constants.API_VERSION, constants.KIND, unique_name)
+        assert body is not None
+        outcome = reconcile.cleanup(body, kube=crd, settings=SETTINGS, now=datetime.now(UTC), write_status=False)
+        assert outcome.finished and not outcome.gave_up, outcome.message
+        assert "retained" in outcome.results["podguard"].message, outcome.results["podguard"]
+
+        # The platform's own policies are gone from the target; its namespaces and the installer's
+        # admin binding stay, and the retained guard refuses, from the first moment.
+        for kind in ("ValidatingAdmissionPolicyBinding", "ValidatingAdmissionPolicy"):
+            for name in manifests.all_names(unique_name):
+                assert kube.get(ADMISSION, kind, name) is None, (kind, name)
+        assert kube.get("rbac.authorization.k8s.io/v1", "RoleBinding", f"{sa}-admin", primary) is not None
+        retained = manifests.retained_names("Deny").pod_guard
+
+        def kept_guarded(by: str) -> bool:
+            """Every kept namespace marked, and no node-takeover pod admitted there, as the
+            installer nor (by a guard, not RBAC) as the tenant's admin; ``by``: the policy that
+            refuses (the platform's own may still be loaded for a moment after its deletion)."""
+            for ns in (primary, extra):
+                for privileged in (False, True):
+                    why = refused(installer, ns, privileged)
+                    assert why is not None, f"the installer created a node-takeover pod in kept namespace {ns}"
+                    by_guard = refused(kube, ns, privileged)
+                    assert by_guard is not None and "ValidatingAdmissionPolicy" in by_guard, (ns, by_guard)
+                    if by not in by_guard:
+                        return False
+                live = kube.get("v1", "Namespace", ns)
+                assert live is not None and live["status"]["phase"] == "Active", ns
+                assert (live["metadata"].get("labels") or {}).get(manifests.RETAINED_LABEL) == "Deny", ns
+            return True
+
+        kept_guarded(by="ValidatingAdmissionPolicy")
+        wait_for(lambda: kept_guarded(by=retained), timeout=30, what="the retained guard alone refuses")
+        assert retained in (refused(installer, primary, True) or "")
+        plain = {"apiVersion": "v1", "kind": "Pod", "metadata": {"generateName": "plain-", "namespace": primary}}
+        installer.create({**plain, "spec": {"containers": [{"name": "a", "image": "r.example.com/a:1"}]}}, dry_run=True)
+    finally:
+        for ns in (primary, extra):
+            with contextlib.suppress(errors.KubeError):
+                kube.delete("v1", "Namespace", ns)
+
+
+def test_a_namespace_a_target_platform_drops_keeps_the_guard_in_the_target(
+    crd: Kube, make_platform: Any, unique_name: str, tenant: TenantAPIServer, tmp_path: Path
+) -> None:
+    """Dropped from ``additionalNamespaces`` while the platform lives, a namespace of the target is
+    released there and keeps the guard it had, as the retained guard, before the platform's own
+    policies stop naming it. The installer holds ``admin`` there by hand (as the checklist grants
+    it in ``kamiwaza-extensions``); asked with its own token in the target, it is refused."""
+    kube = admin(tenant)
+    put_secret(crd, SECRETS_NS, "gc-lab-kubeconfig", {"value": tenant.kubeconfig_bytes()})
+    target = {"clusterAPI": {"namespace": SECRETS_NS, "cluster": "gc-lab"}}
+    primary, extra = unique_name, f"{unique_name}-ext"
+    make_platform(unique_name, primary, target=target, additionalNamespaces=[extra], podGuard={"enforcement": "Deny"})
+    own = manifests.guard_names("Deny", unique_name).pod_guard
+    try:
+        wait_for(
+            lambda: condition(passes(crd, unique_name), constants.INSTALLER_READY)["status"] == "True",
+            timeout=60,
+            what="the installer in the tenant",
+        )
+        sa = "platform-installer"
+        kube.create(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "RoleBinding",
+                "metadata": {"name": f"{sa}-admin-by-hand", "namespace": extra},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "admin"},
+                "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": primary}],
+            }
+        )
+        token, _ = kube.request_token(primary, sa, expiration_seconds=3600)
+        path = tmp_path / "installer.kubeconfig"
+        path.write_bytes(tenant.kubeconfig_for_token(token))
+        installer = Kube.from_kubeconfig(str(path))
+        wait_for(lambda: own in (refused(installer, extra, False) or ""), timeout=30, what="its guard in extra")
+
+        crd.merge_patch(constants.API_VERSION, constants.KIND, unique_name, {"spec": {"additionalNamespaces": []}})
+        passes(crd, unique_name)
+        retained = manifests.retained_names("Deny").pod_guard
+
+        def retained_refuses() -> bool:
+            """No node-takeover pod admitted as the installer, at any moment; True once the
+            retained guard is the one refusing (the narrowed own policy loads asynchronously)."""
+            found = [refused(installer, extra, privileged) for privileged in (False, True)]
+            assert all(why is not None for why in found), found
+            return all(retained in str(why) for why in found)
+
+        retained_refuses()
+        wait_for(retained_refuses, timeout=30, what="the retained guard refuses in the dropped namespace")
+        live = kube.get("v1", "Namespace", extra)
+        assert live is not None and live["status"]["phase"] == "Active"
+        labels = live["metadata"].get("labels") or {}
+        assert labels.get(manifests.RETAINED_LABEL) == "Deny" and constants.LABEL_PLATFORM not in labels, labels
+        # The platform's own policies no longer name it; its own namespace stays guarded by them.
+        policy = kube.get(ADMISSION, "ValidatingAdmissionPolicy", own)
+        assert policy is not None and extra not in str(policy["spec"]), policy["spec"]
+        assert own in (refused(installer, primary, False) or "")
+    finally:
+        for ns in (primary, extra):
+            with contextlib.suppress(errors.KubeError):
+                kube.delete("v1", "Namespace", ns)

@@ -278,3 +278,59 @@ def test_checklist_guard_is_redundant_only_where_ours_covers_all_it_covered(
     ours = manifests.guard_names("Deny").pod_guard
     for ns in CHECKLIST_NAMESPACES:
         wait_for(lambda ns=ns: ours in (refusal(crd, ns, "hostPath") or ""), f"ours denies in {ns}", 30, interval=0.2)
+
+
+# ---- a namespace dropped from the spec while the platform lives -------------------------------------
+
+
+def test_a_namespace_dropped_from_the_spec_keeps_the_guard_it_had(  # noqa: PLR0917 (fixtures)
+    crd: Kube,
+    as_operator: Kube,
+    make_platform: Any,
+    unique_name: str,
+    retained: list[str],
+    control_plane: ControlPlane,
+    tmp_path: Path,
+) -> None:
+    """``spec.namespace`` is immutable, so our installer's bindings never sit in a namespace the
+    spec drops; but an admin may have granted the installer ``admin`` in an additional namespace
+    too (the checklist does, in ``kamiwaza-extensions``). Dropped from ``additionalNamespaces``, the
+    namespace is released (never deleted) and keeps the guard it had, as the retained guard."""
+    tenant, extra = retained
+    make_platform(unique_name, tenant, additionalNamespaces=[extra], podGuard={"enforcement": "Deny"})
+    now = datetime.now(UTC)
+    reconcile.run(fresh(crd, unique_name), kube=crd, settings=SETTINGS, now=now)
+    sa = TenantPlatform.from_body(fresh(crd, unique_name)).spec.installer.service_account_name
+    installer = installer_client(crd, control_plane, tenant, sa, tmp_path)
+    # The checklist's hand-made grant: the installer is admin in the extensions namespace too.
+    crd.create(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": f"{sa}-admin-by-hand", "namespace": extra},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "admin"},
+            "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": tenant}],
+        }
+    )
+    shared = manifests.guard_names("Deny").pod_guard
+    wait_for(
+        lambda: shared in (refusal(installer, extra, "hostPath") or ""), "the shared guard in extra", 30, interval=0.2
+    )
+
+    # The spec drops it; the pass as the operator runs it (its own identity, deploy/base's RBAC).
+    crd.merge_patch(constants.API_VERSION, constants.KIND, unique_name, {"spec": {"additionalNamespaces": []}})
+    reconcile.run(fresh(crd, unique_name), kube=as_operator, settings=SETTINGS, now=datetime.now(UTC))
+    assert refusal(installer, extra, "plain") is None, "the installer still holds admin there"
+    retained_policy = manifests.retained_names("Deny").pod_guard
+    for kind in ("hostPath", "privileged"):
+        why = refusal(installer, extra, kind)
+        assert why is not None, f"the installer created a {kind} pod in the dropped namespace"
+        assert retained_policy in why, (kind, why)
+    live = crd.get("v1", "Namespace", extra)
+    assert live is not None and live["status"]["phase"] == "Active"
+    labels = live["metadata"].get("labels") or {}
+    assert constants.LABEL_PLATFORM not in labels, labels  # released
+    assert manifests.mark_of(live) == ("", ""), labels  # the shared guard's mark gone ...
+    assert labels.get(manifests.RETAINED_LABEL) == "Deny", labels  # ... the retained one in its place
+    # The platform's own namespace is guarded as before.
+    assert shared in (refusal(installer, tenant, "hostPath") or "")

@@ -359,7 +359,8 @@ def test_the_step_switches_from_the_parameter_guard_only_once_every_platform_is_
 
 def test_a_platform_unmarks_only_what_it_released_never_another_platforms_namespace(own_kube: Kube) -> None:
     """A namespace a platform no longer owns loses that platform's mark, unless another platform
-    claims it by then: then the mark is the other platform's, and stays."""
+    claims it by then: then the mark is the other platform's, and stays. One released to no one
+    keeps the guard it had, as the retained guard, until an admin releases it."""
     kube = own_kube
 
     def platform(name: str, extra: list[str], enforcement: str) -> None:
@@ -408,7 +409,13 @@ def test_a_platform_unmarks_only_what_it_released_never_another_platforms_namesp
     result = reconcile_step(STEP, context(kube, fresh(kube, "mv-a")))
     assert sole_condition(result, "PodGuardReady")[:2] == ("True", "Enforcing")
     assert mark("mv-x") == warn  # mv-b's: left alone
-    assert mark("mv-y") == ("", "")  # released: unmarked
+    assert mark("mv-y") == ("", "")  # released: the shared mark goes ...
+    labels = (kube.get("v1", "Namespace", "mv-y") or {})["metadata"]["labels"]
+    assert labels.get(manifests.RETAINED_LABEL) == "Deny", labels  # ... the retained one stays
     assert mark("mv-a") == deny
     expect(kube, host_pid("mv-x"), f"warned:{WARN.pod_guard}", "mv-b's guard in mv-x")
-    expect(kube, host_pid("mv-y"), "admitted", "mv-y unguarded once released")
+    retained = manifests.retained_names("Deny").pod_guard
+    expect(kube, host_pid("mv-y"), f"denied:{retained}", "mv-y keeps the guard it had")
+    release = {"labels": {manifests.RETAINED_LABEL: None}, "annotations": {manifests.RETAINED_ANNOTATION: None}}
+    kube.merge_patch("v1", "Namespace", "mv-y", {"metadata": release})
+    expect(kube, host_pid("mv-y"), "admitted", "mv-y unguarded once an admin released it")

@@ -696,6 +696,23 @@ def test_marks_are_written_where_they_differ_and_removed_where_the_platform_no_l
     assert pg.marks_to_write(missing, value) == []
 
 
+def test_namespaces_the_guard_stops_covering_keep_the_guard_they_had() -> None:
+    """``dropped``: what the retained guard keeps before a round narrows the platform's guard."""
+    assert pg.dropped(found("Deny")) == {}
+    left = found(
+        "Deny",
+        marks={**marks("Deny"), "released": ("Warn", "x/y,a/b"), "odd": ("bogus", ""), "never": ("", ""), "gone": None},
+    )
+    # At the enforcement its mark had (anything but Warn fails closed); unmarked or missing: nothing.
+    assert pg.dropped(left) == {"odd": ("Deny", ()), "released": ("Warn", ("x/y", "a/b"))}
+    # spec.target: those status.podGuard listed, at its enforcement, with its valid repositories.
+    before = {"namespaces": [*NAMESPACES, "old"], "enforcement": "Warn", "proxyImageRepositories": ["bad", "x/y"]}
+    target = found("Deny", shared=False, marks={}, found=before)
+    assert pg.dropped(target) == {"old": ("Warn", ("x/y",))}
+    # A guard that never was in place there (enforcement None) keeps nothing.
+    assert pg.dropped(dataclasses.replace(target, found={**before, "enforcement": "None"})) == {}
+
+
 def test_the_parameter_guard_stays_until_every_platforms_namespaces_are_marked() -> None:
     waiting = found("Deny", parameter_guard=True, unmarked=("other/ns-1",))
     verdict = pg.writes(demo(podGuard={"enforcement": "Deny"}), waiting, dry_run=False)

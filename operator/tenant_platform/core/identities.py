@@ -7,7 +7,9 @@
 - the Istio Gateway's kind (the gateway concern writes it; the edge certificate concern reads the
   live Gateways for the ``credentialName`` they serve);
 - our node-label field managers (the gpu concern writes with them; the watched snapshot in
-  observe/ reads them off each node's managedFields).
+  observe/ reads them off each node's managedFields);
+- the annotation on namespaces the operator created (the namespaces concern writes it and
+  deletes only those; the pod guard keeps no guard for a namespace the deletion removes).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
 
 # -- the installer identity -------------------------------------------------------------------
@@ -29,6 +32,13 @@ def service_account_user(platform: TenantPlatform) -> tuple[str, list[str]]:
         f"system:serviceaccount:{ns}:{sa}",
         ["system:serviceaccounts", f"system:serviceaccounts:{ns}", "system:authenticated"],
     )
+
+
+# -- the namespaces the operator created ------------------------------------------------------
+
+NAMESPACE_CREATED_ANNOTATION: Final = f"{constants.GROUP}/created-by-operator"
+"""Set on namespaces the operator created (not adopted): only those may ever be deleted by it
+(under ``deletionPolicy: Delete``)."""
 
 
 # -- the pod guard's names ------------------------------------------------------------------------

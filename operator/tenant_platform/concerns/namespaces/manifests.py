@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
+from tenant_platform.core.identities import NAMESPACE_CREATED_ANNOTATION
 
 PSA_PREFIX = "pod-security.kubernetes.io/"
 INJECTION_LABEL = "istio-injection"
 REVISION_LABEL = "istio.io/rev"
 # Set on namespaces the operator created (not adopted): only those may ever be deleted by it.
-ANNOTATION_CREATED = f"{constants.GROUP}/created-by-operator"
+ANNOTATION_CREATED = NAMESPACE_CREATED_ANNOTATION
 # Set by an admin on an existing namespace to let the named TenantPlatform adopt it.
 ANNOTATION_ADOPTABLE = constants.ANNOTATION_ADOPTABLE
 

@@ -36,6 +36,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -269,11 +270,8 @@ RETAINED_NAMES: Final = (
 """The retained guard's four policy names, also its bindings' (deploy/base/rbac.yaml names them)."""
 
 
-def _retained_expressions(enforcement: Enforcement) -> dict[str, str]:
-    return _labelled_expressions(enforcement, RETAINED_ANNOTATION)
-
-
-def _retained_selector(enforcement: Enforcement, label: str = RETAINED_LABEL) -> Obj:
+def _mark_selector(enforcement: Enforcement, label: str) -> Obj:
+    """The namespaces whose ``label`` says ``enforcement``."""
     return {"matchExpressions": [{"key": label, "operator": "In", "values": [enforcement]}]}
 
 
@@ -307,29 +305,43 @@ def render_labelled() -> list[Obj]:
     proxy repositories read from the namespace's ``GUARD_ANNOTATION``. Policies first (pod guards,
     then exec guards), then bindings: switching from the parameter guard in place, a new policy
     under an old binding (its paramRef ignored without paramKind) already judges by the mark."""
-    policies: list[Obj] = []
-    for enforcement in ENFORCEMENTS:
-        policies.append(
-            _pod_policy(
-                guard_names(enforcement).pod_guard,
-                enforcement,
-                shared=False,
-                param=_labelled_expressions(enforcement, GUARD_ANNOTATION),
-                namespace_selector=_retained_selector(enforcement, GUARD_LABEL),
-            )
+    return _render_marked(guard_names, GUARD_LABEL, GUARD_ANNOTATION, canary=False)
+
+
+def _render_marked(
+    names: Callable[[Enforcement], GuardNames], label: str, annotation: str, *, canary: bool
+) -> list[Obj]:
+    """A guard without a parameter judging by a namespace's mark (the shared guard and the retained
+    guard): each enforcement's policies (``names``) match the namespaces whose ``label`` says that
+    enforcement, istio-init's repositories read from their ``annotation``; with ``canary`` the pod
+    guards also refuse the retained canary. Then the bindings, same names, policies first. Without
+    ``canary``: pod guards, then exec guards; with it: exec guards first (the API server loads each
+    kind in order, so a pod guard binding in effect, what the canary proves, means the exec guard's
+    are too)."""
+    pods = [
+        _pod_policy(
+            names(enforcement).pod_guard,
+            enforcement,
+            shared=False,
+            param=_labelled_expressions(enforcement, annotation),
+            namespace_selector=_mark_selector(enforcement, label),
+            retained=canary,
         )
-    for enforcement in ENFORCEMENTS:
-        policies.append(
-            templating.render_object(
-                TEMPLATES,
-                "podguard-exec-policy.yaml.j2",
-                name=guard_names(enforcement).exec_guard,
-                shared=False,
-                variant=enforcement,
-                param=_labelled_expressions(enforcement, GUARD_ANNOTATION),
-                namespace_selector=_retained_selector(enforcement, GUARD_LABEL),
-            )
+        for enforcement in ENFORCEMENTS
+    ]
+    execs = [
+        templating.render_object(
+            TEMPLATES,
+            "podguard-exec-policy.yaml.j2",
+            name=names(enforcement).exec_guard,
+            shared=False,
+            variant=enforcement,
+            param=_labelled_expressions(enforcement, annotation),
+            namespace_selector=_mark_selector(enforcement, label),
         )
+        for enforcement in ENFORCEMENTS
+    ]
+    policies = [*execs, *pods] if canary else [*pods, *execs]
     bindings = [
         render_binding(name, _variant_of(name), shared=False) for name in (p["metadata"]["name"] for p in policies)
     ]
@@ -369,37 +381,9 @@ def guard_mark(namespace: str, mark: Mark | None) -> Obj:
 def render_retained() -> list[Obj]:
     """The retained guard, shared by every platform like the shared guard: the same rules without a
     parameter; each enforcement's policies match the namespaces whose ``RETAINED_LABEL`` says
-    that enforcement (repositories from ``RETAINED_ANNOTATION``). Exec guards first, then pod guards, policies before
-    bindings: the API server loads each kind in order, so a pod guard binding in effect (what the
-    canary proves) means the exec guard's are too."""
-    policies: list[Obj] = []
-    for enforcement in ENFORCEMENTS:
-        policies.append(
-            templating.render_object(
-                TEMPLATES,
-                "podguard-exec-policy.yaml.j2",
-                name=retained_names(enforcement).exec_guard,
-                shared=False,
-                variant=enforcement,
-                param=_retained_expressions(enforcement),
-                namespace_selector=_retained_selector(enforcement),
-            )
-        )
-    for enforcement in ENFORCEMENTS:
-        policies.append(
-            _pod_policy(
-                retained_names(enforcement).pod_guard,
-                enforcement,
-                shared=False,
-                param=_retained_expressions(enforcement),
-                namespace_selector=_retained_selector(enforcement),
-                retained=True,
-            )
-        )
-    bindings = [
-        render_binding(name, _variant_of(name), shared=False) for name in (p["metadata"]["name"] for p in policies)
-    ]
-    return policies + bindings
+    that enforcement (repositories from ``RETAINED_ANNOTATION``), the pod guards refusing the
+    retained canary. Exec guards first, then pod guards, policies before bindings."""
+    return _render_marked(retained_names, RETAINED_LABEL, RETAINED_ANNOTATION, canary=True)
 
 
 def retained_mark(namespace: str, enforcement: Enforcement, repositories: list[str]) -> Obj:

@@ -41,7 +41,9 @@ remain only new or changed pods are re-submitted on each requeue. Failed writes 
 publish included) and pod checks become facts (and so conditions); any other API error escapes to
 the pipeline (reconcile/pipeline.py ``run_step``). The shared objects stay when a platform is
 deleted (the operator may not delete them); the namespaces the deletion leaves behind get the
-retained guard and then lose the shared mark (``retain``, docs/pod-guard.md "Removal").
+retained guard and then lose the shared mark (``retain``, docs/pod-guard.md "Removal"), and so do
+those the platform stops covering while it lives (``keep_dropped``); with ``spec.target`` the same
+happens in the target, before the platform's own policies stop naming them.
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ from tenant_platform.api.models import TenantPlatform
 from tenant_platform.concerns.podguard import check, manifests, takeover, verdict
 from tenant_platform.concerns.podguard.check import PodVerdict, StagedCheck
 from tenant_platform.concerns.podguard.verdict import PodGuardFacts, Ref
+from tenant_platform.core.identities import NAMESPACE_CREATED_ANNOTATION
 from tenant_platform.core.verdict import Verdict
 from tenant_platform.framework.base import (
     ApplyOutcome,
@@ -129,7 +132,7 @@ def mark(ctx: StepContext, intent: Obj, outcome: ApplyOutcome) -> None:
         return
     meta = {k: v for k, v in intent["metadata"].items() if k != "name"}
     try:
-        if intent["metadata"]["labels"][manifests.GUARD_LABEL] is None:
+        if mark_removed(intent):
             applied = unmark(ctx.kube, name, ctx.name)
             if applied is None:
                 return
@@ -365,7 +368,13 @@ class PodGuardStep:
             forget_violations(platform.name)
         if guard.check is not None:
             metrics.METRICS.pod_guard_violations.labels(platform.name).set(len(guard.check.violators))
-        outcome = self._apply(ctx, decided.desired, guard) if decided.desired else None
+        outcome = None
+        if decided.desired:
+            desired, kept_errors = keep_dropped(ctx, guard, decided.desired)
+            # Nothing to apply (spec.target, the retained guard not in effect yet): nothing is
+            # applied, and nothing pruned either; the platform's own guard stays as it was.
+            outcome = self._apply(ctx, desired, guard) if desired else ApplyOutcome()
+            outcome.errors.extend(kept_errors)
         if decided.again:
             with self._lock:
                 self._rounds[id(ctx)] = _Round(weakref.ref(ctx), facts, outcome)
@@ -521,15 +530,17 @@ class PodGuardStep:
     # ---- cleanup --------------------------------------------------------------------------------
 
     def cleanup(self, ctx: StepContext) -> CleanupResult:
-        """Shared guard: nothing to delete (the parameter goes with the TenantPlatform, the shared
-        objects stay for the others); the namespaces it guarded get the retained guard
-        (``retain``). Target cluster: the platform's own bindings, then policies,
-        every one carrying our three labels (by label, and by name; a hand-made object of our name
-        is left alone), uid as precondition."""
+        """First, in either cluster, the namespaces it guarded get the retained guard (``retain``;
+        until it is in effect in each, the cleanup is not done). Shared guard: nothing to delete
+        (the parameter goes with the TenantPlatform, the shared objects stay for the others).
+        Target cluster: then the platform's own bindings, then policies, every one carrying our
+        three labels (by label, and by name; a hand-made object of our name is left alone), uid as
+        precondition."""
         with self._lock:
             self._verdicts.pop(ctx.platform.uid or ctx.name, None)
-        if ctx.management is None:
-            return retain(ctx)
+        kept = retain(ctx)
+        if ctx.management is None or not kept.done:
+            return kept
         if ctx.dry_run:
             return CleanupResult(True, "dry run: nothing deleted")
         deleted: list[str] = []
@@ -550,7 +561,8 @@ class PodGuardStep:
                         deleted.append(f"{kind} {name}")
         except errors.KubeError as exc:
             return CleanupResult(False, f"Could not delete the pod guard: {exc.message or exc}")
-        return CleanupResult(True, "Deleted " + ", ".join(deleted) if deleted else "Nothing to delete")
+        done = "Deleted " + ", ".join(deleted) if deleted else "Nothing to delete"
+        return CleanupResult(True, done if kept.message == NOTHING_TO_RETAIN else f"{kept.message}; {done}")
 
 
 NOTHING_TO_RETAIN: Final = (
@@ -567,50 +579,71 @@ def retained_objects() -> list[Obj]:
     return objs
 
 
+def keep_guarded(kube: Kube, kept: verdict.Kept, platform_name: str) -> tuple[dict[str, Obj], dict[str, str]]:
+    """Keep the guard for namespaces a platform leaves behind (docs/pod-guard.md, "Removal"): the
+    retained guard (fixed names, no parameter) is applied, each namespace of ``kept`` that exists,
+    is not terminating and is not another platform's (its guard is its own) is marked with its
+    enforcement and proxy repositories (``RETAINED_LABEL``, under a field manager of its own: the
+    namespaces step's release keeps it), and a canary dry run in each shows the retained guard in
+    effect. Returns the namespaces marked (as read before the mark) and, for those where it is not
+    in effect yet, why not. An API error escapes."""
+    for obj in retained_objects():
+        kube.ensure(obj, live=kube.get(_API, obj["kind"], obj["metadata"]["name"]))
+    marked: dict[str, Obj] = {}
+    for name, (enforcement, repositories) in sorted(kept.items()):
+        live = kube.get("v1", "Namespace", name)
+        if live is None or (live.get("status") or {}).get("phase") == "Terminating":
+            continue
+        if labelled_platform(live) not in (None, platform_name):
+            continue
+        retained = manifests.retained_mark(name, enforcement, list(repositories))
+        if not is_subset(retained, live):
+            kube.apply(retained, field_manager=manifests.RETAINED_MANAGER)
+        marked[name] = live
+    waiting = {
+        name: why
+        for name in marked
+        if (why := _retained_in_effect(kube, name, manifests.retained_names(kept[name][0]).pod_guard)) is not None
+    }
+    return marked, waiting
+
+
 def retain(ctx: StepContext) -> CleanupResult:
-    """Deletion of a platform under the shared guard: its parameter goes with it, but the
-    namespaces it guarded stay (deletionPolicy Retain; adopted ones under Delete), and with them
-    whoever holds ``admin`` there (the installer's RoleBinding is part of their contents). So the
-    guard stays for them (docs/pod-guard.md, "Removal"): the retained guard (fixed names, no
-    parameter) is applied, each namespace the parameter lists is marked with the enforcement and
-    the proxy repositories (``RETAINED_LABEL``, under a field manager of its own: the namespaces
-    step's release keeps it), and the cleanup is done only once a canary dry run shows the retained
-    guard in effect in each, so there is no moment without the guard. An admin releases a
-    namespace by removing the mark. In a dry run, or when the platform guarded nothing, nothing."""
+    """Deletion of a platform: its guard goes (the parameter with the TenantPlatform; in a target
+    cluster its own policies, deleted after this), but the namespaces it guarded stay
+    (deletionPolicy Retain; adopted ones under Delete), and with them whoever holds ``admin``
+    there (the installer's RoleBinding is part of their contents). So the guard stays for them
+    (``keep_guarded``), and the cleanup is done only once the retained guard is in effect in each,
+    so there is no moment without the guard; then, under the shared guard, their shared mark goes.
+    An admin releases a namespace by removing the retained mark. In a dry run, or when the platform
+    guarded nothing, nothing."""
     param = verdict.previous(ctx.platform)
     namespaces = [str(n) for n in param.get("namespaces") or []]
-    if ctx.dry_run or not namespaces:
+    if ctx.dry_run or not namespaces or param.get("enforcement") not in manifests.ENFORCEMENTS:
         return CleanupResult(True, NOTHING_TO_RETAIN)
     kube = ctx.kube
     if not kube.served(_API, _POLICY):
         return CleanupResult(True, NOTHING_TO_RETAIN)
     enforcement: manifests.Enforcement = "Deny" if param.get("enforcement") == "Deny" else "Warn"
-    repositories = manifests.valid_proxy_repositories([str(r) for r in param.get("proxyImageRepositories") or []])
+    repositories = tuple(
+        manifests.valid_proxy_repositories([str(r) for r in param.get("proxyImageRepositories") or []])
+    )
+    if ctx.platform.spec.deletion_policy == "Delete":
+        # The namespaces cleanup deletes those we created (and claim): nothing stays to guard.
+        namespaces = [n for n in namespaces if not _deleted_with_platform(kube.get("v1", "Namespace", n), ctx.name)]
+        if not namespaces:
+            return CleanupResult(True, NOTHING_TO_RETAIN)
     try:
-        for obj in retained_objects():
-            kube.ensure(obj, live=kube.get(_API, obj["kind"], obj["metadata"]["name"]))
-        marked = []
-        shared_marks: dict[str, manifests.Mark | None] = {}
-        for name in namespaces:
-            live = kube.get("v1", "Namespace", name)
-            if live is None or (live.get("status") or {}).get("phase") == "Terminating":
-                continue
-            retained = manifests.retained_mark(name, enforcement, repositories)
-            if not is_subset(retained, live):
-                kube.apply(retained, field_manager=manifests.RETAINED_MANAGER)
-            marked.append(name)
-            shared_marks[name] = manifests.mark_of(live)
+        marked, waiting = keep_guarded(kube, dict.fromkeys(namespaces, (enforcement, repositories)), ctx.name)
     except errors.KubeError as exc:
         return CleanupResult(False, f"Could not keep the pod guard for the retained namespaces: {exc.message or exc}")
-    policy = manifests.retained_names(enforcement).pod_guard
-    waiting = [f"{name} ({why})" for name in marked if (why := _retained_in_effect(kube, name, policy)) is not None]
     if waiting:
-        return CleanupResult(False, "The retained pod guard is not in effect yet in namespace(s) " + ", ".join(waiting))
+        return CleanupResult(False, not_in_effect(waiting))
     # The retained guard is in effect: the shared guard's mark goes, so that the admin's release
     # (removing the retained mark) leaves the namespace as documented.
     try:
-        for name in marked:
-            if shared_marks.get(name) not in (None, ("", "")):
+        for name, live in marked.items():
+            if ctx.management is None and manifests.mark_of(live) not in (None, ("", "")):
                 unmark(kube, name, ctx.name)
     except errors.KubeError as exc:
         return CleanupResult(False, f"Could not remove the shared pod guard's label: {exc.message or exc}")
@@ -621,6 +654,52 @@ def retain(ctx: StepContext) -> CleanupResult:
         f"The pod guard stays at {enforcement} for the retained namespace(s) {', '.join(marked)} (label "
         f"{manifests.RETAINED_LABEL}; an admin removes it to release a namespace)",
     )
+
+
+def _deleted_with_platform(namespace: Obj | None, platform_name: str) -> bool:
+    """A namespace this platform's deletion (``deletionPolicy: Delete``) removes: created by the
+    operator and claimed by the platform (concerns/namespaces deletes exactly those)."""
+    if namespace is None:
+        return True
+    annotations = namespace.get("metadata", {}).get("annotations") or {}
+    created = annotations.get(NAMESPACE_CREATED_ANNOTATION) == "true"
+    return created and labelled_platform(namespace) == platform_name
+
+
+def not_in_effect(waiting: Mapping[str, str]) -> str:
+    return "The retained pod guard is not in effect yet in namespace(s) " + ", ".join(
+        f"{name} ({why})" for name, why in waiting.items()
+    )
+
+
+def keep_dropped(ctx: StepContext, guard: PodGuardFacts, desired: Sequence[Obj]) -> tuple[list[Obj], list[str]]:
+    """Before round 1 narrows the guard to the namespaces the platform owns now: the namespaces it
+    no longer covers (``verdict.dropped``) keep a guard, the retained one, proven in effect first
+    (``keep_guarded``). Where it is not (yet), the platform's own guard is not narrowed this pass
+    (shared: their mark stays; spec.target: nothing is applied) and the error says why. Returns
+    what to apply and the errors."""
+    if ctx.dry_run or guard.round != 1 or not guard.served:
+        return list(desired), []
+    kept = verdict.dropped(guard)
+    if not kept:
+        return list(desired), []
+    try:
+        _, waiting = keep_guarded(ctx.kube, kept, ctx.name)
+    except errors.KubeError as exc:
+        waiting = dict.fromkeys(kept, exc.message or str(exc))
+    if not waiting:
+        return list(desired), []
+    message = not_in_effect(waiting) + "; the guard stays on them as it was"
+    if not guard.shared:
+        return [], [message]
+    unmarking = [
+        o for o in desired if o["kind"] == "Namespace" and o["metadata"]["name"] in waiting and mark_removed(o)
+    ]
+    return [o for o in desired if not any(o is u for u in unmarking)], [message]
+
+
+def mark_removed(intent: Obj) -> bool:
+    return intent["metadata"]["labels"][manifests.GUARD_LABEL] is None
 
 
 def _retained_in_effect(kube: Kube, namespace: str, policy: str) -> str | None:

@@ -343,6 +343,38 @@ def marks_to_write(facts: PodGuardFacts, value: manifests.GuardParam) -> list[Ob
     return out
 
 
+Kept = dict[str, tuple[manifests.Enforcement, tuple[str, ...]]]
+"""Namespaces to keep guarded by the retained guard: name -> (enforcement, proxy repositories)."""
+
+
+def dropped(facts: PodGuardFacts) -> Kept:
+    """The namespaces this platform's guard covered and no longer does while the platform lives
+    (dropped from the spec, or ``spec.namespace`` changed): they stay, released, with whatever
+    was granted there (our installer's identity in a former ``spec.namespace`` among it), so they
+    keep the guard they had, as the retained guard (docs/pod-guard.md, "Removal"), before this
+    round narrows the platform's own. Shared: the namespaces whose mark this round removes, at
+    their mark's enforcement; spec.target: those ``status.podGuard`` listed, at its enforcement."""
+    kept: Kept = {}
+    if facts.shared:
+        for ns, mark in sorted(facts.marks.items()):
+            if ns in facts.namespaces or mark is None or mark == ("", ""):
+                continue
+            enforcement: manifests.Enforcement = "Deny" if mark[0] != "Warn" else "Warn"
+            kept[ns] = (enforcement, tuple(r for r in mark[1].split(",") if r))
+        return kept
+    before = [str(n) for n in facts.found.get("namespaces") or []]
+    if facts.found.get("enforcement") not in manifests.ENFORCEMENTS:
+        return kept  # the guard was never in place (enforcement None)
+    found_enforcement: manifests.Enforcement = "Warn" if facts.found.get("enforcement") == "Warn" else "Deny"
+    repositories = tuple(
+        manifests.valid_proxy_repositories([str(r) for r in facts.found.get("proxyImageRepositories") or []])
+    )
+    for ns in before:
+        if ns not in facts.namespaces:
+            kept[ns] = (found_enforcement, repositories)
+    return kept
+
+
 def marks_now(facts: PodGuardFacts, *, dry_run: bool) -> dict[str, manifests.Mark | None]:
     """The namespaces' marks as the pass's writes left them (a dry run: as found)."""
     marks = dict(facts.marks)
