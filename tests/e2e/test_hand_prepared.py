@@ -463,6 +463,8 @@ def kamaji_tenant(seeded: ControlPlane, crd: Kube) -> Iterator[TenantAPIServer]:
             with contextlib.suppress(errors.NotFound):
                 crd.delete(constants.API_VERSION, constants.KIND, NAME)
             wait_for(lambda: crd.get(constants.API_VERSION, constants.KIND, NAME) is None, "TenantPlatform gone", 90)
+            with contextlib.suppress(errors.NotFound):
+                crd.delete("v1", "Namespace", SECRETS_NS)
 
 
 def test_a_hand_prepared_kamaji_tenant_reaches_ready_following_the_docs(
