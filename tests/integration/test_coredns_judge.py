@@ -13,7 +13,10 @@ in the cluster's CoreDNS ConfigMap for each variant the operator writes or accep
 - a k3s-style ``import /etc/coredns/custom/*.override`` with the ``coredns-custom`` keys as the
   imported files: our key, and an admin's own key;
 - k0s: the ClusterConfig patch our message gives, applied to the ConfigMap as k0s applies it (a
-  strategic merge of ``data.Corefile``), then accepted.
+  strategic merge of ``data.Corefile``), then accepted;
+- RKE2: the HelmChartConfig our message describes (the chart's complete ``servers`` list with the
+  rewrite entry before the ``kubernetes`` plugin), rendered into the chart's ConfigMap
+  ``rke2-coredns-rke2-coredns`` as the chart renders it (``testing.rke2``), then accepted.
 
 Each time: the platform's domain resolves to the gateway Service's ClusterIP (answered under the
 domain's own name); ``kubernetes.default.svc.cluster.local`` still resolves to the kubernetes
@@ -66,7 +69,7 @@ from tenant_platform.concerns.dns.step import STEP, DnsStep
 from tenant_platform.formats import corefile
 from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube
-from tenant_platform.testing import dnswire, tools
+from tenant_platform.testing import dnswire, rke2, tools
 from tenant_platform.testing.controlplane import ControlPlane
 from tenant_platform.testing.seed import STOCK_COREFILE
 from tenant_platform.testing.wait import wait_for
@@ -475,6 +478,48 @@ def test_k0s_patch_result_resolves(
     status, reason, message = sole_condition(run(step, kube, cluster.platform))
     assert (status, reason) == ("True", DNS.REWRITE_FOUND), message
     text = corefile_of(kube, cluster.namespace)
+    assert rewrites_of(text, cluster.domain) == 1
+    assert_resolves(serve(text), cluster, upstream)
+
+
+def rke2_entry(message: str) -> dict[str, Any]:
+    """The servers[0].plugins entry our ManagedByDistribution message tells an RKE2 admin to add."""
+    match = re.search(r"the entry (\{name: rewrite, parameters: [^}]*\})", message)
+    assert match, message
+    entry: dict[str, Any] = yaml.safe_load(match.group(1))
+    return entry
+
+
+def test_rke2_helmchartconfig_result_resolves(
+    kube: Kube, cluster: Cluster, serve: Callable[..., Served], upstream: dnswire.StubUpstream
+) -> None:
+    """RKE2: no ``coredns`` ConfigMap; the chart's ConfigMap holds the Corefile its defaults render.
+    The operator writes nothing and describes the HelmChartConfig entry; the admin writes the
+    HelmChartConfig with the chart's complete servers list and that entry (as the message warns);
+    RKE2's helm controller renders it into the chart's ConfigMap (played: ``testing.rke2``); then
+    DNSReady is True and CoreDNS serves the rendered Corefile."""
+    ns = cluster.namespace
+    kube.create(rke2.chart_config_map("", ns))  # the chart's defaults, no HelmChartConfig yet
+    step = DnsStep(target=CoreDNSTarget(namespace=ns))
+    assert step.target.rke2_config_map == rke2.CONFIG_MAP
+    before = kube.counter.snapshot()[1]
+    status, reason, message = sole_condition(run(step, kube, cluster.platform))
+    assert (status, reason) == ("False", DNS.MANAGED_BY_DISTRIBUTION), message
+    entry = rke2_entry(message)
+    assert entry == {"name": "rewrite", "parameters": checklist_line(cluster).removeprefix("rewrite ")}
+
+    config = rke2.helm_chart_config(rke2.with_entry_before_kubernetes(rke2.DEFAULT_SERVERS, entry), ns)
+    rendered = rke2.chart_config_map(config["spec"]["valuesContent"], ns)
+    live = kube.get("v1", "ConfigMap", rke2.CONFIG_MAP, ns)
+    live["data"] = rendered["data"]
+    kube.replace(live)
+    text = live["data"]["Corefile"]
+    assert f"    rewrite   name exact {cluster.domain} {cluster.gateway_host}\n    kubernetes   cluster.local" in text
+
+    status, reason, message = sole_condition(run(step, kube, cluster.platform))
+    assert (status, reason) == ("True", DNS.REWRITE_FOUND), message
+    assert kube.counter.snapshot()[1] == before + 1, "the only write is the helm controller's (played)"
+    assert kube.get("v1", "ConfigMap", "coredns", ns) is None
     assert rewrites_of(text, cluster.domain) == 1
     assert_resolves(serve(text), cluster, upstream)
 

@@ -26,11 +26,12 @@ from typing import Any
 
 import pytest
 from networking_support import context
+from tests.checklist_support import CHECKLIST_GUARD, CHECKLIST_NAMESPACES, checklist_guard
 from tests.support import create_namespace, sole_condition
 
 from tenant_platform import reconcile
 from tenant_platform.api import constants
-from tenant_platform.api.models import DEFAULT_PROXY_REPOSITORIES, TenantPlatform
+from tenant_platform.api.models import TenantPlatform
 from tenant_platform.api.reasons import PodGuard
 from tenant_platform.concerns.podguard import manifests
 from tenant_platform.concerns.podguard import step as podguard
@@ -165,47 +166,6 @@ def test_after_a_retain_deletion_the_installer_cannot_start_a_node_takeover_pod(
 
 
 # ---- a hand-made guard shaped exactly like the checklist's ----------------------------------------
-
-CHECKLIST_NAMESPACES = ("kamiwaza", "kamiwaza-extensions")
-CHECKLIST_GUARD = ("kamiwaza-tenant-pod-guard", "kamiwaza-tenant-exec-guard")
-
-
-def checklist_guard(kube: Kube) -> None:
-    """The checklist's two policies (the baseline and the istio-init exception: our rules, with
-    nothing namespace-specific in the policy) and their bindings, scoped by the bindings'
-    ``matchResources.namespaceSelector`` on the namespaces' names, ``[Deny, Audit]``; created as an
-    admin's ``kubectl apply`` creates them."""
-    literal = manifests.GuardParam(CHECKLIST_NAMESPACES, "Deny", tuple(DEFAULT_PROXY_REPOSITORIES))
-    for policy, name in (
-        (manifests.render_pod_guard_policy("Deny", literal, "checklist"), CHECKLIST_GUARD[0]),
-        (manifests.render_exec_guard_policy("Deny", literal, "checklist"), CHECKLIST_GUARD[1]),
-    ):
-        policy["metadata"] = {"name": name}
-        policy["spec"]["matchConstraints"].pop("namespaceSelector")
-        policy["spec"]["matchConditions"] = [c for c in policy["spec"]["matchConditions"] if c["name"] != "guarded"]
-        binding = {
-            "apiVersion": VAP,
-            "kind": "ValidatingAdmissionPolicyBinding",
-            "metadata": {"name": name},
-            "spec": {
-                "policyName": name,
-                "validationActions": ["Deny", "Audit"],
-                "matchResources": {
-                    "namespaceSelector": {
-                        "matchExpressions": [
-                            {
-                                "key": "kubernetes.io/metadata.name",
-                                "operator": "In",
-                                "values": list(CHECKLIST_NAMESPACES),
-                            }
-                        ]
-                    }
-                },
-            },
-        }
-        for obj in (policy, binding):
-            path = kube.path(VAP, obj["kind"])
-            kube.request("POST", path, body=obj, query={"fieldManager": "kubectl-client-side-apply"})
 
 
 @pytest.fixture

@@ -15,13 +15,13 @@ every one is denied.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from networking_support import context, delete_namespace, run
+from tests.checklist_support import Prober, wait_for_denial
 from tests.support import create_namespace, sole_condition
 
 from tenant_platform.api import constants
@@ -35,12 +35,10 @@ from tenant_platform.concerns.gateway import step as gateway
 from tenant_platform.concerns.podguard import manifests
 from tenant_platform.concerns.podguard import step as podguard
 from tenant_platform.formats import corefile
-from tenant_platform.kube import errors
 from tenant_platform.kube.client import Kube
 from tenant_platform.testing.controlplane import ControlPlane
 from tenant_platform.testing.seed import STOCK_COREFILE
 from tenant_platform.testing.steps import reconcile_step
-from tenant_platform.testing.wait import wait_for
 
 GW = ("networking.istio.io/v1", "Gateway")
 ISTIO = "istio-system"
@@ -154,51 +152,6 @@ def checklist_guard(kube: Kube, platform_body: dict[str, Any], prefix: str) -> l
         by_hand(kube, binding, parsed.name)
         made += [("ValidatingAdmissionPolicy", name), ("ValidatingAdmissionPolicyBinding", name)]
     return made
-
-
-def violating_pod(namespace: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"generateName": "gap-probe-", "namespace": namespace},
-        "spec": {"hostPID": True, "containers": [{"name": "app", "image": "registry.example.com/app:1"}]},
-    }
-
-
-class Prober(threading.Thread):
-    """Submits a hostPID pod (server-side dry run) and an exec into istio-init in a loop, as the
-    cluster admin (the guards bind every requester), and records who denied each."""
-
-    def __init__(self, kube: Kube, namespaces: list[str]) -> None:
-        super().__init__(daemon=True)
-        self.kube, self.namespaces = kube, namespaces
-        self.stop = threading.Event()
-        self.denied_by: list[str] = []
-        self.gaps: list[str] = []
-
-    def _denial(self, exc: errors.KubeError) -> str | None:
-        message = exc.message or ""
-        if "ValidatingAdmissionPolicy '" in message:
-            return message.split("ValidatingAdmissionPolicy '", 1)[1].split("'", 1)[0]
-        return None
-
-    def run(self) -> None:
-        while not self.stop.is_set():
-            for ns in self.namespaces:
-                try:
-                    self.kube.create(violating_pod(ns), dry_run=True)
-                    self.gaps.append(f"a hostPID pod was admitted in {ns}")
-                except errors.KubeError as exc:
-                    who = self._denial(exc)
-                    (self.denied_by if who else self.gaps).append(who or f"pod in {ns}: {exc}")
-                path = f"/api/v1/namespaces/{ns}/pods/gap-probe/exec?container=istio-init&command=sh"
-                try:
-                    self.kube.request("POST", path)
-                    self.gaps.append(f"exec into istio-init got through in {ns}")
-                except errors.KubeError as exc:
-                    who = self._denial(exc)
-                    (self.denied_by if who else self.gaps).append(who or f"exec in {ns}: {exc}")
-            time.sleep(0.01)
 
 
 @pytest.fixture
@@ -322,16 +275,3 @@ def test_hand_prepared_cluster_is_taken_over_without_a_gap(
     text = crd.get("v1", "ConfigMap", "coredns", dns_ns)["data"]["Corefile"]
     assert text == corefile.upsert_block(STOCK_COREFILE, unique_name, domain, HOST)
     assert sum(1 for x in text.splitlines() if x.strip().startswith(f"rewrite name exact {domain} ")) == 1
-
-
-def wait_for_denial(prober: Prober, policy: str) -> None:
-    """Until the API server has loaded the hand-made guard (admission policies load asynchronously)."""
-
-    def denied() -> bool:
-        try:
-            prober.kube.create(violating_pod(prober.namespaces[0]), dry_run=True)
-        except errors.KubeError as exc:
-            return policy in (exc.message or "")
-        return False
-
-    wait_for(denied, f"the hand-made {policy} in effect", 30, interval=0.2)
