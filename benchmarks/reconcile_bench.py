@@ -220,7 +220,7 @@ def main() -> None:
             traces.mkdir()
             extra_env = {
                 memtrace.ENV: str(traces),
-                memtrace.FRAMES_ENV: str(args.tracemalloc),
+                memtrace.FRAMES_ENV: str(args.tracemalloc or 1),
                 "PYTHONPATH": os.pathsep.join([str(memtrace.HOOK_DIR), str(REPO), str(REPO / "operator")]),
             }
             args.traces = traces
