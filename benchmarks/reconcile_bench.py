@@ -22,9 +22,17 @@ Secrets watched (kube/secretwatch.py) instead of read with a GET per pass.
 Secret (deploy/components/watch-secrets, the chart's ``rbac.watchSecrets``), so every stage runs
 with the two cluster-wide Secret informers (our Secrets by label, every Secret's name) instead;
 the steady state then also reports the Secret watches open on the API server.
+Each stage also times one scrape of the operator's ``/metrics`` (seconds, bytes, series, of them
+with a ``platform`` label). ``--tracemalloc N``: the operator runs under tracemalloc (N frames,
+benchmarks/memtrace.py) and each stage reports its traced memory by structure, and the growth per
+platform added by structure against the stage before (CPU and memory of tracing are extra: the
+VmRSS and timings of such a run are not the ones to quote). ``--malloc-trim``: after each stage,
+the operator's VmRSS before and after glibc's ``malloc_trim(0)`` in its process (how much of
+its resident memory is freed heap not given back to the system).
 
     .venv/bin/python -m benchmarks.reconcile_bench [--platforms 50] [--json]
     .venv/bin/python -m benchmarks.reconcile_bench --sizes 50,500 --drift-interval 300 --kubectl
+    .venv/bin/python -m benchmarks.reconcile_bench --sizes 50,200 --tracemalloc 12 --settle 20 --window 30
 """
 
 from __future__ import annotations
@@ -35,12 +43,13 @@ import os
 import re
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from benchmarks import apimetrics
+from benchmarks import apimetrics, memtrace
 from tenant_platform import cli, devmode
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
@@ -64,6 +73,9 @@ def platform(name: str) -> dict[str, Any]:
     spec["gateway"]["name"] = f"{name}-gateway"
     spec["edgeCertificate"]["secretName"] = f"{name}-edge-tls"
     spec["installer"]["kubeconfigSecret"] = {"enabled": False}
+    # The storage write test (on by default) needs a provisioner and kubelet, which this control
+    # plane does not play (testing/kubelet.py): off, as in the figures before it was the default.
+    spec["storage"] = {**(spec.get("storage") or {}), "verify": False}
     return body
 
 
@@ -180,6 +192,10 @@ def main() -> None:
     parser.add_argument(
         "--grant-secret-list", action="store_true", help="grant list/watch of every Secret (rbac.watchSecrets)"
     )
+    parser.add_argument("--tracemalloc", type=int, metavar="FRAMES", help="trace the operator's memory by structure")
+    parser.add_argument(
+        "--malloc-trim", action="store_true", help="after each stage, VmRSS before and after glibc's malloc_trim(0)"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     sizes = [int(n) for n in args.sizes.split(",")] if args.sizes else [args.platforms]
@@ -198,8 +214,22 @@ def main() -> None:
         seed.seed_cluster(str(cp.kubeconfig_path))
         if args.grant_secret_list:
             apply_file(admin, WATCH_SECRETS)
-        operator = start_operator(cp, admin, Path(work), drift_interval=args.drift_interval, metrics=True)
+        extra_env = {}
+        if args.tracemalloc or args.malloc_trim:
+            traces = Path(work) / "memtrace"
+            traces.mkdir()
+            extra_env = {
+                memtrace.ENV: str(traces),
+                memtrace.FRAMES_ENV: str(args.tracemalloc or 1),
+                "PYTHONPATH": os.pathsep.join([str(memtrace.HOOK_DIR), str(REPO), str(REPO / "operator")]),
+            }
+            args.traces = traces
+        operator = start_operator(
+            cp, admin, Path(work), drift_interval=args.drift_interval, metrics=True, extra_env=extra_env
+        )
         try:
+            if args.tracemalloc:
+                memtrace.start(args.traces)
             # One platform: converge.
             before = apimetrics.parse(cp.metrics_text())
             admin.apply(platform("bench-one"))
@@ -220,6 +250,9 @@ def main() -> None:
                 results["many"] = results["stages"][0]["converge"]
                 results["noOpResync"] = results["stages"][0]["steadyState"]
                 results["operatorRssMiB"] = results["stages"][0]["operatorRssMiB"]
+        except Exception:
+            print("operator log (end):\n" + operator.log()[-6000:], flush=True)
+            raise
         finally:
             operator.stop()
     results["machine"]["loadAverageAtEnd"] = os.getloadavg()
@@ -291,9 +324,38 @@ def stage(cp: ControlPlane, admin: Kube, operator: Any, names: list[str], *, siz
     }
     rss = _rss_kib(operator.process.pid)
     out["operatorRssMiB"] = round(rss / 1024, 1) if rss else None
+    out["metricsScrape"] = scrape(operator)
+    if args.malloc_trim:
+        out["mallocTrim"] = memtrace.trim(args.traces)
+    if args.tracemalloc:
+        traced = memtrace.take(args.traces, f"stage-{size}")
+        out["tracemalloc"] = {
+            "tracedMiB": traced.get("tracedMiB"),
+            "structures": {k: v["KiB"] for k, v in (traced.get("structures") or {}).items()},
+            "sitesKiB": {k: v["KiB"] for k, v in list((traced.get("sites") or {}).items())[:15]},
+        }
+        previous = getattr(args, "previous_trace", None)
+        if previous is not None:
+            out["tracemallocGrowth"] = memtrace.slope(previous[1], previous[0], traced, size + 1)
+        args.previous_trace = (size + 1, traced)  # + bench-one
     out["gpuNodes"] = node_managers(admin)
     out["loadAverage"] = os.getloadavg()
     return out
+
+
+def scrape(operator: Any) -> dict[str, Any]:
+    """One scrape of the operator's /metrics: seconds, bytes, series, series with a platform label."""
+    started = time.monotonic()
+    with urllib.request.urlopen(f"http://127.0.0.1:{operator.metrics_port}/metrics", timeout=120) as resp:
+        body = resp.read()
+    seconds = time.monotonic() - started
+    lines = [line for line in body.decode().splitlines() if line and not line.startswith("#")]
+    return {
+        "seconds": round(seconds, 3),
+        "bytes": len(body),
+        "series": len(lines),
+        "platformSeries": sum(1 for line in lines if 'platform="' in line),
+    }
 
 
 def open_watches(metrics_text: str, resource: str) -> int:
