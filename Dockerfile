@@ -39,11 +39,15 @@ LABEL org.opencontainers.image.title="tenant-platform-operator" \
 COPY --from=build /opt/venv /opt/venv
 # HOME and TMPDIR point at /tmp, the only writable path (an emptyDir in the Deployment): kopf and
 # the Kubernetes client write temporary CA and token files there.
+# MALLOC_ARENA_MAX=2: glibc's allocator keeps at most two arenas for the process's threads
+# instead of up to eight per core, which holds less freed memory (docs/performance.md: about 8 %
+# less resident memory at 200 platforms, and a flatter slope).
 ENV PATH=/opt/venv/bin:$PATH \
     HOME=/tmp \
     TMPDIR=/tmp \
     PYTHONDONTWRITEBYTECODE=1 \
-    PYTHONUNBUFFERED=1
+    PYTHONUNBUFFERED=1 \
+    MALLOC_ARENA_MAX=2
 # 8080 metrics (/metrics), 8081 liveness (/healthz).
 EXPOSE 8080 8081
 # A numeric UID/GID (no /etc/passwd entry needed), so runAsNonRoot can verify it.

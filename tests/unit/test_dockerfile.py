@@ -19,6 +19,8 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from tenant_platform.testing.operator import IMAGE_ENV
+
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "Dockerfile"
 LOCK = ROOT / "requirements.lock"
@@ -84,6 +86,9 @@ def test_image_shape() -> None:
     assert json.loads(entrypoint) + json.loads(cmd) == ["tenant-platform", "run"], "exec form"
     env = " ".join(a for i, a in final if i == "ENV")
     assert "HOME=/tmp" in env and "TMPDIR=/tmp" in env
+    # An operator started from source in the tests and benchmarks runs with the image's allocator.
+    for name, value in IMAGE_ENV.items():
+        assert f"{name}={value}" in env.split(), (name, env)
 
 
 def test_no_secrets_in_the_image_definition() -> None:

@@ -17,7 +17,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import yaml
 
@@ -28,6 +28,10 @@ from tenant_platform.testing.wait import wait_for
 REPO = Path(__file__).resolve().parents[3]
 OPERATOR_NAMESPACE = "tenant-platform-system"
 OPERATOR_SA = "tenant-platform-operator"
+IMAGE_ENV: Final = {"MALLOC_ARENA_MAX": "2"}
+"""The allocator settings the image's Dockerfile sets (its ENV; tests/unit/test_dockerfile.py keeps
+the two equal), so an operator started from source here (e2e tests, benchmarks) runs as the
+image runs it."""
 
 
 @dataclass
@@ -126,6 +130,7 @@ def start_operator(
     health_port = _free_port() if health else None
     env = {
         **os.environ,
+        **IMAGE_ENV,
         "KUBECONFIG": str(kubeconfig),
         "TENANT_PLATFORM_DRIFT_INTERVAL": str(drift_interval),
         "TENANT_PLATFORM_GPU_DEBOUNCE": "0.5",
