@@ -21,6 +21,15 @@ stage() {  # stage NAME: record the time since the previous stage ended
   stages+=("$(printf '%-44s %5ds' "$1" $((now - stage_start)))")
   stage_start=$now
 }
+await_build() {  # await_build PID LOG WHAT: wait for a background build; on failure show its log and stop
+  if ! wait "$1"; then
+    cat "$2" >&2
+    echo "building $3 failed (log above)" >&2
+    exit 1
+  fi
+  grep -v 'still running' "$2" >&2 || true
+  stage "waiting for $3"
+}
 report() {
   if ((${#stages[@]})); then
     echo "== stages (wall clock)" >&2
@@ -70,13 +79,7 @@ echo "== import layering" >&2
 stage "ruff, mypy, import layering"
 
 echo "== tools (helm, promtool, kstatus, argocd-lua, cert-manager, coredns) from the Go module proxy, cached" >&2
-if ! wait "$tools_build"; then
-  cat "$tools_log" >&2
-  echo "building the tools failed (log above)" >&2
-  exit 1
-fi
-grep -v 'still running' "$tools_log" >&2 || true
-stage "waiting for the tools"
+await_build "$tools_build" "$tools_log" "the tools"
 echo "== pytest (Kubernetes $newest, the whole suite, ${workers} workers)" >&2
 .venv/bin/pytest "${parallel[@]}" "$@"
 stage "pytest, Kubernetes $newest, the whole suite"
@@ -101,13 +104,7 @@ VERSION_SENSITIVE=(
   tests/e2e/test_operator.py
 )
 echo "== control plane for Kubernetes $OLDEST (built once, then cached; started beside the suite)" >&2
-if ! wait "$oldest_build"; then
-  cat "$oldest_log" >&2
-  echo "building the Kubernetes $OLDEST control plane failed (log above)" >&2
-  exit 1
-fi
-grep -v 'still running' "$oldest_log" >&2 || true
-stage "waiting for the Kubernetes $OLDEST control plane"
+await_build "$oldest_build" "$oldest_log" "the Kubernetes $OLDEST control plane"
 echo "== pytest (Kubernetes $OLDEST, the version-sensitive part)" >&2
 TENANT_PLATFORM_K8S=$OLDEST .venv/bin/pytest -p no:cacheprovider "${parallel[@]}" "${VERSION_SENSITIVE[@]}"
 stage "pytest, Kubernetes $OLDEST, the version-sensitive part"

@@ -7,6 +7,7 @@ test_guard_lifetime.py, tests/e2e/test_hand_prepared.py):
   ``kubectl-client-side-apply``), so nothing of it is ours;
 - the checklist's names (docs/migration.md uses them): namespaces ``kamiwaza`` and ``kamiwaza-extensions``, the guard
   ``kamiwaza-tenant-pod-guard``/``kamiwaza-tenant-exec-guard``;
+- ``admin_by_hand``: the checklist's grant of ``admin`` to the installer in a namespace;
 - ``checklist_guard``: its two ValidatingAdmissionPolicies and bindings (``[Deny, Audit]``,
   ``matchResources.namespaceSelector`` on the namespaces' names);
 - ``Prober``: a thread submitting a hostPID pod (server-side dry run) and an exec into
@@ -35,6 +36,20 @@ def by_hand(kube: Kube, obj: dict[str, Any]) -> dict[str, Any]:
     """``obj`` created as an admin's ``kubectl apply`` creates it (its own field manager)."""
     path = kube.path(obj["apiVersion"], obj["kind"], namespace=obj["metadata"].get("namespace"))
     return kube.request("POST", path, body=obj, query={"fieldManager": HAND})
+
+
+def admin_by_hand(kube: Kube, namespace: str, service_account: str, sa_namespace: str) -> dict[str, Any]:
+    """The installer (``service_account`` of ``sa_namespace``) made ``admin`` in ``namespace`` by hand,
+    as the checklist grants it in the extensions namespace."""
+    return kube.create(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": f"{service_account}-admin-by-hand", "namespace": namespace},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "admin"},
+            "subjects": [{"kind": "ServiceAccount", "name": service_account, "namespace": sa_namespace}],
+        }
+    )
 
 
 def checklist_guard(kube: Kube, namespaces: tuple[str, ...] = CHECKLIST_NAMESPACES) -> None:

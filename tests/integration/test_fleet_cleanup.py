@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 from fleet_support import SETTINGS, admin, passes, put_secret, tenant_servers
+from tests.checklist_support import admin_by_hand
 from tests.support import condition, shared_label_holders
 
 from tenant_platform import reconcile
@@ -479,15 +480,7 @@ def test_a_namespace_a_target_platform_drops_keeps_the_guard_in_the_target(
             what="the installer in the tenant",
         )
         sa = "platform-installer"
-        kube.create(
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "RoleBinding",
-                "metadata": {"name": f"{sa}-admin-by-hand", "namespace": extra},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "admin"},
-                "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": primary}],
-            }
-        )
+        admin_by_hand(kube, extra, sa, primary)
         token, _ = kube.request_token(primary, sa, expiration_seconds=3600)
         path = tmp_path / "installer.kubeconfig"
         path.write_bytes(tenant.kubeconfig_for_token(token))

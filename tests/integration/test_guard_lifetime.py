@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 from networking_support import context
-from tests.checklist_support import CHECKLIST_GUARD, CHECKLIST_NAMESPACES, checklist_guard
+from tests.checklist_support import CHECKLIST_GUARD, CHECKLIST_NAMESPACES, admin_by_hand, checklist_guard
 from tests.support import create_namespace, sole_condition
 
 from tenant_platform import reconcile
@@ -263,15 +263,7 @@ def test_a_namespace_dropped_from_the_spec_keeps_the_guard_it_had(  # noqa: PLR0
     sa = TenantPlatform.from_body(fresh(crd, unique_name)).spec.installer.service_account_name
     installer = installer_client(crd, control_plane, tenant, sa, tmp_path)
     # The checklist's hand-made grant: the installer is admin in the extensions namespace too.
-    crd.create(
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": {"name": f"{sa}-admin-by-hand", "namespace": extra},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "admin"},
-            "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": tenant}],
-        }
-    )
+    admin_by_hand(crd, extra, sa, tenant)
     shared = manifests.guard_names("Deny").pod_guard
     wait_for(
         lambda: shared in (refusal(installer, extra, "hostPath") or ""), "the shared guard in extra", 30, interval=0.2
