@@ -20,6 +20,8 @@ annotations while a deletion is retried. kopf logs in with exactly our client's 
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import dataclasses
 import json
 import logging
@@ -29,6 +31,7 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -213,6 +216,39 @@ HEARTBEAT_STALE_SECONDS = 15.0
 # On a graceful stop, passes in flight get this long to end before the Lease is released.
 DRAIN_SECONDS = 10.0
 
+TRIM_SECONDS = 30.0
+"""How often the process hands freed heap memory back to the system (``malloc_trim``)."""
+
+
+def malloc_trim() -> Callable[[], int] | None:
+    """glibc's ``malloc_trim(0)``, or None where the C library has none (musl, macOS)."""
+    name = ctypes.util.find_library("c")
+    if not name:
+        return None
+    trim = getattr(ctypes.CDLL(name), "malloc_trim", None)
+    if trim is None:
+        return None
+    trim.argtypes = [ctypes.c_size_t]
+    trim.restype = ctypes.c_int
+    return lambda: int(trim(0))
+
+
+def trim_memory(stop: threading.Event, interval: float = TRIM_SECONDS, trim: Callable[[], int] | None = None) -> int:
+    """Every ``interval`` seconds until ``stop``, give the heap's free pages back to the system.
+
+    CPython frees objects into glibc's allocator, which keeps the pages of a passing burst (a
+    fleet converging: thousands of bodies, responses and status documents) mapped, so the
+    process's resident memory stays at its peak: measured at 500 platforms, 210 MiB before a trim
+    and 199 MiB after (docs/performance.md). A trim takes milliseconds. Returns the number of trims."""
+    trim = trim or malloc_trim()
+    if trim is None:
+        return 0
+    done = 0
+    while not stop.wait(interval):
+        trim()
+        done += 1
+    return done
+
 
 def default_identity() -> str:
     """The pod's name (its host name) plus a random suffix: unique even for two local runs."""
@@ -336,6 +372,7 @@ def run(
         halt.set()
 
     threading.Thread(target=bridge, name="stop-bridge", daemon=True).start()
+    threading.Thread(target=trim_memory, args=(halt,), name="memory-trim", daemon=True).start()
     if threading.current_thread() is threading.main_thread():
         # Until kopf installs its own handlers: a standby stops cleanly on SIGTERM.
         signal.signal(signal.SIGTERM, lambda *_: halt.set())
