@@ -19,5 +19,6 @@ def test_faults_short() -> None:
     report = faults.markdown(results, platforms=3)
     print(report)
     assert [r.fault for r in results] == ["none", "kill", "kill", "kill", "apiserver", "etcd"]
-    assert all(not r.failures for r in results), report
-    assert all(not r.leaks for r in results), report
+    details = "\n".join(f"round {i}: failures {r.failures}, leaks {r.leaks}" for i, r in enumerate(results))
+    assert all(not r.failures for r in results), f"{report}\n{details}"
+    assert all(not r.leaks for r in results), f"{report}\n{details}"

@@ -10,6 +10,7 @@ import base64
 import secrets
 import tarfile
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,38 @@ from tenant_platform.testing.operator import REPO, apply_file
 pytestmark = pytest.mark.cluster
 
 VIEWER = "support"
+RBAC = "rbac.authorization.k8s.io/v1"
+
+
+@contextmanager
+def view_without_tenantplatforms(kube: Kube, viewer: str) -> Iterator[None]:
+    """`view` as Kubernetes ships it, for the block: ClusterRoles that aggregate TenantPlatform reads
+    into `view` (deploy/base/api-roles.yaml, left by an install test that ran earlier on this
+    worker's control plane) are set aside and put back afterwards. Waits until the aggregation
+    controller has taken the rules out of `view`, asked as ``viewer``."""
+    aside = [
+        role
+        for role in kube.list(RBAC, "ClusterRole", label_selector="rbac.authorization.k8s.io/aggregate-to-view=true")
+        if any("tenancy.dev" in (rule.get("apiGroups") or []) for rule in role.get("rules") or [])
+    ]
+    for role in aside:
+        kube.delete(RBAC, "ClusterRole", role["metadata"]["name"])
+
+    def cannot_list() -> bool | None:
+        allowed, _ = kube.can_i(
+            user=viewer, groups=["system:authenticated"], verb="list", group="tenancy.dev", resource="tenantplatforms"
+        )
+        return (not allowed) or None
+
+    try:
+        wait_for(cannot_list, "view to lose the aggregated TenantPlatform reads")
+        yield
+    finally:
+        for role in aside:
+            meta = role["metadata"]
+            kept = {k: meta[k] for k in ("name", "labels", "annotations") if k in meta}
+            if kube.get(RBAC, "ClusterRole", meta["name"]) is None:
+                kube.create({"apiVersion": RBAC, "kind": "ClusterRole", "metadata": kept, "rules": role.get("rules")})
 
 
 def b64(text: str) -> str:
@@ -219,7 +252,8 @@ def test_as_a_read_only_identity_missing_names_what_view_cannot_read(
     try:
         token, _ = crd.request_token(ns, VIEWER, expiration_seconds=600)
         kubeconfig = seeded.kubeconfig_for_token(token, tmp_path / "viewer")
-        files, _ = run(kubeconfig, tmp_path / "view.tar.gz", world["operator"], capsys)
+        with view_without_tenantplatforms(crd, f"system:serviceaccount:{ns}:{VIEWER}"):
+            files, _ = run(kubeconfig, tmp_path / "view.tar.gz", world["operator"], capsys)
         missing = files["MISSING.txt"]
         assert "Nodes: refused (403). Needs: list nodes (cluster)" in missing
         assert "TenantPlatforms: refused (403). Needs: list tenantplatforms.tenancy.dev (cluster)" in missing

@@ -157,9 +157,11 @@ def test_viewers_get_tenantplatforms_and_only_a_bound_editor_creates_them(crd: K
     """deploy/base/api-roles.yaml on the real API server: `view` (by aggregation) may get and list,
     never create; create needs tenantplatforms-edit, which aggregates into nothing."""
     viewer, editor = f"viewer-{unique_name}", f"editor-{unique_name}"
+    created = []
     for role in _api_roles():
         if crd.get("rbac.authorization.k8s.io/v1", "ClusterRole", role["metadata"]["name"]) is None:
             crd.create(role)
+            created.append(role["metadata"]["name"])
     bindings = {viewer: "view", editor: "tenantplatforms-edit"}
     for user, role_name in bindings.items():
         crd.create(
@@ -201,6 +203,8 @@ def test_viewers_get_tenantplatforms_and_only_a_bound_editor_creates_them(crd: K
     finally:
         for user in bindings:
             crd.delete("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", user)
+        for name in created:  # `view` as it was for the next test on this control plane
+            crd.delete("rbac.authorization.k8s.io/v1", "ClusterRole", name)
 
 
 def impersonating(admin: Kube, user: str) -> Kube:
