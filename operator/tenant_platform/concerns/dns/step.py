@@ -12,7 +12,9 @@ goes where the cluster's distribution expects it (concerns/dns/coredns.py ``dete
   that plugin (formats/corefile.py). Read-modify-write with the object's resourceVersion as the
   precondition (PUT): a concurrent edit makes the API server answer 409, and we re-read and retry
   (``status.dns.MAX_ATTEMPTS``, then Conflict and a retry shortly), so nobody's edit is lost. No
-  write at all when our block is already right.
+  write at all when our block is already right. The platforms of this process do not race each
+  other for that object: their edits go through one combiner (concerns/dns/combiner.py), which
+  makes the edits waiting at the same time in one PUT.
 - ``import`` (k3s, AKS, and any cluster whose Corefile imports ``*.override`` files from the
   ``coredns-custom`` ConfigMap): our own key ``tenant-platform-<platform>.override`` in
   ``coredns-custom`` (created if absent), written with a merge patch of that key only. These
@@ -31,9 +33,14 @@ returned, without reading again, so that the server's time of our change counts.
 
 Guard rails, in every mode (core/domainclaims.py): ``gather`` also lists the TenantPlatforms, and
 a cluster-internal or cloud-metadata domain, or one another platform holds, is refused before
-anything is written. ``_edit_corefile`` runs the guard again on every retry, on the Corefile it
-just re-read and a fresh list of TenantPlatforms, so a platform that took the domain while we
-retried wins and the Corefile is left as it is.
+anything is written. ``_edit_corefile`` hands the combiner the guard with the edit: it judges the
+text the edit is about to change (other platforms' edits of the same batch made), again on every
+retry with a fresh list of TenantPlatforms, so a platform that took the domain meanwhile wins
+and our edit is dropped (the others' go through).
+
+Reload: ``gather`` notes the Corefile's blocks in the combiner's ``BlockLedger`` and gives the
+verdict the time our own block last changed, so another platform's block written does not make
+this one wait for the CoreDNS pods' reload (ReloadPending).
 
 ``management: External``: verify only, by resolving the domain from the operator's pod (in-cluster
 only, ``resolver``) and comparing with the gateway Service's addresses (cluster IPs, ``externalIPs``,
@@ -45,15 +52,16 @@ Forbidden/APIError "... configure CoreDNS" (``action``).
 from __future__ import annotations
 
 import contextlib
-import copy
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 
 from tenant_platform.api import constants
 from tenant_platform.api.models import TenantPlatform
 from tenant_platform.concerns.dns import verdict
-from tenant_platform.concerns.dns.coredns import COREFILE_KEY, CoreDNSTarget, corefile_text, pod_selector
+from tenant_platform.concerns.dns.combiner import CorefileCombiner, CorefileConflict, Edit, key_of, shared
+from tenant_platform.concerns.dns.coredns import CoreDNSTarget, pod_selector
 from tenant_platform.core import domainclaims
 from tenant_platform.core.gatewayservice import service_hostnames, service_of
 from tenant_platform.core.verdict import Event, Verdict
@@ -74,10 +82,6 @@ def default_resolver(host: str) -> list[str]:
     return sorted({str(info[4][0]) for info in infos})
 
 
-class CorefileConflict(Exception):
-    """The Corefile kept changing under us for dns.MAX_ATTEMPTS attempts."""
-
-
 class Refused(Exception):
     """The guard refused the domain on a retry of the Corefile edit (``verdict`` says why)."""
 
@@ -92,6 +96,8 @@ class DnsStep:
     resolver: Callable[[str], list[str]] = default_resolver
     name: str = COMPONENT
     condition_types: tuple[str, ...] = (constants.DNS_READY,)
+    combiner: CorefileCombiner = field(default_factory=shared)
+    """Every DnsStep of the process shares one (concerns/dns/combiner.py)."""
 
     # -- Step -------------------------------------------------------------------------------------
 
@@ -185,7 +191,10 @@ class DnsStep:
         rke2 = kube.get("v1", "ConfigMap", t.rke2_config_map, t.namespace) if cm is None else None
         nodes = kube.request("GET", "/api/v1/nodes", query={"limit": "1"}).get("items") or []
         pods = kube.list("v1", "Pod", t.namespace, label_selector=pod_selector(deployment)) if cm is not None else []
+        noted, at = self._own_block(ctx, cm, read=True)
         return verdict.DnsFacts(
+            own_block_noted=noted,
+            own_block_changed_at=at,
             corefile_cm=cm,
             custom_cm=custom,
             deployment=deployment,
@@ -214,6 +223,14 @@ class DnsStep:
         except OSError as exc:
             return replace(facts, resolve_error=str(exc))
 
+    def _own_block(self, ctx: StepContext, cm: Obj | None, *, read: bool) -> tuple[bool, datetime | None]:
+        """Whether our block is in ``cm``'s Corefile, and when it last changed (the combiner's
+        ``BlockLedger``; ``read``: note ``cm`` first, as read)."""
+        key = key_of(ctx.kube, self.target)
+        if read:
+            self.combiner.ledger.note_read(key, cm, now=ctx.now)
+        return self.combiner.ledger.changed_at(key, ctx.name)
+
     # -- writes -----------------------------------------------------------------------------------
 
     def _write(
@@ -223,7 +240,9 @@ class DnsStep:
         The event of each write made is added to ``events``."""
         for write in writes:
             if isinstance(write, verdict.CorefileWrite):
-                facts = replace(facts, corefile_cm=self._edit_corefile(ctx, facts, write))
+                written = self._edit_corefile(ctx, facts, write)
+                noted, at = self._own_block(ctx, written, read=False)
+                facts = replace(facts, corefile_cm=written, own_block_noted=noted, own_block_changed_at=at)
             else:
                 facts = replace(facts, custom_cm=self._patch_custom(ctx, write.key, write.value))
             if write.event is not None:
@@ -231,42 +250,33 @@ class DnsStep:
         return facts
 
     def _edit_corefile(self, ctx: StepContext, facts: verdict.DnsFacts, write: verdict.CorefileWrite) -> Obj:
-        """Read-modify-write of the Corefile with a resourceVersion precondition; retries on 409.
+        """Our edit of the Corefile, made by the combiner (read-modify-write with a resourceVersion
+        precondition, retried on 409, together with the edits of other platforms waiting then).
 
-        ``facts.corefile_cm`` is the object already read (saves one GET). Before every attempt
-        that adds our rewrite, the guard judges the Corefile about to be edited (re-read, with the
-        TenantPlatforms listed again, on a retry); a refusal raises Refused and nothing is written.
-        Returns the object as written, or as read when the edit is a no-op.
+        ``facts.corefile_cm`` is the object already read (saves a GET when it is the freshest the
+        combiner knows). When the edit adds our rewrite, the guard judges the Corefile it is about
+        to change on every attempt (with the TenantPlatforms listed again on a retry); a refusal
+        raises Refused and our edit is not made. Returns the object as written, or as read when
+        the edit is a no-op.
         """
-        t = self.target
-        live = facts.corefile_cm
         claims = facts.claims
-        for attempt in range(verdict.MAX_ATTEMPTS):
-            if live is None:
-                live = ctx.kube.get("v1", "ConfigMap", t.config_map, t.namespace)
-                if live is None:
-                    raise errors.NotFound(404, "NotFound", f"ConfigMap {t.namespace}/{t.config_map} disappeared")
-            if write.rewrite is not None:
-                if attempt:
-                    claims = self._claims(ctx)
-                refused = verdict.guard(ctx.platform, replace(facts, corefile_cm=live, claims=claims), dry_run=True)
-                if refused is not None:
-                    raise Refused(refused.verdict)
-            text = corefile_text(live)
-            new = write.edit(text)
-            if new == text:
-                return live
-            body = copy.deepcopy(live)
-            body.setdefault("apiVersion", "v1")
-            body.setdefault("kind", "ConfigMap")
-            body["metadata"].pop("managedFields", None)  # keep the server's record of field owners
-            body.setdefault("data", {})[COREFILE_KEY] = new
-            try:
-                return ctx.kube.replace(body)
-            except errors.Conflict:
-                ctx.logger.info("Corefile in %s/%s changed while we edited it; retrying", t.namespace, t.config_map)
-                live = None
-        raise CorefileConflict(verdict.kept_changing(t).condition.message)
+
+        def judge(cm: Obj, fresh: bool) -> Exception | None:
+            nonlocal claims
+            if fresh:
+                claims = self._claims(ctx)
+            refused = verdict.guard(ctx.platform, replace(facts, corefile_cm=cm, claims=claims), dry_run=True)
+            return None if refused is None else Refused(refused.verdict)
+
+        edit = Edit(
+            ctx.name,
+            write.edit,
+            ctx.kube,
+            judge=judge if write.rewrite is not None else None,
+            seen=facts.corefile_cm,
+            logger=ctx.logger,
+        )
+        return self.combiner.edit(key_of(ctx.kube, self.target), edit)
 
     def _patch_custom(self, ctx: StepContext, key: str, value: str | None) -> Obj | None:
         """Set (or, with None, remove) one key of the import ConfigMap, touching no other key."""

@@ -31,8 +31,10 @@ ConflictingRewrite, nothing written. Kamaji's CoreDNS add-on writes its Corefile
 Refused without writing: no CoreDNS ConfigMap (CoreDNSNotFound), a Corefile we cannot edit
 safely (CorefileUnsupported). A dry run
 writes nothing and reports WouldConfigure when a write is due. Otherwise the condition is the
-pods' pickup of the change (``pickup``). When the verdict writes the object whose change the pods
-must load, it assumes the write lands at ``now`` and sets ``recheck``: the step's ``apply`` decides
+pods' pickup of the change (``pickup``): in ``corefile`` mode, of the last change of our own
+block (``DnsFacts.own_block_changed_at``, when the step noted it), not of another platform's.
+When the verdict writes the object whose change the pods must load, it assumes the write lands
+at ``now`` and sets ``recheck``: the step's ``apply`` decides
 again, with this same function, on the objects the API server returned (nothing read again), so
 that the server's time of the change counts.
 
@@ -105,6 +107,12 @@ class DnsFacts:
     """External, in cluster: what the gateway Service's load-balancer host names resolve to."""
     claims: tuple[domainclaims.Claim, ...] = ()
     """Every TenantPlatform's spec.domain (ours included), for the guard."""
+    own_block_noted: bool = False
+    """The step knows when our block in the main Corefile last changed (``own_block_changed_at``;
+    concerns/dns/combiner.py ``BlockLedger``). False: the time of the operator's last write of the
+    ConfigMap (managedFields) counts, whichever block it changed."""
+    own_block_changed_at: datetime | None = None
+    """When our block last changed (server time; None: unknown)."""
 
 
 @dataclass(frozen=True)
@@ -549,10 +557,10 @@ def configured(s: CoreDNSSubject) -> DnsPlan:
     """Every check passed: write our rewrite where the mode puts it (not in a dry run), and the
     condition is the pods' pickup of the change (``pickup``)."""
     place = s.place
-    # The pods must load the change to ``watched``: written now, or as read.
+    # The pods must load the change to our rewrite: written now, or as last changed.
     seen = pickup(
         pods=s.facts.pods,
-        changed=s.now if place.rewritten else changed_at(place.watched),
+        changed=s.now if place.rewritten else place.changed,
         now=s.now,
         reload=place.reload,
         mode=s.dist.mode,
@@ -593,6 +601,8 @@ class _Placement:
     """The condition message's first sentence."""
     reload: bool
     """Whether the pods reload the change by themselves (the reload plugin, Corefile only)."""
+    changed: datetime | None
+    """When our rewrite there last changed, as far as known (server time; None: unknown)."""
 
 
 def _in_imports(platform: TenantPlatform, facts: DnsFacts, dist: Distribution, t: CoreDNSTarget) -> _Placement:
@@ -621,6 +631,7 @@ def _in_imports(platform: TenantPlatform, facts: DnsFacts, dist: Distribution, t
             f"{key} of {where} rewrites {spec.domain} to {spec.gateway.service_host}. "
         ),
         reload=True,
+        changed=changed_at(facts.custom_cm),
     )
 
 
@@ -800,6 +811,9 @@ def _in_corefile(platform: TenantPlatform, facts: DnsFacts, dist: Distribution, 
             + " "
         ),
         reload=corefile.has_reload(text),
+        # Our own block's last change, not the ConfigMap's: another platform's block written
+        # makes no platform but that one wait for the reload.
+        changed=facts.own_block_changed_at if facts.own_block_noted else changed_at(facts.corefile_cm),
     )
 
 
