@@ -337,18 +337,23 @@ class BlockLedger:
             self._note(key, live, seen=now, ours=False)
 
     def _note(self, key: Key, obj: Obj, *, seen: datetime | None, ours: bool) -> None:
-        blocks = block_lines(corefile_text(obj))
-        if blocks is None:
-            return
+        rv = _rv(obj)
         written_at = changed_at(obj)
         with self._lock:
             noted = self._noted.setdefault(key, _Noted())
-            rv = _rv(obj)
+            if rv >= 0 and rv == noted.rv:  # the object already noted: its blocks are as noted
+                self._later_write(noted, written_at)
+                return
+        # Parsed only for an object not noted yet (every pass of every platform reads the same one).
+        blocks = block_lines(corefile_text(obj))
+        if blocks is None:
+            return
+        with self._lock:
+            noted = self._noted.setdefault(key, _Noted())
             if rv < noted.rv:
                 return  # an older object than one already noted (a read cache behind our write)
             noted.rv = rv
-            if written_at is not None and (noted.last_write is None or written_at > noted.last_write):
-                noted.last_write = written_at
+            self._later_write(noted, written_at)
             for platform, lines in blocks.items():
                 held = noted.blocks.get(platform)
                 if held is not None and held[0] == lines:
@@ -364,6 +369,11 @@ class BlockLedger:
                 noted.blocks[platform] = (lines, when)
             for gone in set(noted.blocks) - set(blocks):
                 del noted.blocks[gone]
+
+    @staticmethod
+    def _later_write(noted: _Noted, written_at: datetime | None) -> None:
+        if written_at is not None and (noted.last_write is None or written_at > noted.last_write):
+            noted.last_write = written_at
 
     def changed_at(self, key: Key, platform: str) -> tuple[bool, datetime | None]:
         """(noted, when): whether ``platform``'s block is noted, and when it last changed (None:
