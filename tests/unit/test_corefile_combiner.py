@@ -89,15 +89,20 @@ def edit(store: Any, name: str, **kwargs: Any) -> Edit:
     return Edit(name, kwargs.pop("change", upsert(name)), store, **kwargs)
 
 
+def record(combiner: CorefileCombiner, item: Edit, outcomes: dict[str, Any]) -> None:
+    """Make ``item``'s edit; its outcome (the object, or the exception) under its platform."""
+    try:
+        outcomes[item.platform] = combiner.edit(KEY, item)
+    except Exception as exc:
+        outcomes[item.platform] = exc
+
+
 def run_together(combiner: CorefileCombiner, store: Store, edits: list[Edit]) -> dict[str, Any]:
     """The first edit alone, its PUT held until every other one waits in the queue; then the rest."""
     outcomes: dict[str, Any] = {}
 
     def one(item: Edit) -> None:
-        try:
-            outcomes[item.platform] = combiner.edit(KEY, item)
-        except Exception as exc:
-            outcomes[item.platform] = exc
+        record(combiner, item, outcomes)
 
     released = threading.Event()
 
@@ -204,10 +209,7 @@ def test_a_failed_leader_gets_its_error_and_its_followers_try_again_under_a_new_
     outcomes: dict[str, Any] = {}
 
     def one(item: Edit) -> None:
-        try:
-            outcomes[item.platform] = combiner.edit(KEY, item)
-        except Exception as exc:
-            outcomes[item.platform] = exc
+        record(combiner, item, outcomes)
 
     first = threading.Thread(target=one, args=(edit(store, "p0"),))
     first.start()
